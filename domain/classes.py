@@ -1,0 +1,89 @@
+"""Overbooking classes (DESIGN 3.2), as exact fractions.
+
+Class c tolerates t(c) = 1 - 100/label(c) of its resources being cut, and a host whose lowest
+class is c may be booked up to M(c) x capacity. Two models of M are offered:
+
+* ``thesis`` (default): M(c) = 1 + t(c)  -> 1, 7/6, 4/3, 3/2;
+* ``label``: M(c) is the label itself     -> 1, 6/5, 3/2, 2.
+
+The cut tolerance t(c) is the same in both models; only the booking ceiling differs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+from domain.errors import ValidationError
+
+MIN_CLASS = 1
+MAX_CLASS = 4
+CLASSES: tuple[int, ...] = (1, 2, 3, 4)
+
+# The label of each class, in percent of the request that the class is sold as.
+CLASS_LABEL_PERCENT: dict[int, int] = {1: 100, 2: 120, 3: 150, 4: 200}
+
+
+class OverbookingModel(StrEnum):
+    THESIS = "thesis"
+    LABEL = "label"
+
+
+def check_class(value: object, field_name: str = "class") -> int:
+    """Return ``value`` as a class number, or raise ValidationError naming ``field_name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field_name, f"must be an integer {MIN_CLASS}..{MAX_CLASS}")
+    if not MIN_CLASS <= value <= MAX_CLASS:
+        raise ValidationError(field_name, f"must be between {MIN_CLASS} and {MAX_CLASS}")
+    return value
+
+
+@dataclass(frozen=True)
+class ClassTable:
+    """t(c) and M(c) for every class, exact."""
+
+    model: OverbookingModel = OverbookingModel.THESIS
+    _tolerance: dict[int, Fraction] = field(init=False, repr=False, compare=False)
+    _max_factor: dict[int, Fraction] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        tol = {c: 1 - Fraction(100, CLASS_LABEL_PERCENT[c]) for c in CLASSES}
+        if self.model is OverbookingModel.THESIS:
+            factor = {c: 1 + tol[c] for c in CLASSES}
+        else:
+            factor = {c: Fraction(CLASS_LABEL_PERCENT[c], 100) for c in CLASSES}
+        object.__setattr__(self, "_tolerance", tol)
+        object.__setattr__(self, "_max_factor", factor)
+
+    def tolerance(self, cls: int) -> Fraction:
+        """t(c): the share of a class-c task's resources that may be cut."""
+        return self._tolerance[cls]
+
+    def max_factor(self, cls: int) -> Fraction:
+        """M(c): how far a host of class c may be booked, as a multiple of capacity."""
+        return self._max_factor[cls]
+
+    def limit(self, capacity: int, cls: int) -> int:
+        """The largest whole allocation allowed on ``capacity`` for host class ``cls``.
+
+        Allocations are integers, so ``alloc <= capacity * M`` is ``alloc <= floor(capacity * M)``.
+        """
+        return math.floor(capacity * self._max_factor[cls])
+
+    def request_cut(self, request_class: int, host_class: int) -> Fraction:
+        """The cut a request of ``request_class`` takes on a stricter host (0 if none)."""
+        return max(Fraction(0), self.tolerance(request_class) - self.tolerance(host_class))
+
+    def availability_objective(self, cls: int) -> Fraction:
+        """Default availability objective of a class: 1 - t(c) (1, 5/6, 2/3, 1/2)."""
+        return 1 - self.tolerance(cls)
+
+
+def after_cut(original: int, cut: Fraction) -> int:
+    """Resources left after a total cut of ``cut``, rounded up to a whole unit.
+
+    Rounding up means a task is never cut beyond its allowance.
+    """
+    return math.ceil(original * (1 - cut))
