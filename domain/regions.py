@@ -26,9 +26,7 @@ class RegionBounds:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.lee_below <= self.eed_above < 1.0:
-            raise ValidationError(
-                "region_bounds", "need 0 < lee_below <= eed_above < 1"
-            )
+            raise ValidationError("region_bounds", "need 0 < lee_below <= eed_above < 1")
 
     def classify(self, total_util: float) -> Region:
         if total_util < self.lee_below:

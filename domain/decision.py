@@ -1,0 +1,78 @@
+"""Decision objects: what a policy decided, before anything is applied (DESIGN 2, 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+from domain.model import Request
+
+
+class Pass(StrEnum):
+    SIMPLE = "simple"
+    CUT = "cut"
+    KILL = "kill"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCut:
+    """A running task shrunk to make room: its new resources and its new total cut."""
+
+    task: str
+    host: str
+    cpu_shares: int
+    memory: int
+    cut_received: Fraction
+    cpu_freed: int
+    memory_freed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where a request goes (or why it does not), and what has to give way for it."""
+
+    request: Request
+    placed: bool
+    host: str | None = None
+    pass_: Pass | None = None
+    cpu_shares: int = 0  # the request's resources as placed (after its own cut)
+    memory: int = 0
+    cut_received: Fraction = Fraction(0)
+    cuts: tuple[TaskCut, ...] = ()
+    kills: tuple[str, ...] = ()
+    new_class: int | None = None  # the host's class once the decision is applied
+    reason: str = ""
+    explain: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def refused(cls, request: Request, reason: str, explain: tuple[str, ...] = ()) -> Decision:
+        return cls(request=request, placed=False, reason=reason, explain=explain)
+
+    def to_dict(self, *, with_explain: bool = False) -> dict[str, Any]:
+        """The JSON form documented for ``greenswarm decide`` and ``POST /requests``."""
+        out: dict[str, Any] = {
+            "placed": self.placed,
+            "host": self.host,
+            "pass": self.pass_.value if self.pass_ is not None else None,
+            "request": {
+                "cpu_shares": self.cpu_shares if self.placed else self.request.cpu_shares,
+                "memory": self.memory if self.placed else self.request.memory,
+                "cut_received": float(self.cut_received),
+            },
+            "cuts": [
+                {
+                    "task": cut.task,
+                    "cpu_shares": cut.cpu_shares,
+                    "memory": cut.memory,
+                    "cut_received": float(cut.cut_received),
+                }
+                for cut in self.cuts
+            ],
+            "kills": list(self.kills),
+            "reason": self.reason,
+        }
+        if with_explain:
+            out["explain"] = list(self.explain)
+        return out

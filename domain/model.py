@@ -1,0 +1,173 @@
+"""The values every package shares: requests, tasks, hosts.
+
+Memory is always in bytes and CPU in shares (1024 = one core). A task's id is the id of the
+request it runs, so a killed and rescheduled task keeps its identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from fractions import Fraction
+
+from domain.classes import check_class
+from domain.errors import ValidationError
+from domain.regions import Region, total_utilization
+
+MIN_CPU_SHARES = 2
+
+
+class TaskType(StrEnum):
+    JOB = "job"  # finite: runs to completion
+    SERVICE = "service"  # runs until stopped
+
+
+def check_task_type(value: object, field_name: str = "type") -> TaskType:
+    if not isinstance(value, str) or value not in TaskType.__members__.values():
+        raise ValidationError(field_name, "must be 'job' or 'service'")
+    return TaskType(value)
+
+
+def check_int(value: object, field_name: str, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field_name, "must be an integer")
+    if value < minimum:
+        raise ValidationError(field_name, f"must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ValidationError(field_name, f"must be at most {maximum}")
+    return value
+
+
+def check_fraction_of_one(value: object, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field_name, "must be a number in [0, 1]")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValidationError(field_name, "must be in [0, 1]")
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a client asks to run; resources are the original (uncut) ones."""
+
+    id: str
+    cls: int
+    type: TaskType
+    cpu_shares: int
+    memory: int
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValidationError("id", "must not be empty")
+        check_class(self.cls)
+        check_int(self.cpu_shares, "cpu_shares", MIN_CPU_SHARES)
+        check_int(self.memory, "memory", 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A request running on a host, as the Task Registry books it.
+
+    ``cpu_shares`` and ``memory`` are the current (possibly cut) resources; ``cut_received`` is
+    the total share of the original resources cut so far. ``started_at``, ``executed_s`` and
+    ``pending_s`` feed the time-to-violate of a killed task (DESIGN 3.7).
+    """
+
+    id: str
+    host: str
+    cls: int
+    type: TaskType
+    cpu_shares: int
+    memory: int
+    original_cpu_shares: int
+    original_memory: int
+    cut_received: Fraction = Fraction(0)
+    cpu_util: float = 0.0
+    memory_util: float = 0.0
+    started_at: float = 0.0
+    executed_s: float = 0.0
+    pending_s: float = 0.0
+
+    @property
+    def util(self) -> float:
+        return total_utilization(self.cpu_util, self.memory_util)
+
+    def as_request(self) -> Request:
+        """The request that reschedules this task: its own class, its original resources."""
+        return Request(self.id, self.cls, self.type, self.original_cpu_shares, self.original_memory)
+
+    def with_utilization(self, cpu_util: float, memory_util: float) -> Task:
+        return replace(self, cpu_util=cpu_util, memory_util=memory_util)
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """A machine as registered: its id (Swarm node id or address) and capacity."""
+
+    id: str
+    cpu_capacity: int
+    memory_capacity: int
+    address: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValidationError("id", "must not be empty")
+        check_int(self.cpu_capacity, "cpu_capacity", MIN_CPU_SHARES)
+        check_int(self.memory_capacity, "memory_capacity", 1)
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """A read-only snapshot of one host, as the scheduler sees it.
+
+    ``tally`` holds the per-class sums a store keeps up to date (see domain.tally); allocation,
+    class and the room for every pass derive from it in O(1). ``cpu_limits[c-1]`` is the largest
+    CPU allocation allowed when the host class is c (floor(capacity x M(c))), same for memory.
+    """
+
+    id: str
+    cpu_capacity: int
+    memory_capacity: int
+    cpu_util: float
+    memory_util: float
+    region: Region
+    tally: tuple[int, ...]
+    cpu_limits: tuple[int, ...]
+    memory_limits: tuple[int, ...]
+    address: str = ""
+
+    @property
+    def util(self) -> float:
+        return total_utilization(self.cpu_util, self.memory_util)
+
+    @property
+    def cpu_allocated(self) -> int:
+        t = self.tally
+        return t[4] + t[5] + t[6] + t[7]
+
+    @property
+    def memory_allocated(self) -> int:
+        t = self.tally
+        return t[8] + t[9] + t[10] + t[11]
+
+    @property
+    def task_count(self) -> int:
+        t = self.tally
+        return t[0] + t[1] + t[2] + t[3]
+
+    @property
+    def host_class(self) -> int | None:
+        """The lowest class among the running tasks; None for an empty host."""
+        t = self.tally
+        for cls in (1, 2, 3, 4):
+            if t[cls - 1]:
+                return cls
+        return None
+
+    @property
+    def overbooking_factor(self) -> float:
+        return max(
+            self.cpu_allocated / self.cpu_capacity,
+            self.memory_allocated / self.memory_capacity,
+        )

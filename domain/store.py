@@ -1,0 +1,104 @@
+"""The interface between the scheduling core and whatever keeps hosts and tasks.
+
+The in-memory store (host_registry.memory) and the Redis store implement it; the scheduler and
+the simulator only ever talk to these two protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from domain.capacity import RoomKey
+from domain.classes import ClassTable
+from domain.decision import Decision
+from domain.model import HostSpec, HostView, Task
+from domain.pending import PendingEntry
+from domain.regions import Region, RegionBounds
+
+
+class ClusterReader(Protocol):
+    """What a policy reads to decide."""
+
+    @property
+    def classes(self) -> ClassTable: ...
+
+    @property
+    def bounds(self) -> RegionBounds: ...
+
+    def hosts(
+        self,
+        region: Region,
+        host_class: int | None,
+        *,
+        ascending: bool,
+        room_key: RoomKey | None = None,
+        need: tuple[int, int] = (0, 0),
+    ) -> Iterator[HostView]:
+        """Hosts of one (region, class) list ordered by U (ties by id, reversed when descending).
+
+        ``host_class`` None means the empty hosts. With ``room_key``, a store may leave out
+        hosts whose ``room(host, room_key)`` is below ``need`` in either dimension (it may also
+        return them; callers check).
+        """
+        ...
+
+    def all_hosts(self) -> Iterator[HostView]:
+        """Every host, ordered by id."""
+        ...
+
+    def host(self, host_id: str) -> HostView:
+        """One host; raises NotFoundError."""
+        ...
+
+    def tasks_on(self, host_id: str) -> list[Task]:
+        """The tasks of a host, ordered by class descending, then utilization, then id."""
+        ...
+
+
+class ClusterStore(ClusterReader, Protocol):
+    """A reader that also takes the registry updates of DESIGN 3.8."""
+
+    def add_host(self, spec: HostSpec, cpu_util: float = 0.0, memory_util: float = 0.0) -> HostView:
+        """Register a host (idempotent for the same capacity); returns its view."""
+        ...
+
+    def remove_host(self, host_id: str) -> list[Task]:
+        """Forget a host; returns the tasks that were on it (to be rescheduled)."""
+        ...
+
+    def apply(
+        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+    ) -> list[Task]:
+        """Apply a placed decision atomically: kills, then cuts, then the new task.
+
+        Returns the killed tasks as they were booked. ``executed_s`` and ``pending_s`` carry
+        a rescheduled task's history.
+        """
+        ...
+
+    def load_task(self, task: Task) -> None:
+        """Book a task exactly as given, on an existing host (restores, scenarios)."""
+        ...
+
+    def end_task(self, task_id: str) -> Task:
+        """A task finished, failed, was killed or stopped: remove it; raises NotFoundError."""
+        ...
+
+    def task(self, task_id: str) -> Task | None: ...
+
+    def update_host_utilization(
+        self, host_id: str, cpu_util: float, memory_util: float
+    ) -> HostView: ...
+
+    def update_task_utilization(
+        self, task_id: str, cpu_util: float, memory_util: float
+    ) -> Task: ...
+
+    def push_pending(self, entry: PendingEntry) -> None: ...
+
+    def pending(self) -> list[PendingEntry]:
+        """The pending queue in order (soonest violation first)."""
+        ...
+
+    def remove_pending(self, request_id: str) -> bool: ...

@@ -1,0 +1,88 @@
+"""``greenswarm decide``: where would this request go, and why (a dry run, nothing applied)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from domain.classes import ClassTable, OverbookingModel
+from domain.errors import ValidationError
+from domain.regions import RegionBounds
+from manager.scenario import load_scenario
+from manager.scheduler.energy import EmptyHosts
+from manager.scheduler.policies import PolicyName, make_policy
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "decide",
+        help="dry-run a placement decision for a scenario file",
+        description="Read a scenario (or a JSON list of scenarios) and print the decision(s) "
+        "as JSON. Nothing is applied anywhere.",
+    )
+    parser.add_argument("--scenario", required=True, help="JSON file, or - for standard input")
+    parser.add_argument(
+        "--policy", default=PolicyName.ENERGY.value, choices=[p.value for p in PolicyName]
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="add the candidates each pass looked at and why each was passed over",
+    )
+    parser.add_argument(
+        "--overbooking-model",
+        default=OverbookingModel.THESIS.value,
+        choices=[m.value for m in OverbookingModel],
+    )
+    parser.add_argument(
+        "--empty-hosts", default=EmptyHosts.LAST.value, choices=[e.value for e in EmptyHosts]
+    )
+    parser.add_argument("--lee-below", type=float, default=0.50)
+    parser.add_argument("--eed-above", type=float, default=0.85)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
+    parser.set_defaults(handler=run)
+
+
+def _read(path: str) -> object:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        raise ValidationError("scenario", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            "scenario", f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
+
+
+def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | list[Any]:
+    classes = ClassTable(OverbookingModel(args.overbooking_model))
+    bounds = RegionBounds(args.lee_below, args.eed_above)
+    single = not isinstance(document, list)
+    scenarios = [document] if single else document
+    assert isinstance(scenarios, list)
+    results: list[dict[str, Any]] = []
+    for index, raw in enumerate(scenarios):
+        try:
+            scenario = load_scenario(raw, classes, bounds)
+        except ValidationError as exc:
+            if single:
+                raise
+            raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
+        policy = make_policy(args.policy, empty_hosts=EmptyHosts(args.empty_hosts), seed=args.seed)
+        decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
+        results.append(decision.to_dict(with_explain=args.explain))
+    return results[0] if single else results
+
+
+def run(args: argparse.Namespace) -> int:
+    result = decide_all(_read(args.scenario), args)
+    print(json.dumps(result, indent=2))
+    return 0

@@ -1,0 +1,171 @@
+"""Scenarios for ``greenswarm decide``: hosts with their tasks, and one request.
+
+A scenario is ``{"hosts": [...], "request": {...}}`` (see the README for the fields). Region and
+class of a host are always derived from its utilization and tasks, never read. Every error
+names the field by its path, e.g. ``hosts[1].tasks[0].class``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from domain.classes import ClassTable, check_class
+from domain.errors import ValidationError
+from domain.model import (
+    MIN_CPU_SHARES,
+    HostSpec,
+    Request,
+    Task,
+    check_fraction_of_one,
+    check_int,
+    check_task_type,
+)
+from domain.regions import RegionBounds
+from host_registry.memory import MemoryStore
+
+HOST_FIELDS = {"id", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util", "tasks"}
+TASK_FIELDS = {
+    "id",
+    "class",
+    "type",
+    "cpu_shares",
+    "memory",
+    "original_cpu_shares",
+    "original_memory",
+    "cut_received",
+    "cpu_util",
+    "memory_util",
+}
+REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    store: MemoryStore
+    request: Request
+
+
+def _object(value: object, path: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationError(path, "must be a JSON object")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ValidationError(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
+    return value
+
+
+def _required(obj: dict[str, Any], key: str, path: str) -> object:
+    if key not in obj:
+        raise ValidationError(f"{path}.{key}" if path else key, "is required")
+    return obj[key]
+
+
+def _text(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(path, "must be a non-empty string")
+    return value
+
+
+def parse_fraction(value: object, path: str) -> Fraction:
+    """A cut as a number (0.1666…) or an exact string ("1/6"), in [0, 1)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, int | float):
+            result = Fraction(str(value)).limit_denominator(10_000)
+        elif isinstance(value, str):
+            result = Fraction(value)
+        else:
+            raise TypeError
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ValidationError(path, "must be a number or a fraction such as '1/6'") from None
+    if not 0 <= result < 1:
+        raise ValidationError(path, "must be in [0, 1)")
+    return result
+
+
+def parse_request(value: object, path: str = "request") -> Request:
+    obj = _object(value, path, REQUEST_FIELDS)
+    return Request(
+        id=_text(_required(obj, "id", path), f"{path}.id"),
+        cls=check_class(_required(obj, "class", path), f"{path}.class"),
+        type=check_task_type(_required(obj, "type", path), f"{path}.type"),
+        cpu_shares=check_int(
+            _required(obj, "cpu_shares", path), f"{path}.cpu_shares", MIN_CPU_SHARES
+        ),
+        memory=check_int(_required(obj, "memory", path), f"{path}.memory", 1),
+    )
+
+
+def _task(value: object, path: str, host_id: str) -> Task:
+    obj = _object(value, path, TASK_FIELDS)
+    cpu = check_int(_required(obj, "cpu_shares", path), f"{path}.cpu_shares", 1)
+    memory = check_int(_required(obj, "memory", path), f"{path}.memory", 1)
+    original_cpu = check_int(
+        obj.get("original_cpu_shares", cpu), f"{path}.original_cpu_shares", cpu
+    )
+    original_memory = check_int(
+        obj.get("original_memory", memory), f"{path}.original_memory", memory
+    )
+    return Task(
+        id=_text(_required(obj, "id", path), f"{path}.id"),
+        host=host_id,
+        cls=check_class(_required(obj, "class", path), f"{path}.class"),
+        type=check_task_type(_required(obj, "type", path), f"{path}.type"),
+        cpu_shares=cpu,
+        memory=memory,
+        original_cpu_shares=original_cpu,
+        original_memory=original_memory,
+        cut_received=parse_fraction(obj.get("cut_received", 0), f"{path}.cut_received"),
+        cpu_util=check_fraction_of_one(obj.get("cpu_util", 0.0), f"{path}.cpu_util"),
+        memory_util=check_fraction_of_one(obj.get("memory_util", 0.0), f"{path}.memory_util"),
+    )
+
+
+def load_scenario(
+    value: object, classes: ClassTable | None = None, bounds: RegionBounds | None = None
+) -> Scenario:
+    """Build an in-memory store holding the scenario's hosts and tasks, exactly as given."""
+    obj = _object(value, "", {"hosts", "request"})
+    hosts = _required(obj, "hosts", "")
+    if not isinstance(hosts, list):
+        raise ValidationError("hosts", "must be a list")
+    store = MemoryStore(classes, bounds)
+    seen_tasks: set[str] = set()
+    seen_hosts: set[str] = set()
+    for index, raw in enumerate(hosts):
+        path = f"hosts[{index}]"
+        host = _object(raw, path, HOST_FIELDS)
+        spec = HostSpec(
+            id=_text(_required(host, "id", path), f"{path}.id"),
+            cpu_capacity=check_int(
+                _required(host, "cpu_capacity", path), f"{path}.cpu_capacity", MIN_CPU_SHARES
+            ),
+            memory_capacity=check_int(
+                _required(host, "memory_capacity", path), f"{path}.memory_capacity", 1
+            ),
+        )
+        if spec.id in seen_hosts:
+            raise ValidationError(f"{path}.id", f"host {spec.id!r} appears twice")
+        seen_hosts.add(spec.id)
+        store.add_host(
+            spec,
+            check_fraction_of_one(host.get("cpu_util", 0.0), f"{path}.cpu_util"),
+            check_fraction_of_one(host.get("memory_util", 0.0), f"{path}.memory_util"),
+        )
+        tasks = host.get("tasks", [])
+        if not isinstance(tasks, list):
+            raise ValidationError(f"{path}.tasks", "must be a list")
+        for task_index, raw_task in enumerate(tasks):
+            task_path = f"{path}.tasks[{task_index}]"
+            task = _task(raw_task, task_path, spec.id)
+            if task.id in seen_tasks:
+                raise ValidationError(f"{task_path}.id", f"task {task.id!r} appears twice")
+            seen_tasks.add(task.id)
+            store.load_task(task)
+    request = parse_request(_required(obj, "request", ""))
+    if request.id in seen_tasks:
+        raise ValidationError("request.id", f"a task {request.id!r} already runs")
+    return Scenario(store, request)

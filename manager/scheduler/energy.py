@@ -1,0 +1,270 @@
+"""The energy-aware policy: simple, cut and kill passes, exactly as DESIGN 3.4-3.6.
+
+Every pass walks candidate hosts in (region, host class, U) order and stops at the first host
+that takes the request. Hosts are read through ``ClusterReader.hosts`` with a room key, so a
+store can skip lists that cannot hold the request; each host is still checked here in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+
+from domain.capacity import SIMPLE_ROOM, RoomKey, RoomKind, fits
+from domain.classes import CLASSES, after_cut
+from domain.decision import Decision, Pass, TaskCut
+from domain.model import HostView, Request, Task, TaskType
+from domain.regions import Region
+from domain.store import ClusterReader
+from domain.tally import cut_target
+from manager.scheduler.explain import Notes
+
+
+class EmptyHosts(StrEnum):
+    """Where empty hosts stand in the simple pass."""
+
+    LAST = "last"  # after every non-empty LEE and DEE host: idle machines stay idle
+    LEE = "lee"  # as in the thesis: with the LEE hosts, before any DEE host
+
+
+@dataclass(frozen=True)
+class EnergyPolicy:
+    empty_hosts: EmptyHosts = EmptyHosts.LAST
+    name: str = "energy"
+
+    def decide(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        run = _Run(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE)
+        decision = run.simple() or run.cut() or run.kill()
+        if decision is not None:
+            return decision
+        return Decision.refused(
+            request,
+            f"no host can take {request.cpu_shares} CPU shares and {request.memory} bytes "
+            f"of class {request.cls}, even with cuts and kills",
+            tuple(run.notes.lines),
+        )
+
+
+class _Run:
+    """One decision: the request, the store, and the notes of the passes."""
+
+    def __init__(
+        self,
+        request: Request,
+        view: ClusterReader,
+        exclude: Collection[str],
+        notes: Notes,
+        empties_in_lee: bool,
+    ) -> None:
+        self.request = request
+        self.empties_in_lee = empties_in_lee
+        self.view = view
+        self.exclude = exclude
+        self.notes = notes
+        self.classes = view.classes
+        self.need = (request.cpu_shares, request.memory)
+
+    # -- candidates -------------------------------------------------------------------------
+
+    def _candidates(
+        self,
+        pass_name: str,
+        region: Region,
+        host_class: int | None,
+        ascending: bool,
+        room_key: RoomKey,
+        need: tuple[int, int],
+    ) -> Iterator[HostView]:
+        # With notes on, read every host so each one gets its line.
+        key = None if self.notes.enabled else room_key
+        for host in self.view.hosts(
+            region, host_class, ascending=ascending, room_key=key, need=need
+        ):
+            if host.id in self.exclude:
+                self.notes.host(pass_name, host, "excluded (the task was just removed from it)")
+                continue
+            yield host
+
+    def _placed(
+        self,
+        host: HostView,
+        pass_: Pass,
+        new_class: int,
+        reason: str,
+        *,
+        cut: Fraction = Fraction(0),
+        cuts: tuple[TaskCut, ...] = (),
+        kills: tuple[str, ...] = (),
+    ) -> Decision:
+        request = self.request
+        self.notes.host(pass_.value, host, f"takes it: {reason}")
+        return Decision(
+            request=request,
+            placed=True,
+            host=host.id,
+            pass_=pass_,
+            cpu_shares=after_cut(request.cpu_shares, cut),
+            memory=after_cut(request.memory, cut),
+            cut_received=cut,
+            cuts=cuts,
+            kills=kills,
+            new_class=new_class,
+            reason=f"{pass_.value} pass: {host.region.value} host {host.id} "
+            f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
+            explain=tuple(self.notes.lines),
+        )
+
+    # -- simple pass (3.4) ------------------------------------------------------------------
+
+    def simple(self) -> Decision | None:
+        rc = self.request.cls
+        cpu, memory = self.need
+        for region in (Region.LEE, Region.DEE):
+            for hc in range(1, rc + 1):
+                for host in self._candidates("simple", region, hc, False, SIMPLE_ROOM, self.need):
+                    if fits(host, cpu, memory, hc):
+                        return self._placed(host, Pass.SIMPLE, hc, "fits unchanged")
+                    self.notes.host("simple", host, "does not fit")
+            if region is Region.LEE and self.empties_in_lee:
+                decision = self._empty(Region.LEE)
+                if decision is not None:
+                    return decision
+        for region in (Region.DEE,) if self.empties_in_lee else (Region.LEE, Region.DEE):
+            decision = self._empty(region)
+            if decision is not None:
+                return decision
+        return None
+
+    def _empty(self, region: Region) -> Decision | None:
+        cpu, memory = self.need
+        rc = self.request.cls
+        for host in self._candidates("simple", region, None, False, SIMPLE_ROOM, self.need):
+            if fits(host, cpu, memory, rc):
+                return self._placed(host, Pass.SIMPLE, rc, "empty host, fits")
+            self.notes.host("simple", host, "empty, but the request exceeds its capacity")
+        return None
+
+    # -- cut pass (3.5) ---------------------------------------------------------------------
+
+    def cut(self) -> Decision | None:
+        rc = self.request.cls
+        for region in (Region.LEE, Region.DEE):
+            for hc in CLASSES:
+                # Step 2 on a stricter host, steps 1 and 3 otherwise.
+                decision = self._cut_request(region, hc) if hc < rc else self._cut_tasks(region, hc)
+                if decision is not None:
+                    return decision
+        return None
+
+    def _cut_request(self, region: Region, hc: int) -> Decision | None:
+        """Step 2: a stricter host; the request itself gives up t(rc) - t(hc)."""
+        cpu, memory = self.need
+        cut = self.classes.request_cut(self.request.cls, hc)
+        cut_need = (after_cut(cpu, cut), after_cut(memory, cut))
+        for host in self._candidates("cut", region, hc, False, SIMPLE_ROOM, cut_need):
+            if fits(host, cpu, memory, hc):
+                return self._placed(host, Pass.CUT, hc, "fits unchanged")
+            if fits(host, cut_need[0], cut_need[1], hc):
+                return self._placed(
+                    host, Pass.CUT, hc, f"fits once the request is cut by {cut}", cut=cut
+                )
+            self.notes.host("cut", host, f"does not fit even with the request cut by {cut}")
+        return None
+
+    def _cut_tasks(self, region: Region, hc: int) -> Decision | None:
+        """Steps 1 and 3: the host class becomes rc; its higher-class tasks give way."""
+        rc = self.request.cls
+        cpu, memory = self.need
+        key = RoomKey(RoomKind.CUT, rc)
+        for host in self._candidates("cut", region, hc, False, key, self.need):
+            if fits(host, cpu, memory, rc):
+                return self._placed(host, Pass.CUT, rc, "fits unchanged")
+            cuts = self._select_cuts(host)
+            if cuts is not None:
+                names = ", ".join(f"{c.task} to {c.cut_received}" for c in cuts)
+                return self._placed(host, Pass.CUT, rc, f"fits after cutting {names}", cuts=cuts)
+            self.notes.host("cut", host, "does not fit even after every allowed cut")
+        return None
+
+    def _select_cuts(self, host: HostView) -> tuple[TaskCut, ...] | None:
+        nc = self.request.cls
+        cpu, memory = self.need
+        if cpu > host.cpu_capacity or memory > host.memory_capacity:
+            return None
+        free_cpu = host.cpu_limits[nc - 1] - host.cpu_allocated
+        free_memory = host.memory_limits[nc - 1] - host.memory_allocated
+        chosen: list[TaskCut] = []
+        for task in self.view.tasks_on(host.id):
+            if task.cls <= nc:
+                break  # ordered by class descending: nothing below may be cut
+            target = cut_target(task, nc, self.classes)
+            if target is None:
+                continue
+            total, new_cpu, new_memory = target
+            freed_cpu, freed_memory = task.cpu_shares - new_cpu, task.memory - new_memory
+            chosen.append(
+                TaskCut(task.id, host.id, new_cpu, new_memory, total, freed_cpu, freed_memory)
+            )
+            free_cpu += freed_cpu
+            free_memory += freed_memory
+            if free_cpu >= cpu and free_memory >= memory:
+                return tuple(chosen)
+        return None
+
+    # -- kill pass (3.6) --------------------------------------------------------------------
+
+    def kill(self) -> Decision | None:
+        rc = self.request.cls
+        is_job = self.request.type is TaskType.JOB
+        class_order = [*range(rc, 5), *range(rc - 1, 0, -1)]
+        key = RoomKey(RoomKind.KILL, rc, is_job)
+        for region, ascending in ((Region.EED, True), (Region.DEE, False)):
+            for hc in class_order:
+                for host in self._candidates("kill", region, hc, ascending, key, self.need):
+                    nc = min(hc, rc)
+                    victims = self._select_victims(host, nc)
+                    if victims is None:
+                        self.notes.host("kill", host, "does not fit even without every victim")
+                        continue
+                    if victims:
+                        reason = f"fits once {', '.join(v.id for v in victims)} are killed"
+                    else:
+                        reason = "fits without killing anything"
+                    return self._placed(
+                        host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims)
+                    )
+        return None
+
+    def _is_victim(self, task: Task) -> bool:
+        rc = self.request.cls
+        if rc < 4:
+            return task.cls > rc
+        return self.request.type is TaskType.JOB and task.cls == 4 and task.type is TaskType.SERVICE
+
+    def _select_victims(self, host: HostView, nc: int) -> list[Task] | None:
+        cpu, memory = self.need
+        if cpu > host.cpu_capacity or memory > host.memory_capacity:
+            return None
+        free_cpu = host.cpu_limits[nc - 1] - host.cpu_allocated
+        free_memory = host.memory_limits[nc - 1] - host.memory_allocated
+        chosen: list[Task] = []
+        if free_cpu >= cpu and free_memory >= memory:
+            return chosen
+        for task in self.view.tasks_on(host.id):
+            if not self._is_victim(task):
+                continue
+            chosen.append(task)
+            free_cpu += task.cpu_shares
+            free_memory += task.memory
+            if free_cpu >= cpu and free_memory >= memory:
+                return chosen
+        return None

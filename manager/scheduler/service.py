@@ -1,0 +1,165 @@
+"""Decide, apply, and follow through: victims are rescheduled, the unplaceable wait (3.7).
+
+``Scheduler`` is still pure: it talks to a ClusterStore and returns an ``Outcome`` that lists,
+in order, every decision it applied. The live manager turns that list into Docker calls; the
+simulator into events.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from domain.decision import Decision
+from domain.errors import ConflictError
+from domain.model import Request, Task
+from domain.pending import PendingEntry, PendingReason, violation_deadline
+from domain.store import ClusterStore
+from manager.scheduler.policies import Policy
+
+# Kill chains end by construction (victims are of strictly higher classes, or class-4 services
+# for class-4 jobs); this bound only guards against a broken invariant.
+MAX_CHAIN = 10_000
+
+
+@dataclass
+class Outcome:
+    """What one event led to, in the order it was applied."""
+
+    applied: list[Decision] = field(default_factory=list)  # placed and applied, in order
+    killed: list[Task] = field(default_factory=list)  # tasks killed by those decisions
+    queued: list[PendingEntry] = field(default_factory=list)  # newly put in the pending queue
+    refused: list[Decision] = field(default_factory=list)  # new requests refused outright
+
+    def extend(self, other: Outcome) -> None:
+        self.applied += other.applied
+        self.killed += other.killed
+        self.queued += other.queued
+        self.refused += other.refused
+
+    def decision_for(self, request_id: str) -> Decision | None:
+        for decision in (*self.applied, *self.refused):
+            if decision.request.id == request_id:
+                return decision
+        return None
+
+
+class Scheduler:
+    def __init__(self, store: ClusterStore, policy: Policy) -> None:
+        self.store = store
+        self.policy = policy
+
+    # -- new requests ---------------------------------------------------------------------
+
+    def submit(self, request: Request, now: float, *, queue: bool = False) -> Outcome:
+        """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it."""
+        if self.store.task(request.id) is not None or any(
+            entry.request.id == request.id for entry in self.store.pending()
+        ):
+            raise ConflictError(f"request {request.id!r} is already known")
+        outcome = Outcome()
+        decision = self.policy.decide(request, self.store)
+        if decision.placed:
+            self._apply(decision, now, 0.0, 0.0, outcome)
+        elif queue:
+            self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
+        else:
+            outcome.refused.append(decision)
+        return outcome
+
+    # -- tasks that must move -------------------------------------------------------------
+
+    def reschedule(self, tasks: list[Task], now: float, reason: PendingReason) -> Outcome:
+        """Resubmit tasks removed from their hosts (killed, or their host left)."""
+        outcome = Outcome()
+        self._cascade(deque((task, reason) for task in tasks), now, outcome)
+        return outcome
+
+    def host_lost(self, host_id: str, now: float) -> Outcome:
+        tasks = self.store.remove_host(host_id)
+        return self.reschedule(tasks, now, PendingReason.HOST_LOST)
+
+    def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
+        """A task finished, failed, or was stopped: free its room and retry the queue."""
+        task = self.store.end_task(task_id)
+        return task, self.retry_pending(now)
+
+    # -- pending queue --------------------------------------------------------------------
+
+    def retry_pending(self, now: float) -> Outcome:
+        """Try every waiting request in time-to-violate order; the placed ones leave the queue.
+
+        An entry is skipped when one at least as small, of the same class and type, already
+        failed in this round: every pass is monotone in the request size.
+        """
+        outcome = Outcome()
+        failed: list[tuple[int, str, int, int]] = []
+        for entry in self.store.pending():
+            request = entry.request
+            if any(
+                cls == request.cls
+                and kind == request.type
+                and cpu <= request.cpu_shares
+                and memory <= request.memory
+                for cls, kind, cpu, memory in failed
+            ):
+                continue
+            decision = self.policy.decide(request, self.store)
+            if not decision.placed:
+                failed.append((request.cls, request.type, request.cpu_shares, request.memory))
+                continue
+            self.store.remove_pending(request.id)
+            self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
+        return outcome
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _apply(
+        self, decision: Decision, now: float, executed_s: float, pending_s: float, outcome: Outcome
+    ) -> None:
+        killed = self.store.apply(decision, now, executed_s, pending_s)
+        outcome.applied.append(decision)
+        if killed:
+            outcome.killed += killed
+            self._cascade(deque((task, PendingReason.VICTIM) for task in killed), now, outcome)
+
+    def _cascade(
+        self, victims: deque[tuple[Task, PendingReason]], now: float, outcome: Outcome
+    ) -> None:
+        steps = 0
+        while victims:
+            steps += 1
+            if steps > MAX_CHAIN:
+                raise RuntimeError("kill chain did not end: class invariant broken")
+            victim, reason = victims.popleft()
+            executed = victim.executed_s + max(0.0, now - victim.started_at)
+            request = victim.as_request()
+            decision = self.policy.decide(request, self.store, exclude=(victim.host,))
+            if not decision.placed:
+                self._enqueue(request, reason, now, executed, victim.pending_s, outcome)
+                continue
+            killed = self.store.apply(decision, now, executed, victim.pending_s)
+            outcome.applied.append(decision)
+            outcome.killed += killed
+            victims.extend((task, PendingReason.VICTIM) for task in killed)
+
+    def _enqueue(
+        self,
+        request: Request,
+        reason: PendingReason,
+        now: float,
+        executed_s: float,
+        pending_s: float,
+        outcome: Outcome,
+    ) -> None:
+        objective = self.store.classes.availability_objective(request.cls)
+        entry = PendingEntry(
+            request=request,
+            reason=reason,
+            enqueued_at=now,
+            deadline=violation_deadline(now, executed_s, pending_s, objective),
+            executed_s=executed_s,
+            pending_s=pending_s,
+        )
+        self.store.push_pending(entry)
+        outcome.queued.append(entry)

@@ -1,0 +1,65 @@
+"""Compact builders for scheduler tests: hosts of 1200 shares and 1200 bytes by default, so the
+class limits are round numbers (M = 1, 7/6, 4/3, 3/2 -> 1200, 1400, 1600, 1800)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from domain.classes import ClassTable
+from domain.model import HostSpec, Request, Task, TaskType
+from domain.regions import RegionBounds
+from host_registry.memory import MemoryStore
+
+JOB, SERVICE = TaskType.JOB, TaskType.SERVICE
+
+
+@dataclass
+class T:
+    id: str
+    cls: int
+    cpu: int = 100
+    mem: int = 100
+    type: TaskType = JOB
+    util: float = 0.0
+    orig_cpu: int | None = None
+    orig_mem: int | None = None
+    cut: Fraction = Fraction(0)
+
+
+@dataclass
+class H:
+    id: str
+    util: float = 0.0
+    tasks: list[T] = field(default_factory=list)
+    cpu: int = 1200
+    mem: int = 1200
+
+
+def build(
+    *hosts: H, classes: ClassTable | None = None, bounds: RegionBounds | None = None
+) -> MemoryStore:
+    store = MemoryStore(classes, bounds)
+    for h in hosts:
+        store.add_host(HostSpec(h.id, h.cpu, h.mem), h.util, h.util)
+        for t in h.tasks:
+            store.load_task(
+                Task(
+                    id=t.id,
+                    host=h.id,
+                    cls=t.cls,
+                    type=t.type,
+                    cpu_shares=t.cpu,
+                    memory=t.mem,
+                    original_cpu_shares=t.orig_cpu if t.orig_cpu is not None else t.cpu,
+                    original_memory=t.orig_mem if t.orig_mem is not None else t.mem,
+                    cut_received=t.cut,
+                    cpu_util=t.util,
+                    memory_util=t.util,
+                )
+            )
+    return store
+
+
+def req(cls: int, cpu: int = 100, mem: int = 100, type: TaskType = JOB, id: str = "new") -> Request:
+    return Request(id, cls, type, cpu, mem)

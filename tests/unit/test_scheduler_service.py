@@ -1,0 +1,169 @@
+"""Rescheduling of victims, the pending queue (DESIGN 3.7) and registry updates (3.8)."""
+
+from fractions import Fraction as F
+
+import pytest
+
+from domain.decision import Pass
+from domain.errors import ConflictError, NotFoundError
+from domain.model import HostSpec
+from domain.pending import PendingReason
+from domain.regions import Region
+from manager.scheduler.policies import make_policy
+from manager.scheduler.service import Scheduler
+from tests.builders import JOB, SERVICE, H, T, build, req
+
+
+def scheduler(*hosts: H) -> Scheduler:
+    return Scheduler(build(*hosts), make_policy("energy"))
+
+
+def test_victim_is_rescheduled_with_original_resources_elsewhere() -> None:
+    # "big" cannot go to "spare" (memory), so it kills "victim" on the EED host "hot".
+    sched = scheduler(
+        H("hot", 0.9, [T("keep", 2, cpu=800, mem=100),
+                       T("victim", 4, cpu=300, mem=50, orig_cpu=600, orig_mem=100, cut=F(1, 2))]),
+        H("spare", 0.2, [T("other", 4, cpu=100, mem=900)]),
+    )
+    outcome = sched.submit(req(2, cpu=500, mem=1000, id="big"), now=100.0)
+    first, second = outcome.applied
+    assert (first.request.id, first.host, first.pass_, first.kills) == (
+        "big", "hot", Pass.KILL, ("victim",))
+    assert second.request.id == "victim" and second.host == "spare"
+    moved = sched.store.task("victim")
+    assert moved is not None and moved.host == "spare"
+    assert (moved.cpu_shares, moved.memory, moved.cut_received) == (600, 100, 0)
+    assert (moved.original_cpu_shares, moved.original_memory, moved.cls) == (600, 100, 4)
+    assert [t.id for t in outcome.killed] == ["victim"]
+
+
+def test_victim_never_returns_to_the_host_it_was_removed_from() -> None:
+    # After "big" lands, "hot" still has room for the victim, but it must go elsewhere (or wait).
+    sched = scheduler(H("hot", 0.9, [T("victim", 4, cpu=1700, mem=10)]))
+    outcome = sched.submit(req(3, cpu=1000, mem=10, id="big"), now=50.0)
+    assert [d.request.id for d in outcome.applied] == ["big"]
+    assert [e.request.id for e in outcome.queued] == ["victim"]
+    assert outcome.queued[0].reason is PendingReason.VICTIM
+    assert sched.store.task("victim") is None
+
+
+def test_unplaced_victim_waits_and_is_placed_when_room_frees_up() -> None:
+    sched = scheduler(H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]), H("small", 0.2,
+                      [T("blocker", 1, cpu=1000, mem=10)]))
+    outcome = sched.submit(req(3, cpu=1000, mem=10, id="big"), now=10.0)
+    assert [e.request.id for e in outcome.queued] == ["victim"]
+    _, retry = sched.task_ended("blocker", now=70.0)
+    assert [d.request.id for d in retry.applied] == ["victim"]
+    assert sched.store.pending() == []
+    placed = sched.store.task("victim")
+    assert placed is not None and placed.host == "small" and placed.cpu_shares == 1100
+    assert placed.pending_s == pytest.approx(60.0)
+
+
+def test_pending_queue_orders_by_time_to_violate_then_class() -> None:
+    sched = scheduler(H("only", 0.2, [T("wall", 1, cpu=1200, mem=1200)]))
+    for request_id, cls in (("q3", 3), ("q1", 1), ("q2", 2)):
+        outcome = sched.submit(req(cls, cpu=500, mem=10, id=request_id), now=5.0, queue=True)
+        assert outcome.queued and not outcome.refused
+    # Same enqueue time, nothing executed: equal time-to-violate; class 1 first on ties.
+    assert [e.request.id for e in sched.store.pending()] == ["q1", "q2", "q3"]
+    # A victim that ran 100 s with objective 1/2 may wait 100 s more: it goes after them.
+    sched.reschedule([_task("ran", 4, started_at=0.0)], now=100.0, reason=PendingReason.VICTIM)
+    sched.submit(req(2, cpu=500, mem=10, id="late"), now=150.0, queue=True)
+    order = [e.request.id for e in sched.store.pending()]
+    assert order == ["q1", "q2", "q3", "late", "ran"]
+    deadlines = {e.request.id: e.deadline for e in sched.store.pending()}
+    assert deadlines["ran"] == pytest.approx(200.0) and deadlines["late"] == 150.0
+
+
+def _task(task_id: str, cls: int, started_at: float):  # type: ignore[no-untyped-def]
+    from domain.model import Task
+
+    return Task(task_id, "gone", cls, JOB, 500, 10, 500, 10, started_at=started_at)
+
+
+def test_new_request_is_refused_when_nothing_places_it_unless_queued() -> None:
+    sched = scheduler(H("only", 0.2, [T("wall", 1, cpu=1200, mem=1200)]))
+    outcome = sched.submit(req(1, cpu=100, id="no"), now=0.0)
+    assert [d.request.id for d in outcome.refused] == ["no"] and not outcome.queued
+    assert sched.store.pending() == []
+    with pytest.raises(ConflictError):
+        sched.submit(req(1, id="wall"), now=0.0)
+
+
+def test_kill_chains_end_and_every_victim_is_accounted_for() -> None:
+    hosts = [H(f"h{i}", 0.9, [T(f"t{i}", 4, cpu=900, mem=10, type=SERVICE),
+                              T(f"u{i}", 3, cpu=700, mem=10)]) for i in range(3)]
+    sched = scheduler(*hosts)
+    outcome = sched.submit(req(1, cpu=1100, mem=10, id="strict"), now=0.0)
+    victims = {t.id for t in outcome.killed}
+    placed_again = {d.request.id for d in outcome.applied[1:]}
+    queued = {e.request.id for e in outcome.queued}
+    assert victims == placed_again | queued
+    assert not placed_again & queued
+
+
+# -- registry updates of 3.8 ------------------------------------------------------------------
+
+def test_placement_grows_allocation_and_lowers_class() -> None:
+    store = build(H("h", 0.3, [T("a", 3, cpu=300, mem=200)]))
+    sched = Scheduler(store, make_policy("energy"))
+    sched.submit(req(2, cpu=100, mem=50, id="n"), now=0.0)
+    host = store.host("h")
+    assert (host.cpu_allocated, host.memory_allocated, host.host_class) == (400, 250, 2)
+    assert store.group_members(Region.LEE, 2) == ["h"] and store.group_members(Region.LEE, 3) == []
+
+
+def test_cut_shrinks_allocation_but_not_class_or_region() -> None:
+    store = build(H("h", 0.3, [T("c3", 3, cpu=1000, mem=10), T("c4", 4, cpu=500, mem=10)]))
+    sched = Scheduler(store, make_policy("energy"))
+    outcome = sched.submit(req(2, cpu=100, mem=10, id="n"), now=0.0)
+    decision = outcome.applied[0]
+    assert decision.pass_ is Pass.CUT and decision.cuts
+    cut_total = sum(c.cpu_freed for c in decision.cuts)
+    host = store.host("h")
+    assert host.cpu_allocated == 1500 - cut_total + 100
+    assert host.region is Region.LEE and host.host_class == 2
+    for cut in decision.cuts:
+        task = store.task(cut.task)
+        assert task is not None and task.cpu_shares == cut.cpu_shares
+        assert task.cut_received == cut.cut_received
+
+
+def test_task_end_frees_and_recomputes_class() -> None:
+    store = build(H("h", 0.3, [T("strict", 1, cpu=300, mem=10), T("loose", 4, cpu=200, mem=10)]))
+    store.end_task("strict")
+    host = store.host("h")
+    assert (host.cpu_allocated, host.host_class) == (200, 4)
+    assert store.group_members(Region.LEE, 4) == ["h"] and store.group_members(Region.LEE, 1) == []
+    store.end_task("loose")
+    assert store.host("h").host_class is None and store.group_members(Region.LEE, None) == ["h"]
+    with pytest.raises(NotFoundError):
+        store.end_task("loose")
+
+
+def test_utilization_update_moves_region_only_when_a_bound_is_crossed() -> None:
+    store = build(H("h", 0.3, [T("a", 2)]))
+    store.update_host_utilization("h", 0.45, 0.2)
+    assert store.group_members(Region.LEE, 2) == ["h"]
+    store.update_host_utilization("h", 0.2, 0.7)  # U = max(cpu, memory)
+    assert store.group_members(Region.DEE, 2) == ["h"] and store.group_members(Region.LEE, 2) == []
+    store.update_host_utilization("h", 0.9, 0.1)
+    assert store.host("h").region is Region.EED
+
+
+def test_host_lost_reschedules_its_tasks_like_victims() -> None:
+    store = build(H("gone", 0.3, [T("a", 2, cpu=300, mem=10)]), H("stay", 0.2, [T("b", 2)]))
+    sched = Scheduler(store, make_policy("energy"))
+    outcome = sched.host_lost("gone", now=5.0)
+    assert [d.request.id for d in outcome.applied] == ["a"]
+    task = store.task("a")
+    assert task is not None and task.host == "stay"
+    with pytest.raises(NotFoundError):
+        store.host("gone")
+
+
+def test_add_host_is_idempotent_and_keeps_tasks() -> None:
+    store = build(H("h", 0.3, [T("a", 2, cpu=300, mem=10)]))
+    store.add_host(HostSpec("h", 1200, 1200))
+    assert store.host("h").cpu_allocated == 300 and store.host("h").util == 0.3
