@@ -6,6 +6,7 @@ request it runs, so a killed and rescheduled task keeps its identity.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
@@ -15,6 +16,16 @@ from domain.errors import ValidationError
 from domain.regions import Region, total_utilization
 
 MIN_CPU_SHARES = 2
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_id(value: object, field_name: str = "id") -> str:
+    """Ids become parts of Redis keys, Docker names and URLs: letters, digits, '_', '.', '-'."""
+    if not isinstance(value, str) or not ID_PATTERN.match(value):
+        raise ValidationError(
+            field_name, "must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric"
+        )
+    return value
 
 
 class TaskType(StrEnum):
@@ -58,8 +69,7 @@ class Request:
     memory: int
 
     def __post_init__(self) -> None:
-        if not self.id:
-            raise ValidationError("id", "must not be empty")
+        check_id(self.id)
         check_class(self.cls)
         check_int(self.cpu_shares, "cpu_shares", MIN_CPU_SHARES)
         check_int(self.memory, "memory", 1)
@@ -111,8 +121,7 @@ class HostSpec:
     address: str = ""
 
     def __post_init__(self) -> None:
-        if not self.id:
-            raise ValidationError("id", "must not be empty")
+        check_id(self.id)
         check_int(self.cpu_capacity, "cpu_capacity", MIN_CPU_SHARES)
         check_int(self.memory_capacity, "memory_capacity", 1)
 

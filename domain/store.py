@@ -6,7 +6,8 @@ the simulator only ever talk to these two protocols.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from domain.capacity import RoomKey
@@ -15,6 +16,21 @@ from domain.decision import Decision
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One (region, class) list of a pass, walked in one direction.
+
+    With ``room_key``, hosts whose ``room(host, room_key)`` is below ``need`` in either
+    dimension may be left out (a store may also return them; callers check).
+    """
+
+    region: Region
+    host_class: int | None  # None: the empty hosts
+    ascending: bool
+    room_key: RoomKey | None = None
+    need: tuple[int, int] = (0, 0)
 
 
 class ClusterReader(Protocol):
@@ -26,21 +42,9 @@ class ClusterReader(Protocol):
     @property
     def bounds(self) -> RegionBounds: ...
 
-    def hosts(
-        self,
-        region: Region,
-        host_class: int | None,
-        *,
-        ascending: bool,
-        room_key: RoomKey | None = None,
-        need: tuple[int, int] = (0, 0),
-    ) -> Iterator[HostView]:
-        """Hosts of one (region, class) list ordered by U (ties by id, reversed when descending).
-
-        ``host_class`` None means the empty hosts. With ``room_key``, a store may leave out
-        hosts whose ``room(host, room_key)`` is below ``need`` in either dimension (it may also
-        return them; callers check).
-        """
+    def candidates(self, segments: Sequence[Segment]) -> Iterator[tuple[int, HostView]]:
+        """The hosts of each segment in turn, as (segment index, host); ordered by U (ties by
+        id, reversed when descending) inside a segment."""
         ...
 
     def all_hosts(self) -> Iterator[HostView]:

@@ -11,20 +11,21 @@ the whole list. A list whose bound is below the request is skipped without being
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from domain.capacity import RoomKey, all_room_keys, room
+from domain.booking import book
+from domain.capacity import RoomKey, room
 from domain.classes import ClassTable
 from domain.decision import Decision
-from domain.errors import ConflictError, NotFoundError, ValidationError
+from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine, contribution
 
 GroupKey = tuple[Region, int | None]
-_ROOM_KEYS = all_room_keys()
 
 
 class _Group:
@@ -113,6 +114,17 @@ class MemoryStore:
             # The whole list was read and nothing changed meanwhile: the bound is now exact.
             group.bounds[room_key] = (best_cpu, best_memory)
 
+    def candidates(self, segments: Sequence[Segment]) -> Iterator[tuple[int, HostView]]:
+        for index, segment in enumerate(segments):
+            for view in self.hosts(
+                segment.region,
+                segment.host_class,
+                ascending=segment.ascending,
+                room_key=segment.room_key,
+                need=segment.need,
+            ):
+                yield index, view
+
     def all_hosts(self) -> Iterator[HostView]:
         for host_id in sorted(self._views):
             yield self._views[host_id]
@@ -187,53 +199,17 @@ class MemoryStore:
     def apply(
         self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
     ) -> list[Task]:
-        if not decision.placed or decision.host is None:
-            raise ValidationError("decision", "only a placed decision can be applied")
-        request = decision.request
-        if request.id in self._tasks:
-            raise ConflictError(f"task {request.id!r} is already running")
-        host = self.host(decision.host)
+        if decision.request.id in self._tasks:
+            raise ConflictError(f"task {decision.request.id!r} is already running")
+        host = self.host(decision.host or "")
         on_host = self._host_tasks[host.id]
-        tally = host.tally
-        killed: list[Task] = []
-        for task_id in decision.kills:
-            victim = on_host.pop(task_id, None)
-            if victim is None:
-                continue  # ended meanwhile: nothing left to kill
-            del self._tasks[task_id]
-            tally = combine(tally, contribution(victim, self._classes), -1)
-            killed.append(victim)
-        for cut in decision.cuts:
-            before = on_host.get(cut.task)
-            if before is None:
-                continue
-            after = replace(
-                before,
-                cpu_shares=cut.cpu_shares,
-                memory=cut.memory,
-                cut_received=cut.cut_received,
-            )
-            tally = combine(tally, contribution(before, self._classes), -1)
-            tally = combine(tally, contribution(after, self._classes))
-            on_host[after.id] = self._tasks[after.id] = after
-        task = Task(
-            id=request.id,
-            host=host.id,
-            cls=request.cls,
-            type=request.type,
-            cpu_shares=decision.cpu_shares,
-            memory=decision.memory,
-            original_cpu_shares=request.cpu_shares,
-            original_memory=request.memory,
-            cut_received=decision.cut_received,
-            started_at=now,
-            executed_s=executed_s,
-            pending_s=pending_s,
-        )
-        on_host[task.id] = self._tasks[task.id] = task
-        tally = combine(tally, contribution(task, self._classes))
-        self._replace_view(host, replace(host, tally=tally))
-        return killed
+        booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s)
+        for victim in booking.killed:
+            del on_host[victim.id], self._tasks[victim.id]
+        for task in (*booking.cut, booking.placed):
+            on_host[task.id] = self._tasks[task.id] = task
+        self._replace_view(host, booking.host)
+        return list(booking.killed)
 
     def load_task(self, task: Task) -> None:
         """Book a task exactly as given (restoring state, building scenarios)."""

@@ -9,6 +9,7 @@ from fractions import Fraction
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import RegionBounds
+from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
 
 JOB, SERVICE = TaskType.JOB, TaskType.SERVICE
@@ -37,9 +38,13 @@ class H:
 
 
 def build(
-    *hosts: H, classes: ClassTable | None = None, bounds: RegionBounds | None = None
-) -> MemoryStore:
-    store = MemoryStore(classes, bounds)
+    *hosts: H,
+    classes: ClassTable | None = None,
+    bounds: RegionBounds | None = None,
+    store: ClusterStore | None = None,
+) -> ClusterStore:
+    """Load ``hosts`` into ``store`` (a new MemoryStore unless one is given)."""
+    store = store if store is not None else MemoryStore(classes, bounds)
     for h in hosts:
         store.add_host(HostSpec(h.id, h.cpu, h.mem), h.util, h.util)
         for t in h.tasks:

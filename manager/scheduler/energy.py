@@ -8,7 +8,7 @@ store can skip lists that cannot hold the request; each host is still checked he
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
@@ -17,7 +17,7 @@ from domain.classes import CLASSES, after_cut
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
-from domain.store import ClusterReader
+from domain.store import ClusterReader, Segment
 from domain.tally import cut_target
 from manager.scheduler.explain import Notes
 
@@ -75,20 +75,11 @@ class _Run:
 
     # -- candidates -------------------------------------------------------------------------
 
-    def _candidates(
-        self,
-        pass_name: str,
-        region: Region,
-        host_class: int | None,
-        ascending: bool,
-        room_key: RoomKey,
-        need: tuple[int, int],
-    ) -> Iterator[HostView]:
-        # With notes on, read every host so each one gets its line.
-        key = None if self.notes.enabled else room_key
-        for host in self.view.hosts(
-            region, host_class, ascending=ascending, room_key=key, need=need
-        ):
+    def _walk(self, pass_name: str, segments: list[Segment]) -> Iterator[HostView]:
+        """The hosts of the pass's lists in order, less the excluded ones."""
+        if self.notes.enabled:  # read every host so each one gets its line
+            segments = [replace(segment, room_key=None) for segment in segments]
+        for _, host in self.view.candidates(segments):
             if host.id in self.exclude:
                 self.notes.host(pass_name, host, "excluded (the task was just removed from it)")
                 continue
@@ -128,71 +119,77 @@ class _Run:
     def simple(self) -> Decision | None:
         rc = self.request.cls
         cpu, memory = self.need
+        empty_regions = (Region.DEE,) if self.empties_in_lee else (Region.LEE, Region.DEE)
+        segments: list[Segment] = []
         for region in (Region.LEE, Region.DEE):
-            for hc in range(1, rc + 1):
-                for host in self._candidates("simple", region, hc, False, SIMPLE_ROOM, self.need):
-                    if fits(host, cpu, memory, hc):
-                        return self._placed(host, Pass.SIMPLE, hc, "fits unchanged")
-                    self.notes.host("simple", host, "does not fit")
+            segments += [
+                Segment(region, hc, False, SIMPLE_ROOM, self.need) for hc in range(1, rc + 1)
+            ]
             if region is Region.LEE and self.empties_in_lee:
-                decision = self._empty(Region.LEE)
-                if decision is not None:
-                    return decision
-        for region in (Region.DEE,) if self.empties_in_lee else (Region.LEE, Region.DEE):
-            decision = self._empty(region)
-            if decision is not None:
-                return decision
-        return None
-
-    def _empty(self, region: Region) -> Decision | None:
-        cpu, memory = self.need
-        rc = self.request.cls
-        for host in self._candidates("simple", region, None, False, SIMPLE_ROOM, self.need):
-            if fits(host, cpu, memory, rc):
-                return self._placed(host, Pass.SIMPLE, rc, "empty host, fits")
-            self.notes.host("simple", host, "empty, but the request exceeds its capacity")
+                segments.append(Segment(Region.LEE, None, False, SIMPLE_ROOM, self.need))
+        segments += [Segment(r, None, False, SIMPLE_ROOM, self.need) for r in empty_regions]
+        for host in self._walk("simple", segments):
+            hc = host.host_class
+            if hc is None:
+                if fits(host, cpu, memory, rc):
+                    return self._placed(host, Pass.SIMPLE, rc, "empty host, fits")
+                self.notes.host("simple", host, "empty, but the request exceeds its capacity")
+            elif hc <= rc:
+                if fits(host, cpu, memory, hc):
+                    return self._placed(host, Pass.SIMPLE, hc, "fits unchanged")
+                self.notes.host("simple", host, "does not fit")
         return None
 
     # -- cut pass (3.5) ---------------------------------------------------------------------
 
     def cut(self) -> Decision | None:
         rc = self.request.cls
-        for region in (Region.LEE, Region.DEE):
-            for hc in CLASSES:
-                # Step 2 on a stricter host, steps 1 and 3 otherwise.
-                decision = self._cut_request(region, hc) if hc < rc else self._cut_tasks(region, hc)
-                if decision is not None:
-                    return decision
+        cut_needs = {hc: self._cut_need(hc) for hc in range(1, rc)}
+        segments = [
+            Segment(region, hc, False, SIMPLE_ROOM, cut_needs[hc])
+            if hc < rc
+            else Segment(region, hc, False, RoomKey(RoomKind.CUT, rc), self.need)
+            for region in (Region.LEE, Region.DEE)
+            for hc in CLASSES
+        ]
+        for host in self._walk("cut", segments):
+            hc = host.host_class
+            if hc is None:
+                continue
+            # Step 2 on a stricter host; steps 1 and 3 otherwise.
+            decision = self._cut_request(host, hc) if hc < rc else self._cut_tasks(host)
+            if decision is not None:
+                return decision
         return None
 
-    def _cut_request(self, region: Region, hc: int) -> Decision | None:
+    def _cut_need(self, hc: int) -> tuple[int, int]:
+        cut = self.classes.request_cut(self.request.cls, hc)
+        return after_cut(self.need[0], cut), after_cut(self.need[1], cut)
+
+    def _cut_request(self, host: HostView, hc: int) -> Decision | None:
         """Step 2: a stricter host; the request itself gives up t(rc) - t(hc)."""
         cpu, memory = self.need
+        if fits(host, cpu, memory, hc):
+            return self._placed(host, Pass.CUT, hc, "fits unchanged")
         cut = self.classes.request_cut(self.request.cls, hc)
-        cut_need = (after_cut(cpu, cut), after_cut(memory, cut))
-        for host in self._candidates("cut", region, hc, False, SIMPLE_ROOM, cut_need):
-            if fits(host, cpu, memory, hc):
-                return self._placed(host, Pass.CUT, hc, "fits unchanged")
-            if fits(host, cut_need[0], cut_need[1], hc):
-                return self._placed(
-                    host, Pass.CUT, hc, f"fits once the request is cut by {cut}", cut=cut
-                )
-            self.notes.host("cut", host, f"does not fit even with the request cut by {cut}")
+        cut_cpu, cut_memory = self._cut_need(hc)
+        if fits(host, cut_cpu, cut_memory, hc):
+            reason = f"fits once the request is cut by {cut}"
+            return self._placed(host, Pass.CUT, hc, reason, cut=cut)
+        self.notes.host("cut", host, f"does not fit even with the request cut by {cut}")
         return None
 
-    def _cut_tasks(self, region: Region, hc: int) -> Decision | None:
+    def _cut_tasks(self, host: HostView) -> Decision | None:
         """Steps 1 and 3: the host class becomes rc; its higher-class tasks give way."""
         rc = self.request.cls
         cpu, memory = self.need
-        key = RoomKey(RoomKind.CUT, rc)
-        for host in self._candidates("cut", region, hc, False, key, self.need):
-            if fits(host, cpu, memory, rc):
-                return self._placed(host, Pass.CUT, rc, "fits unchanged")
-            cuts = self._select_cuts(host)
-            if cuts is not None:
-                names = ", ".join(f"{c.task} to {c.cut_received}" for c in cuts)
-                return self._placed(host, Pass.CUT, rc, f"fits after cutting {names}", cuts=cuts)
-            self.notes.host("cut", host, "does not fit even after every allowed cut")
+        if fits(host, cpu, memory, rc):
+            return self._placed(host, Pass.CUT, rc, "fits unchanged")
+        cuts = self._select_cuts(host)
+        if cuts is not None:
+            names = ", ".join(f"{c.task} to {c.cut_received}" for c in cuts)
+            return self._placed(host, Pass.CUT, rc, f"fits after cutting {names}", cuts=cuts)
+        self.notes.host("cut", host, "does not fit even after every allowed cut")
         return None
 
     def _select_cuts(self, host: HostView) -> tuple[TaskCut, ...] | None:
@@ -224,24 +221,23 @@ class _Run:
 
     def kill(self) -> Decision | None:
         rc = self.request.cls
-        is_job = self.request.type is TaskType.JOB
+        key = RoomKey(RoomKind.KILL, rc, self.request.type is TaskType.JOB)
         class_order = [*range(rc, 5), *range(rc - 1, 0, -1)]
-        key = RoomKey(RoomKind.KILL, rc, is_job)
-        for region, ascending in ((Region.EED, True), (Region.DEE, False)):
-            for hc in class_order:
-                for host in self._candidates("kill", region, hc, ascending, key, self.need):
-                    nc = min(hc, rc)
-                    victims = self._select_victims(host, nc)
-                    if victims is None:
-                        self.notes.host("kill", host, "does not fit even without every victim")
-                        continue
-                    if victims:
-                        reason = f"fits once {', '.join(v.id for v in victims)} are killed"
-                    else:
-                        reason = "fits without killing anything"
-                    return self._placed(
-                        host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims)
-                    )
+        segments = [Segment(Region.EED, hc, True, key, self.need) for hc in class_order]
+        segments += [Segment(Region.DEE, hc, False, key, self.need) for hc in class_order]
+        for host in self._walk("kill", segments):
+            if host.host_class is None:
+                continue
+            nc = min(host.host_class, rc)
+            victims = self._select_victims(host, nc)
+            if victims is None:
+                self.notes.host("kill", host, "does not fit even without every victim")
+                continue
+            if victims:
+                reason = f"fits once {', '.join(v.id for v in victims)} are killed"
+            else:
+                reason = "fits without killing anything"
+            return self._placed(host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims))
         return None
 
     def _is_victim(self, task: Task) -> bool:

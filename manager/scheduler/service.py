@@ -20,6 +20,9 @@ from manager.scheduler.policies import Policy
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
 MAX_CHAIN = 10_000
+# How many pending entries one retry round decides at most (most urgent first); the rest wait
+# for the next event that frees room. Keeps an event's cost bounded when the queue is long.
+DEFAULT_RETRY_LIMIT = 32
 
 
 @dataclass
@@ -45,9 +48,12 @@ class Outcome:
 
 
 class Scheduler:
-    def __init__(self, store: ClusterStore, policy: Policy) -> None:
+    def __init__(
+        self, store: ClusterStore, policy: Policy, *, retry_limit: int = DEFAULT_RETRY_LIMIT
+    ) -> None:
         self.store = store
         self.policy = policy
+        self.retry_limit = retry_limit
 
     # -- new requests ---------------------------------------------------------------------
 
@@ -87,14 +93,18 @@ class Scheduler:
     # -- pending queue --------------------------------------------------------------------
 
     def retry_pending(self, now: float) -> Outcome:
-        """Try every waiting request in time-to-violate order; the placed ones leave the queue.
+        """Try waiting requests in time-to-violate order; the placed ones leave the queue.
 
         An entry is skipped when one at least as small, of the same class and type, already
-        failed in this round: every pass is monotone in the request size.
+        failed in this round (every pass is monotone in the request size); at most
+        ``retry_limit`` entries are decided per round.
         """
         outcome = Outcome()
         failed: list[tuple[int, str, int, int]] = []
+        attempts = 0
         for entry in self.store.pending():
+            if attempts >= self.retry_limit:
+                break
             request = entry.request
             if any(
                 cls == request.cls
@@ -104,6 +114,7 @@ class Scheduler:
                 for cls, kind, cpu, memory in failed
             ):
                 continue
+            attempts += 1
             decision = self.policy.decide(request, self.store)
             if not decision.placed:
                 failed.append((request.cls, request.type, request.cpu_shares, request.memory))

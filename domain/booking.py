@@ -1,0 +1,74 @@
+"""What applying a placed decision does to a host's tasks and tally (DESIGN 3.8), computed
+once from the tasks as they are, so every store applies a decision the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from domain.classes import ClassTable
+from domain.decision import Decision
+from domain.errors import ValidationError
+from domain.model import HostView, Task
+from domain.tally import combine, contribution
+
+
+@dataclass(frozen=True)
+class Booking:
+    host: HostView  # the host after the decision (new tally; region and utilization unchanged)
+    killed: tuple[Task, ...]  # removed, as they were booked
+    cut: tuple[Task, ...]  # the cut tasks as they are after the decision
+    placed: Task  # the new task
+
+
+def book(
+    decision: Decision,
+    host: HostView,
+    tasks: Mapping[str, Task],
+    classes: ClassTable,
+    now: float,
+    executed_s: float = 0.0,
+    pending_s: float = 0.0,
+) -> Booking:
+    """``tasks`` holds the host's current tasks by id; victims or cut tasks that are no longer
+    there (they ended meanwhile) are skipped."""
+    if not decision.placed or decision.host != host.id:
+        raise ValidationError("decision", f"not a placed decision for host {host.id}")
+    request = decision.request
+    tally = host.tally
+    killed: list[Task] = []
+    for task_id in decision.kills:
+        victim = tasks.get(task_id)
+        if victim is not None:
+            tally = combine(tally, contribution(victim, classes), -1)
+            killed.append(victim)
+    cut: list[Task] = []
+    for task_cut in decision.cuts:
+        before = tasks.get(task_cut.task)
+        if before is None or task_cut.task in decision.kills:
+            continue
+        after = replace(
+            before,
+            cpu_shares=task_cut.cpu_shares,
+            memory=task_cut.memory,
+            cut_received=task_cut.cut_received,
+        )
+        tally = combine(tally, contribution(before, classes), -1)
+        tally = combine(tally, contribution(after, classes))
+        cut.append(after)
+    placed = Task(
+        id=request.id,
+        host=host.id,
+        cls=request.cls,
+        type=request.type,
+        cpu_shares=decision.cpu_shares,
+        memory=decision.memory,
+        original_cpu_shares=request.cpu_shares,
+        original_memory=request.memory,
+        cut_received=decision.cut_received,
+        started_at=now,
+        executed_s=executed_s,
+        pending_s=pending_s,
+    )
+    tally = combine(tally, contribution(placed, classes))
+    return Booking(replace(host, tally=tally), tuple(killed), tuple(cut), placed)

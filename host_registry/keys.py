@@ -1,0 +1,243 @@
+"""The Host Registry's Redis layout and record codec.
+
+===========================================  =====================================================
+ key                                          holds
+===========================================  =====================================================
+ ``{p}:host:{id}``                             hash: capacity, utilization, region, class, the
+                                               tally (domain.tally), the class limits, and the
+                                               room of every pass (domain.capacity)
+ ``{p}:list:{region}:{class}``                 sorted set: hosts of one region and class by U;
+                                               ``class`` is ``empty`` for hosts with no task
+ ``{p}:bound:{region}:{class}``                hash: per room field, an upper bound of the room of
+                                               the list's hosts (exact after a full scan)
+ ``{p}:hosts``                                 sorted set (score 0): every host id, for listing
+ ``{p}:pending``                               sorted set: the pending queue, scored by
+                                               violation deadline, members ``{class}:{id}``
+ ``{p}:pending:{id}``                          hash: one pending entry
+ ``{p}:stamp``                                 counter: the source of every hash's "stamp" field,
+                                               which optimistic writes check (``CAS_LUA``)
+===========================================  =====================================================
+
+Rooms are stored so that a list can be filtered inside Redis (see ``CANDIDATES_LUA``) without
+sending every host to the scheduler; they are recomputed in Python on every write, so the rule
+lives only in domain.capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from domain.capacity import RoomKey, RoomKind, all_room_keys, room
+from domain.model import HostView, Request, TaskType
+from domain.pending import PendingEntry, PendingReason
+from domain.regions import Region
+from domain.tally import TALLY_FIELDS
+
+EMPTY = "empty"
+
+
+class HostKeys:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.host_prefix = f"{prefix}:host:"
+        self.all = f"{prefix}:hosts"
+        self.pending = f"{prefix}:pending"
+        self.stamp_counter = f"{prefix}:stamp"
+
+    def host(self, host_id: str) -> str:
+        return f"{self.host_prefix}{host_id}"
+
+    def region_list(self, region: Region, host_class: int | None) -> str:
+        return f"{self.prefix}:list:{region.value}:{host_class or EMPTY}"
+
+    def bound(self, region: Region, host_class: int | None) -> str:
+        return f"{self.prefix}:bound:{region.value}:{host_class or EMPTY}"
+
+    def all_lists(self) -> list[str]:
+        return [self.region_list(r, c) for r in Region for c in (None, 1, 2, 3, 4)]
+
+    def pending_entry(self, request_id: str) -> str:
+        return f"{self.prefix}:pending:{request_id}"
+
+
+def room_fields(key: RoomKey) -> tuple[str, str]:
+    """Hash fields holding the room of one key, e.g. ``room_kill2_job_cpu``."""
+    if key.kind is RoomKind.SIMPLE:
+        name = "simple"
+    elif key.kind is RoomKind.CUT:
+        name = f"cut{key.cls}"
+    else:
+        name = f"kill{key.cls}_{'job' if key.job else 'service'}"
+    return f"room_{name}_cpu", f"room_{name}_memory"
+
+
+def host_to_hash(view: HostView) -> dict[str, str]:
+    fields = {
+        "id": view.id,
+        "address": view.address,
+        "cpu_capacity": str(view.cpu_capacity),
+        "memory_capacity": str(view.memory_capacity),
+        "cpu_util": repr(view.cpu_util),
+        "memory_util": repr(view.memory_util),
+        "region": view.region.value,
+        "class": str(view.host_class or EMPTY),
+    }
+    fields.update(zip(TALLY_FIELDS, map(str, view.tally), strict=True))
+    for cls in (1, 2, 3, 4):
+        fields[f"cpu_limit_{cls}"] = str(view.cpu_limits[cls - 1])
+        fields[f"memory_limit_{cls}"] = str(view.memory_limits[cls - 1])
+    for key in all_room_keys():
+        cpu_field, memory_field = room_fields(key)
+        fields[cpu_field], fields[memory_field] = map(str, room(view, key))
+    return fields
+
+
+def host_from_hash(fields: Mapping[str, str]) -> HostView:
+    return HostView(
+        id=fields["id"],
+        cpu_capacity=int(fields["cpu_capacity"]),
+        memory_capacity=int(fields["memory_capacity"]),
+        cpu_util=float(fields["cpu_util"]),
+        memory_util=float(fields["memory_util"]),
+        region=Region(fields["region"]),
+        tally=tuple(int(fields[name]) for name in TALLY_FIELDS),
+        cpu_limits=tuple(int(fields[f"cpu_limit_{c}"]) for c in (1, 2, 3, 4)),
+        memory_limits=tuple(int(fields[f"memory_limit_{c}"]) for c in (1, 2, 3, 4)),
+        address=fields.get("address", ""),
+    )
+
+
+def pending_member(entry: PendingEntry) -> str:
+    # Equal deadlines sort by member: class first, then id (PendingEntry.order_key).
+    return f"{entry.request.cls}:{entry.request.id}"
+
+
+def pending_to_hash(entry: PendingEntry) -> dict[str, str]:
+    request = entry.request
+    return {
+        "id": request.id,
+        "class": str(request.cls),
+        "type": request.type.value,
+        "cpu_shares": str(request.cpu_shares),
+        "memory": str(request.memory),
+        "reason": entry.reason.value,
+        "enqueued_at": repr(entry.enqueued_at),
+        "deadline": repr(entry.deadline),
+        "executed_s": repr(entry.executed_s),
+        "pending_s": repr(entry.pending_s),
+    }
+
+
+def pending_from_hash(fields: Mapping[str, str]) -> PendingEntry:
+    request = Request(
+        fields["id"],
+        int(fields["class"]),
+        TaskType(fields["type"]),
+        int(fields["cpu_shares"]),
+        int(fields["memory"]),
+    )
+    return PendingEntry(
+        request=request,
+        reason=PendingReason(fields["reason"]),
+        enqueued_at=float(fields["enqueued_at"]),
+        deadline=float(fields["deadline"]),
+        executed_s=float(fields["executed_s"]),
+        pending_s=float(fields["pending_s"]),
+    )
+
+
+# Walks the lists of a pass from segment ARGV[3], position ARGV[4], and returns
+# {next_segment, next_position, {segment, id, segment, id, ...}} with at most ARGV[2] hosts
+# whose stored room covers the segment's need; next_segment > number of segments at the end.
+# Each segment has two KEYS (its list and the list's bound hash) and five ARGV: '1' to walk by
+# descending U, the two room fields ('' for no filter) and the two needs. A list whose bound
+# is below the need is skipped unread; a list read to its end gets its exact bound back.
+CANDIDATES_LUA = """
+local host_prefix, limit = ARGV[1], tonumber(ARGV[2])
+local segment, index = tonumber(ARGV[3]), tonumber(ARGV[4])
+local segments = #KEYS / 2
+local found, count = {}, 0
+while segment <= segments do
+  local list_key, bound_key = KEYS[2 * segment - 1], KEYS[2 * segment]
+  local base = 4 + (segment - 1) * 5
+  local descending = ARGV[base + 1] == '1'
+  local cpu_field, memory_field = ARGV[base + 2], ARGV[base + 3]
+  local need_cpu, need_memory = tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
+  local skip, whole = false, index == 0  -- only a scan of the whole list may set the bound
+  if cpu_field ~= '' and index == 0 then
+    local bound = redis.call('HMGET', bound_key, cpu_field, memory_field)
+    local cpu, memory = tonumber(bound[1]), tonumber(bound[2])
+    skip = cpu ~= nil and memory ~= nil and (cpu < need_cpu or memory < need_memory)
+  end
+  local best_cpu, best_memory = -1, -1
+  while not skip do
+    local ids
+    if descending then
+      ids = redis.call('ZREVRANGE', list_key, index, index + 255)
+    else
+      ids = redis.call('ZRANGE', list_key, index, index + 255)
+    end
+    if #ids == 0 then
+      if cpu_field ~= '' and whole then
+        redis.call('HSET', bound_key, cpu_field, best_cpu, memory_field, best_memory)
+      end
+      break
+    end
+    for _, id in ipairs(ids) do
+      index = index + 1
+      local take = true
+      if cpu_field ~= '' then
+        local room = redis.call('HMGET', host_prefix .. id, cpu_field, memory_field)
+        local cpu, memory = tonumber(room[1]), tonumber(room[2])
+        take = cpu ~= nil and memory ~= nil and cpu >= need_cpu and memory >= need_memory
+        if cpu ~= nil and cpu > best_cpu then best_cpu = cpu end
+        if memory ~= nil and memory > best_memory then best_memory = memory end
+      end
+      if take then
+        found[#found + 1] = segment
+        found[#found + 1] = id
+        count = count + 1
+        if count >= limit then return {segment, index, found} end
+      end
+    end
+  end
+  segment, index = segment + 1, 0
+end
+return {segment, index, found}
+"""
+
+
+# Applies a batch of writes only if none of the checked keys changed since they were read.
+# ARGV[1] is JSON: {"check": [[key, stamp or ""], ...], "ops": [[command, key, args...], ...],
+# "stamp": [key, ...]}. A key's stamp is its "stamp" field ("" when the key did not exist);
+# every key in "stamp" gets a fresh stamp from the counter KEYS[1]. Returns 1, or 0 on conflict
+# (nothing written). Only hash, sorted-set and DEL commands are accepted, plus RAISE (see below).
+CAS_LUA = """
+local request = cjson.decode(ARGV[1])
+for _, check in ipairs(request.check) do
+  local stamp = redis.call('HGET', check[1], 'stamp')
+  if stamp == false then stamp = '' end
+  if stamp ~= check[2] then return 0 end
+end
+local allowed = {HSET = true, HDEL = true, DEL = true, ZADD = true, ZREM = true}
+for _, op in ipairs(request.ops) do
+  if op[1] == 'RAISE' then
+    -- {'RAISE', bound hash, field, value, ...}: raise known bounds, leave unknown ones unknown
+    for i = 3, #op, 2 do
+      local current = tonumber(redis.call('HGET', op[2], op[i]))
+      if current ~= nil and tonumber(op[i + 1]) > current then
+        redis.call('HSET', op[2], op[i], op[i + 1])
+      end
+    end
+  elseif allowed[op[1]] then
+    redis.call(unpack(op))
+  else
+    return redis.error_reply('command not allowed: ' .. op[1])
+  end
+end
+if #request.stamp > 0 then
+  local stamp = tostring(redis.call('INCR', KEYS[1]))
+  for _, key in ipairs(request.stamp) do redis.call('HSET', key, 'stamp', stamp) end
+end
+return 1
+"""

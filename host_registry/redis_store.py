@@ -1,0 +1,507 @@
+"""Host and Task Registry on Redis: the ClusterStore the live manager uses.
+
+Every change runs as one optimistic transaction: read what it depends on (one pipelined round
+trip), compute in Python with the same domain code as the in-memory store, then one Lua call
+(``CAS_LUA``) that writes everything only if none of those keys' stamps changed meanwhile, or
+else retries. A host therefore moves between (region, class) lists atomically and a reader never
+sees it twice or not at all. Candidate lists are filtered inside Redis by a Lua script that
+compares the stored room of each host with the request, so the scheduler receives only hosts
+that can take it, a few at a time, in the order of DESIGN 3.4-3.6.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import redis
+
+from domain.booking import book
+from domain.classes import ClassTable
+from domain.decision import Decision
+from domain.errors import ConflictError, NotFoundError, UnavailableError
+from domain.model import HostSpec, HostView, Task
+from domain.pending import PendingEntry
+from domain.regions import Region, RegionBounds
+from domain.store import Segment
+from domain.tally import EMPTY_TALLY, combine, contribution
+from host_registry.keys import (
+    CANDIDATES_LUA,
+    CAS_LUA,
+    HostKeys,
+    host_from_hash,
+    host_to_hash,
+    pending_from_hash,
+    pending_member,
+    pending_to_hash,
+    room_fields,
+)
+from task_registry.keys import TaskKeys, task_from_hash, task_to_hash
+
+T = TypeVar("T")
+# redis-py's stubs type every reply as bytes | str | ...; this client always decodes to str
+# (decode_responses=True), so the handle and its pipelines are typed Any at this one edge.
+Pipeline = Any
+MAX_RETRIES = 100
+FIRST_PAGE, LAST_PAGE = 1, 256  # most decisions take the first candidate
+
+
+class _Batch:
+    """Writes for CAS_LUA: the keys to check with the stamps read, then the commands."""
+
+    def __init__(self) -> None:
+        self.checks: list[list[str]] = []
+        self.ops: list[list[str]] = []
+        self.stamped: list[str] = []
+
+    def check(self, key: str, fields: dict[str, str]) -> _Batch:
+        self.checks.append([key, fields.get("stamp", "")])
+        return self
+
+    def hset(self, key: str, mapping: dict[str, str]) -> None:
+        self.ops.append(["HSET", key, *(item for pair in mapping.items() for item in pair)])
+        if key in self.stamped:
+            self.stamped.remove(key)
+        self.stamped.append(key)
+
+    def delete(self, *keys: str) -> None:
+        self.ops.append(["DEL", *keys])
+        self.stamped = [key for key in self.stamped if key not in keys]
+
+    def zadd(self, key: str, member: str, score: float) -> None:
+        self.ops.append(["ZADD", key, repr(score), member])
+
+    def zrem(self, key: str, member: str) -> None:
+        self.ops.append(["ZREM", key, member])
+
+    def raise_bounds(self, key: str, values: dict[str, str]) -> None:
+        self.ops.append(["RAISE", key, *(item for pair in values.items() for item in pair)])
+
+    def to_json(self) -> str:
+        return json.dumps({"check": self.checks, "ops": self.ops, "stamp": self.stamped})
+
+
+@contextlib.contextmanager
+def redis_errors() -> Iterator[None]:
+    """Translate redis-py's errors into the project's root at this edge."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise UnavailableError(f"Redis is unreachable: {exc}") from exc
+    except redis.ResponseError as exc:
+        raise UnavailableError(f"Redis refused a command: {exc}") from exc
+
+
+class RedisStore:
+    """Implements domain.store.ClusterStore on one Redis database."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        classes: ClassTable | None = None,
+        bounds: RegionBounds | None = None,
+        prefix: str = "gs",
+    ) -> None:
+        self._redis: Any = client
+        self._classes = classes or ClassTable()
+        self._bounds = bounds or RegionBounds()
+        self.host_keys = HostKeys(prefix)
+        self.task_keys = TaskKeys(prefix)
+        self._candidates = client.register_script(CANDIDATES_LUA)
+        self._cas = client.register_script(CAS_LUA)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        classes: ClassTable | None = None,
+        bounds: RegionBounds | None = None,
+        prefix: str = "gs",
+    ) -> RedisStore:
+        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5.0)
+        return cls(client, classes, bounds, prefix)
+
+    @property
+    def classes(self) -> ClassTable:
+        return self._classes
+
+    @property
+    def bounds(self) -> RegionBounds:
+        return self._bounds
+
+    @property
+    def client(self) -> redis.Redis:
+        client: redis.Redis = self._redis
+        return client
+
+    def ping(self) -> bool:
+        with redis_errors():
+            return bool(self._redis.ping())
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def candidates(self, segments: Sequence[Segment]) -> Iterator[tuple[int, HostView]]:
+        keys = [
+            key
+            for s in segments
+            for key in (
+                self.host_keys.region_list(s.region, s.host_class),
+                self.host_keys.bound(s.region, s.host_class),
+            )
+        ]
+        tail: list[str | int] = []
+        for s in segments:
+            fields = room_fields(s.room_key) if s.room_key is not None else ("", "")
+            tail += [0 if s.ascending else 1, *fields, *s.need]
+        segment, index, page = 1, 0, FIRST_PAGE
+        while segment <= len(segments):
+            with redis_errors():
+                segment, index, flat = self._candidates(
+                    keys=keys, args=[self.host_keys.host_prefix, page, segment, index, *tail]
+                )
+                positions = [int(number) - 1 for number in flat[::2]]
+                views = self._fetch(flat[1::2])
+            for position, view in zip(positions, views, strict=True):
+                if view is not None:
+                    yield position, view
+            page = min(page * 4, LAST_PAGE)
+
+    def all_hosts(self) -> Iterator[HostView]:
+        with redis_errors():
+            ids = self._redis.zrange(self.host_keys.all, 0, -1)
+        for start in range(0, len(ids), 500):
+            with redis_errors():
+                views = self._fetch(ids[start : start + 500])
+            yield from (view for view in views if view is not None)
+
+    def host(self, host_id: str) -> HostView:
+        with redis_errors():
+            fields = self._redis.hgetall(self.host_keys.host(host_id))
+        if not fields:
+            raise NotFoundError(f"no host {host_id!r}")
+        return host_from_hash(fields)
+
+    def tasks_on(self, host_id: str) -> list[Task]:
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.exists(self.host_keys.host(host_id))
+            for cls in (4, 3, 2, 1):
+                pipe.zrange(self.task_keys.by_class(host_id, cls), 0, -1)
+            exists, *id_lists = pipe.execute()
+            if not exists:
+                raise NotFoundError(f"no host {host_id!r}")
+            return self._tasks([task_id for ids in id_lists for task_id in ids])
+
+    def task(self, task_id: str) -> Task | None:
+        with redis_errors():
+            fields = self._redis.hgetall(self.task_keys.task(task_id))
+        return task_from_hash(fields) if fields else None
+
+    def tasks(self) -> list[Task]:
+        with redis_errors():
+            return self._tasks(self._redis.zrange(self.task_keys.all, 0, -1))
+
+    def list_members(self) -> dict[tuple[Region, int | None], list[str]]:
+        """Every (region, class) list read in one MULTI: a consistent snapshot."""
+        keys = [(r, c) for r in Region for c in (None, 1, 2, 3, 4)]
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            for region, cls in keys:
+                pipe.zrange(self.host_keys.region_list(region, cls), 0, -1)
+            return dict(zip(keys, pipe.execute(), strict=True))
+
+    # -- hosts ------------------------------------------------------------------------------
+
+    def add_host(self, spec: HostSpec, cpu_util: float = 0.0, memory_util: float = 0.0) -> HostView:
+        key = self.host_keys.host(spec.id)
+
+        def attempt() -> tuple[HostView, _Batch]:
+            (fields,) = self._read_hashes([key])
+            old = host_from_hash(fields) if fields else None
+            view = HostView(
+                id=spec.id,
+                cpu_capacity=spec.cpu_capacity,
+                memory_capacity=spec.memory_capacity,
+                cpu_util=old.cpu_util if old else cpu_util,
+                memory_util=old.memory_util if old else memory_util,
+                region=old.region if old else self._bounds.classify(max(cpu_util, memory_util)),
+                tally=old.tally if old else EMPTY_TALLY,
+                cpu_limits=tuple(self._classes.limit(spec.cpu_capacity, c) for c in (1, 2, 3, 4)),
+                memory_limits=tuple(
+                    self._classes.limit(spec.memory_capacity, c) for c in (1, 2, 3, 4)
+                ),
+                address=spec.address,
+            )
+            batch = _Batch().check(key, fields)
+            batch.zadd(self.host_keys.all, spec.id, 0.0)
+            self._stage_host(batch, old, view)
+            return view, batch
+
+        return self._optimistic(attempt)
+
+    def remove_host(self, host_id: str) -> list[Task]:
+        key = self.host_keys.host(host_id)
+        class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
+
+        def attempt() -> tuple[list[Task], _Batch]:
+            with redis_errors():
+                pipe = self._redis.pipeline(transaction=False)
+                pipe.hgetall(key)
+                for class_key in class_keys:
+                    pipe.zrange(class_key, 0, -1)
+                fields, *id_lists = pipe.execute()
+            if not fields:
+                raise NotFoundError(f"no host {host_id!r}")
+            view = host_from_hash(fields)
+            task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
+            task_fields = self._read_hashes(task_keys)
+            tasks = [task_from_hash(f) for f in task_fields if f]
+            batch = _Batch().check(key, fields)  # every task change rewrites the host hash
+            for task in tasks:
+                self._stage_task_removal(batch, task)
+            batch.delete(key, *class_keys)
+            batch.zrem(self.host_keys.all, host_id)
+            batch.zrem(self.host_keys.region_list(view.region, view.host_class), host_id)
+            return sorted(tasks, key=lambda t: t.id), batch
+
+        return self._optimistic(attempt)
+
+    def update_host_utilization(
+        self, host_id: str, cpu_util: float, memory_util: float
+    ) -> HostView:
+        key = self.host_keys.host(host_id)
+
+        def attempt() -> tuple[HostView, _Batch]:
+            fields, old = self._read_host(host_id)
+            region = self._bounds.classify(max(cpu_util, memory_util))
+            view = replace(old, cpu_util=cpu_util, memory_util=memory_util, region=region)
+            batch = _Batch().check(key, fields)
+            batch.hset(
+                key,
+                {
+                    "cpu_util": repr(cpu_util),
+                    "memory_util": repr(memory_util),
+                    "region": region.value,
+                },
+            )
+            self._stage_list_move(batch, old, view)
+            return view, batch
+
+        return self._optimistic(attempt)
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def apply(
+        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+    ) -> list[Task]:
+        host_id = decision.host or ""
+        touched = sorted({*decision.kills, *(cut.task for cut in decision.cuts)})
+        host_key = self.host_keys.host(host_id)
+        new_key = self.task_keys.task(decision.request.id)
+        touched_keys = [self.task_keys.task(task_id) for task_id in touched]
+
+        def attempt() -> tuple[list[Task], _Batch]:
+            host_fields, new_fields, *task_fields = self._read_hashes(
+                [host_key, new_key, *touched_keys]
+            )
+            if not host_fields:
+                raise NotFoundError(f"no host {host_id!r}")
+            if new_fields:
+                raise ConflictError(f"task {decision.request.id!r} is already running")
+            batch = _Batch().check(host_key, host_fields).check(new_key, new_fields)
+            current: dict[str, Task] = {}
+            for task_key, fields in zip(touched_keys, task_fields, strict=True):
+                batch.check(task_key, fields)
+                if fields and fields["host"] == host_id:
+                    task = task_from_hash(fields)
+                    current[task.id] = task
+            host = host_from_hash(host_fields)
+            booking = book(decision, host, current, self._classes, now, executed_s, pending_s)
+            for victim in booking.killed:
+                self._stage_task_removal(batch, victim)
+            for task in (*booking.cut, booking.placed):
+                self._stage_task(batch, task)
+            self._stage_host(batch, host, booking.host)
+            return list(booking.killed), batch
+
+        return self._optimistic(attempt)
+
+    def load_task(self, task: Task) -> None:
+        host_key, task_key = self.host_keys.host(task.host), self.task_keys.task(task.id)
+
+        def attempt() -> tuple[None, _Batch]:
+            host_fields, task_fields = self._read_hashes([host_key, task_key])
+            if not host_fields:
+                raise NotFoundError(f"no host {task.host!r}")
+            if task_fields:
+                raise ConflictError(f"task {task.id!r} is already booked")
+            host = host_from_hash(host_fields)
+            batch = _Batch().check(host_key, host_fields).check(task_key, task_fields)
+            self._stage_task(batch, task)
+            tally = combine(host.tally, contribution(task, self._classes))
+            self._stage_host(batch, host, replace(host, tally=tally))
+            return None, batch
+
+        self._optimistic(attempt)
+
+    def end_task(self, task_id: str) -> Task:
+        task_key = self.task_keys.task(task_id)
+
+        def attempt() -> tuple[Task, _Batch]:
+            (task_fields,) = self._read_hashes([task_key])
+            if not task_fields:
+                raise NotFoundError(f"no task {task_id!r}")
+            task = task_from_hash(task_fields)
+            host_fields, host = self._read_host(task.host)
+            batch = _Batch().check(task_key, task_fields)
+            batch.check(self.host_keys.host(task.host), host_fields)
+            self._stage_task_removal(batch, task)
+            tally = combine(host.tally, contribution(task, self._classes), -1)
+            self._stage_host(batch, host, replace(host, tally=tally))
+            return task, batch
+
+        return self._optimistic(attempt)
+
+    def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
+        key = self.task_keys.task(task_id)
+
+        def attempt() -> tuple[Task, _Batch]:
+            (fields,) = self._read_hashes([key])
+            if not fields:
+                raise NotFoundError(f"no task {task_id!r}")
+            task = task_from_hash(fields).with_utilization(cpu_util, memory_util)
+            batch = _Batch().check(key, fields)
+            batch.hset(key, {"cpu_util": repr(cpu_util), "memory_util": repr(memory_util)})
+            batch.zadd(self.task_keys.by_class(task.host, task.cls), task.id, task.util)
+            return task, batch
+
+        return self._optimistic(attempt)
+
+    # -- pending queue ----------------------------------------------------------------------
+
+    def push_pending(self, entry: PendingEntry) -> None:
+        key = self.host_keys.pending_entry(entry.request.id)
+
+        def attempt() -> tuple[None, _Batch]:
+            (old,) = self._read_hashes([key])
+            batch = _Batch().check(key, old)
+            if old:
+                batch.zrem(self.host_keys.pending, pending_member(pending_from_hash(old)))
+            batch.delete(key)
+            batch.hset(key, pending_to_hash(entry))
+            batch.zadd(self.host_keys.pending, pending_member(entry), entry.deadline)
+            return None, batch
+
+        self._optimistic(attempt)
+
+    def pending(self) -> list[PendingEntry]:
+        with redis_errors():
+            members = self._redis.zrange(self.host_keys.pending, 0, -1)
+        keys = [self.host_keys.pending_entry(member.split(":", 1)[1]) for member in members]
+        return [pending_from_hash(fields) for fields in self._read_hashes(keys) if fields]
+
+    def remove_pending(self, request_id: str) -> bool:
+        key = self.host_keys.pending_entry(request_id)
+
+        def attempt() -> tuple[bool, _Batch]:
+            (fields,) = self._read_hashes([key])
+            batch = _Batch().check(key, fields)
+            if fields:
+                batch.zrem(self.host_keys.pending, pending_member(pending_from_hash(fields)))
+                batch.delete(key)
+            return bool(fields), batch
+
+        return self._optimistic(attempt)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _optimistic(self, attempt: Callable[[], tuple[T, _Batch]]) -> T:
+        """Read, compute, then write only if nothing read has changed; retry otherwise."""
+        for _ in range(MAX_RETRIES):
+            result, batch = attempt()
+            with redis_errors():
+                if self._cas(keys=[self.host_keys.stamp_counter], args=[batch.to_json()]) == 1:
+                    return result
+        raise UnavailableError(f"gave up after {MAX_RETRIES} conflicting concurrent writes")
+
+    def _read_hashes(self, keys: Sequence[str]) -> list[dict[str, str]]:
+        if not keys:
+            return []
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.hgetall(key)
+            return list(pipe.execute())
+
+    def _read_host(self, host_id: str) -> tuple[dict[str, str], HostView]:
+        (fields,) = self._read_hashes([self.host_keys.host(host_id)])
+        if not fields:
+            raise NotFoundError(f"no host {host_id!r}")
+        return fields, host_from_hash(fields)
+
+    def _stage_host(self, batch: _Batch, old: HostView | None, new: HostView) -> None:
+        fields = host_to_hash(new)
+        batch.hset(self.host_keys.host(new.id), fields)
+        self._stage_list_move(batch, old, new, fields)
+
+    def _stage_list_move(
+        self,
+        batch: _Batch,
+        old: HostView | None,
+        new: HostView,
+        fields: dict[str, str] | None = None,
+    ) -> None:
+        """Put the host in its list and keep that list's room bounds valid upper bounds."""
+        new_list = self.host_keys.region_list(new.region, new.host_class)
+        if old is not None:
+            old_list = self.host_keys.region_list(old.region, old.host_class)
+            if old_list != new_list:
+                batch.zrem(old_list, old.id)
+        batch.zadd(new_list, new.id, new.util)
+        rooms = fields if fields is not None else host_to_hash(new)
+        batch.raise_bounds(
+            self.host_keys.bound(new.region, new.host_class),
+            {name: value for name, value in rooms.items() if name.startswith("room_")},
+        )
+
+    def _stage_task(self, batch: _Batch, task: Task) -> None:
+        batch.hset(self.task_keys.task(task.id), task_to_hash(task))
+        batch.zadd(self.task_keys.by_class(task.host, task.cls), task.id, task.util)
+        batch.zadd(self.task_keys.all, task.id, 0.0)
+
+    def _stage_task_removal(self, batch: _Batch, task: Task) -> None:
+        batch.delete(self.task_keys.task(task.id))
+        batch.zrem(self.task_keys.by_class(task.host, task.cls), task.id)
+        batch.zrem(self.task_keys.all, task.id)
+
+    def _fetch(self, ids: list[str]) -> list[HostView | None]:
+        """Host views by id, in order; None where a host vanished meanwhile."""
+        if not ids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for host_id in ids:
+            pipe.hgetall(self.host_keys.host(host_id))
+        return [host_from_hash(fields) if fields else None for fields in pipe.execute()]
+
+    def _tasks(self, ids: list[str]) -> list[Task]:
+        if not ids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in ids:
+            pipe.hgetall(self.task_keys.task(task_id))
+        return [task_from_hash(fields) for fields in pipe.execute() if fields]
+
+    def flush(self) -> None:
+        """Delete every key of this store's prefix (tests and ``--reset`` only)."""
+        with redis_errors():
+            batch: list[Any] = []
+            for key in self._redis.scan_iter(match=f"{self.host_keys.prefix}:*", count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    self._redis.delete(*batch)
+                    batch.clear()
+            if batch:
+                self._redis.delete(*batch)

@@ -1,0 +1,68 @@
+"""The Task Registry's Redis layout and record codec.
+
+=====================================  ===========================================================
+ key                                    holds
+=====================================  ===========================================================
+ ``{p}:task:{id}``                      hash: one task (current and original resources, cut,
+                                        class, type, utilization, QoS history)
+ ``{p}:host:{host}:tasks:{class}``      sorted set: the host's tasks of one class, by utilization
+ ``{p}:tasks``                          sorted set (score 0): every task id, for listing
+=====================================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+from domain.model import Task, TaskType
+
+
+class TaskKeys:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.all = f"{prefix}:tasks"
+
+    def task(self, task_id: str) -> str:
+        return f"{self.prefix}:task:{task_id}"
+
+    def by_class(self, host_id: str, cls: int) -> str:
+        return f"{self.prefix}:host:{host_id}:tasks:{cls}"
+
+
+def task_to_hash(task: Task) -> dict[str, str]:
+    return {
+        "id": task.id,
+        "host": task.host,
+        "class": str(task.cls),
+        "type": task.type.value,
+        "cpu_shares": str(task.cpu_shares),
+        "memory": str(task.memory),
+        "original_cpu_shares": str(task.original_cpu_shares),
+        "original_memory": str(task.original_memory),
+        "cut_received": str(task.cut_received),
+        "cpu_util": repr(task.cpu_util),
+        "memory_util": repr(task.memory_util),
+        "started_at": repr(task.started_at),
+        "executed_s": repr(task.executed_s),
+        "pending_s": repr(task.pending_s),
+    }
+
+
+def task_from_hash(fields: Mapping[str, str]) -> Task:
+    return Task(
+        id=fields["id"],
+        host=fields["host"],
+        cls=int(fields["class"]),
+        type=TaskType(fields["type"]),
+        cpu_shares=int(fields["cpu_shares"]),
+        memory=int(fields["memory"]),
+        original_cpu_shares=int(fields["original_cpu_shares"]),
+        original_memory=int(fields["original_memory"]),
+        cut_received=Fraction(fields["cut_received"]),
+        cpu_util=float(fields["cpu_util"]),
+        memory_util=float(fields["memory_util"]),
+        started_at=float(fields["started_at"]),
+        executed_s=float(fields["executed_s"]),
+        pending_s=float(fields["pending_s"]),
+    )

@@ -1,0 +1,28 @@
+"""Session fixtures: real servers, started on demand and stopped by pid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.servers import RedisServer, docker_engine, ensure_busybox_image, redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_srv() -> Iterator[RedisServer]:
+    """A real redis-server (append-only persistence) for the whole session."""
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def docker_socket() -> Iterator[str]:
+    """A real Docker engine (the machine's; started for the session if it was not running)."""
+    with docker_engine() as socket_path:
+        yield socket_path
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_socket: str) -> str:
+    return ensure_busybox_image(docker_socket)
