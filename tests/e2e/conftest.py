@@ -1,0 +1,98 @@
+"""Fixtures of the end-to-end tests: a real local lab (DESIGN 6), brought up once per module.
+
+The lab is driven through its command line (``python -m benchmarks.lab``), exactly as an operator
+would. The fixture owns the lab: it refuses (skips) when another lab is already up, and always
+takes its lab down at the end (a second `down` is harmless).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.lab.settings import LabSettings, settings_from_env
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_NODES = 2
+LAB_NODE_CPUS = "0.5"
+LAB_NODE_MEMORY = "512m"
+LAB_UP_ARGS = ("up", "--nodes", str(LAB_NODES), "--node-cpus", LAB_NODE_CPUS,
+               "--node-memory", LAB_NODE_MEMORY)
+UP_TIMEOUT_S = 1800.0  # the very first `up` builds the root file systems (minutes)
+
+
+def lab_cli(*args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m benchmarks.lab <args>`` from the repository; never raises on failure."""
+    return subprocess.run([sys.executable, "-m", "benchmarks.lab", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def _skip_reason(settings: LabSettings) -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    if not Path(settings.engine.dockerd).exists() or shutil.which("nsenter") is None:
+        return f"{settings.engine.dockerd} or nsenter is missing (run scripts/setup.sh)"
+    if settings.paths.state_file.exists():
+        return (f"a lab is already up ({settings.paths.state_file}); the e2e tests bring up "
+                "their own: run `greenswarm lab down` first")
+    return None
+
+
+@dataclass(frozen=True)
+class Lab:
+    """The running lab as its state file describes it."""
+
+    settings: LabSettings
+    state: dict[str, Any]
+    up_output: str
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self.state["nodes"])
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(n for n in self.nodes if n["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def lab_settings() -> LabSettings:
+    return settings_from_env()
+
+
+@pytest.fixture(scope="module")
+def lab(lab_settings: LabSettings) -> Iterator[Lab]:
+    reason = _skip_reason(lab_settings)
+    if reason:
+        pytest.skip(reason)
+    try:
+        done = lab_cli(*LAB_UP_ARGS, timeout_s=UP_TIMEOUT_S)
+        assert done.returncode == 0, f"lab up failed:\n{done.stdout}\n{done.stderr}"
+        state = json.loads(lab_settings.paths.state_file.read_text())
+        yield Lab(lab_settings, state, done.stdout)
+    finally:
+        lab_cli("down")
+
+
+@pytest.fixture(scope="module")
+def main_engine(lab: Lab) -> Iterator[Any]:
+    import docker
+
+    client = docker.DockerClient(base_url=lab.settings.engine.main_url, timeout=60)
+    yield client
+    client.close()
+
+
+def node_engine(node: dict[str, Any]) -> Any:
+    """A Docker SDK client of one lab node's own engine."""
+    import docker
+
+    return docker.DockerClient(base_url=f"unix://{node['socket']}", timeout=60)
