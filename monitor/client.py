@@ -1,0 +1,174 @@
+"""The Host and Task Registry over REST (messages 11, 12 and 13), and a dry-run stand-in.
+
+Errors are translated to the project's exception root: unreachable or 5xx -> UnavailableError,
+401/403 -> AuthError, 404 -> NotFoundError, 400 -> ValidationError (with the registry's field).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import requests
+
+from domain.errors import (
+    AuthError,
+    ConflictError,
+    GreenSwarmError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
+from monitor.core import HostUpdate, TaskBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HostRegistration:
+    """Message 11: the host, its capacity and its utilization when it registers."""
+
+    host_id: str
+    address: str
+    cpu_capacity_shares: int
+    memory_capacity_bytes: int
+    cpu_util: float
+    memory_util: float
+
+    def payload(self) -> dict[str, object]:
+        return {
+            "id": self.host_id,
+            "address": self.address,
+            "cpu_capacity": self.cpu_capacity_shares,
+            "memory_capacity": self.memory_capacity_bytes,
+            "cpu_util": round(self.cpu_util, 4),
+            "memory_util": round(self.memory_util, 4),
+        }
+
+
+@dataclass(frozen=True)
+class TaskUpdateResult:
+    updated: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+class RegistryPort(Protocol):
+    """What the monitor needs from the registries; ``register_host`` answers True if created."""
+
+    def register_host(self, registration: HostRegistration) -> bool: ...
+
+    def update_host(self, host_id: str, update: HostUpdate) -> None: ...
+
+    def update_tasks(self, host_id: str, batch: TaskBatch) -> TaskUpdateResult: ...
+
+
+class RegistryClient:
+    """``requests`` against the registry REST API; one Session, bounded timeouts."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        connect_timeout_s: float = 3.0,
+        read_timeout_s: float = 5.0,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = (connect_timeout_s, read_timeout_s)
+        self._session = session or requests.Session()
+        self._session.headers["Accept"] = "application/json"
+        if token:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def register_host(self, registration: HostRegistration) -> bool:
+        response = self._call("POST", "/registry/hosts", registration.payload())
+        return response.status_code == 201
+
+    def update_host(self, host_id: str, update: HostUpdate) -> None:
+        if update.empty:
+            return
+        path = f"/registry/hosts/{quote(host_id, safe='')}/utilization"
+        self._call("PUT", path, update.payload())
+
+    def update_tasks(self, host_id: str, batch: TaskBatch) -> TaskUpdateResult:
+        if batch.empty:
+            return TaskUpdateResult()
+        response = self._call("PUT", "/registry/tasks/utilization", batch.payload(host_id))
+        body = _json(response)
+        updated = body.get("updated") if isinstance(body, dict) else None
+        unknown = body.get("unknown") if isinstance(body, dict) else None
+        return TaskUpdateResult(
+            tuple(str(i) for i in updated) if isinstance(updated, list) else (),
+            tuple(str(i) for i in unknown) if isinstance(unknown, list) else (),
+        )
+
+    def _call(self, method: str, path: str, body: Mapping[str, object]) -> requests.Response:
+        url = self.base_url + path
+        try:
+            data = json.dumps(body, allow_nan=False)
+        except ValueError as exc:  # NaN or infinity: a bug upstream, never "unreachable"
+            raise ValidationError("body", f"cannot encode {dict(body)!r}: {exc}") from exc
+        headers = {"Content-Type": "application/json"}
+        try:
+            response = self._session.request(
+                method, url, data=data, headers=headers, timeout=self._timeout
+            )
+        except requests.RequestException as exc:
+            raise UnavailableError(f"registry unreachable: {method} {url}: {exc}") from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return response
+        detail = _json(response)
+        message = detail.get("message") if isinstance(detail, dict) else None
+        text = f"{method} {path} -> {status}" + (f": {message}" if message else "")
+        if status >= 500:
+            raise UnavailableError(f"registry failed: {text}")
+        if status in (401, 403):
+            raise AuthError(f"registry refused the token: {text}")
+        if status == 404:
+            raise NotFoundError(text)
+        if status == 409:
+            raise ConflictError(text)
+        if status == 400:
+            field_name = detail.get("field") if isinstance(detail, dict) else None
+            raise ValidationError(str(field_name or "body"), str(message or text))
+        raise GreenSwarmError(f"unexpected registry answer: {text}")
+
+
+def _json(response: requests.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+@dataclass
+class DryRunRegistry:
+    """Records what would be sent (message number, method, path, body) and answers like a
+    healthy registry that knows every task (``--once``)."""
+
+    messages: list[dict[str, object]] = field(default_factory=list)
+
+    def register_host(self, registration: HostRegistration) -> bool:
+        self._record(11, "POST", "/registry/hosts", registration.payload())
+        return True
+
+    def update_host(self, host_id: str, update: HostUpdate) -> None:
+        path = f"/registry/hosts/{quote(host_id, safe='')}/utilization"
+        self._record(12, "PUT", path, update.payload())
+
+    def update_tasks(self, host_id: str, batch: TaskBatch) -> TaskUpdateResult:
+        self._record(13, "PUT", "/registry/tasks/utilization", batch.payload(host_id))
+        return TaskUpdateResult(updated=tuple(t.task_id for t in batch.tasks))
+
+    def _record(self, message: int, method: str, path: str, body: Mapping[str, object]) -> None:
+        self.messages.append(
+            {"message": message, "method": method, "path": path, "body": dict(body)}
+        )
