@@ -16,10 +16,12 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 
 
 def _registrars() -> list[Registrar]:
+    from benchmarks import cli as bench_cli
+    from benchmarks.lab import cli as lab_cli
     from manager import decide_cmd
+    from monitor import cli as monitor_cli
 
-    registrars: list[Registrar] = [decide_cmd.register]
-    return registrars
+    return [decide_cmd.register, monitor_cli.register, lab_cli.register, bench_cli.register]
 
 
 def build_parser() -> argparse.ArgumentParser:
