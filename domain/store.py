@@ -85,6 +85,11 @@ class ClusterStore(ClusterReader, Protocol):
         """Book a task exactly as given, on an existing host (restores, scenarios)."""
         ...
 
+    def resize_task(self, task_id: str, cpu_shares: int, memory: int) -> Task:
+        """Record the resources a task really has (e.g. a memory cut the node could only apply
+        in part); its cut_received, class and host are unchanged."""
+        ...
+
     def end_task(self, task_id: str) -> Task:
         """A task finished, failed, was killed or stopped: remove it; raises NotFoundError."""
         ...

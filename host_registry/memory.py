@@ -220,6 +220,18 @@ class MemoryStore:
         tally = combine(host.tally, contribution(task, self._classes))
         self._replace_view(host, replace(host, tally=tally))
 
+    def resize_task(self, task_id: str, cpu_shares: int, memory: int) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise NotFoundError(f"no task {task_id!r}")
+        resized = replace(task, cpu_shares=cpu_shares, memory=memory)
+        host = self._views[task.host]
+        tally = combine(host.tally, contribution(task, self._classes), -1)
+        tally = combine(tally, contribution(resized, self._classes))
+        self._tasks[task_id] = self._host_tasks[task.host][task_id] = resized
+        self._replace_view(host, replace(host, tally=tally))
+        return resized
+
     def end_task(self, task_id: str) -> Task:
         task = self._tasks.pop(task_id, None)
         if task is None:

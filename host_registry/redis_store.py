@@ -347,6 +347,26 @@ class RedisStore:
 
         self._optimistic(attempt)
 
+    def resize_task(self, task_id: str, cpu_shares: int, memory: int) -> Task:
+        task_key = self.task_keys.task(task_id)
+
+        def attempt() -> tuple[Task, _Batch]:
+            (task_fields,) = self._read_hashes([task_key])
+            if not task_fields:
+                raise NotFoundError(f"no task {task_id!r}")
+            task = task_from_hash(task_fields)
+            resized = replace(task, cpu_shares=cpu_shares, memory=memory)
+            host_fields, host = self._read_host(task.host)
+            batch = _Batch().check(task_key, task_fields)
+            batch.check(self.host_keys.host(task.host), host_fields)
+            self._stage_task(batch, resized)
+            tally = combine(host.tally, contribution(task, self._classes), -1)
+            tally = combine(tally, contribution(resized, self._classes))
+            self._stage_host(batch, host, replace(host, tally=tally))
+            return resized, batch
+
+        return self._optimistic(attempt)
+
     def end_task(self, task_id: str) -> Task:
         task_key = self.task_keys.task(task_id)
 

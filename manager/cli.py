@@ -18,10 +18,17 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 def _registrars() -> list[Registrar]:
     from benchmarks import cli as bench_cli
     from benchmarks.lab import cli as lab_cli
-    from manager import decide_cmd
+    from manager import client_cmd, commands, decide_cmd
     from monitor import cli as monitor_cli
 
-    return [decide_cmd.register, monitor_cli.register, lab_cli.register, bench_cli.register]
+    return [
+        commands.register,
+        client_cmd.register,
+        decide_cmd.register,
+        monitor_cli.register,
+        lab_cli.register,
+        bench_cli.register,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Everything after the first ``--`` is handed to the command as ``args.trailing`` (e.g.
+    the command of ``greenswarm submit IMAGE [options] -- CMD ARGS...``)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    trailing: list[str] = []
+    if "--" in words:
+        cut = words.index("--")
+        words, trailing = words[:cut], words[cut + 1 :]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
+    args.trailing = trailing
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

@@ -1,0 +1,54 @@
+"""Typed settings from an environment mapping: one loader for every greenswarm process.
+
+Each field ``name`` of a settings dataclass is read from ``<PREFIX><NAME>`` (or from an alias),
+converted to the field's type, and explicit overrides (command-line options) win. Pure: the
+caller passes the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from domain.errors import ValidationError
+
+S = TypeVar("S")
+
+
+def load_settings(
+    cls: type[S],
+    environ: Mapping[str, str],
+    prefix: str,
+    overrides: Mapping[str, object] | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> S:
+    """Build ``cls`` from ``environ``; ``aliases`` maps a field to an extra variable name."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    values: dict[str, Any] = {}
+    for item in dataclasses.fields(cls):
+        names = [prefix + item.name.upper()]
+        if aliases and item.name in aliases:
+            names.insert(0, aliases[item.name])
+        raw = next((environ[name] for name in names if name in environ), None)
+        if raw is not None:
+            values[item.name] = _convert(names[-1], raw, item.type)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return cls(**values)
+
+
+def _convert(name: str, raw: str, kind: object) -> object:
+    type_name = kind if isinstance(kind, str) else getattr(kind, "__name__", "")
+    try:
+        if type_name == "int":
+            return int(raw)
+        if type_name == "float":
+            return float(raw)
+        if type_name == "bool":
+            if raw.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+                raise ValueError(raw)
+            return raw.lower() in {"1", "true", "yes"}
+    except ValueError:
+        raise ValidationError(name, f"cannot read {raw!r} as {type_name}") from None
+    return raw

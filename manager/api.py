@@ -1,0 +1,91 @@
+"""The manager's public REST API: requests, hosts, health, and the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from domain.errors import ValidationError
+from domain.model import check_id
+from host_registry.api import host_json
+from manager.core import Manager
+from manager.openapi import document
+from manager.records import RequestStatus
+from task_registry.api import task_json
+from task_registry.web import allow_only, json_body
+
+blueprint = Blueprint("manager", __name__)
+
+
+def manager() -> Manager:
+    found: Manager = current_app.extensions["greenswarm.manager"]
+    return found
+
+
+@blueprint.post("/requests")
+def submit() -> tuple[Response, int]:
+    record, decision = manager().submit(json_body())
+    return jsonify(
+        {
+            "request": record.to_json(),
+            "decision": decision.to_dict() if decision is not None else None,
+        }
+    ), 201
+
+
+@blueprint.get("/requests/<request_id>")
+def get_request(request_id: str) -> Response:
+    return jsonify(manager().records.get(check_id(request_id, "id")).to_json())
+
+
+@blueprint.get("/requests")
+def list_requests() -> Response:
+    allow_only(dict(request.args), {"status", "limit"})
+    status = None
+    if "status" in request.args:
+        try:
+            status = RequestStatus(request.args["status"])
+        except ValueError:
+            choices = ", ".join(s.value for s in RequestStatus)
+            raise ValidationError("status", f"must be one of {choices}") from None
+    try:
+        limit = int(request.args.get("limit", "1000"))
+    except ValueError:
+        raise ValidationError("limit", "must be an integer") from None
+    if not 1 <= limit <= 10_000:
+        raise ValidationError("limit", "must be between 1 and 10000")
+    records = manager().records
+    summaries: list[dict[str, Any]] = []
+    for request_id in records.ids(status, limit):
+        item = records.get(request_id).to_json()
+        item.pop("history")
+        item.pop("spec")
+        summaries.append(item)
+    return jsonify(summaries)
+
+
+@blueprint.delete("/requests/<request_id>")
+def stop(request_id: str) -> Response:
+    return jsonify(manager().stop_request(check_id(request_id, "id")).to_json())
+
+
+@blueprint.get("/hosts")
+def hosts() -> Response:
+    return jsonify(
+        [
+            {**host_json(host), "tasks": [task_json(task) for task in tasks]}
+            for host, tasks in manager().hosts()
+        ]
+    )
+
+
+@blueprint.get("/healthz")
+def health() -> tuple[Response, int]:
+    checks = manager().health()
+    return jsonify(checks), 200 if checks["status"] == "ok" else 503
+
+
+@blueprint.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(document())

@@ -1,0 +1,29 @@
+"""The manager's Flask application factory and its WSGI server."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+import host_registry.api
+import manager.api
+import task_registry.api
+from manager.core import Manager, ManagerEvents
+from task_registry import web
+from task_registry.api import Registry
+
+log = logging.getLogger(__name__)
+
+
+def create_app(manager_: Manager) -> Flask:
+    """One app: the manager's API plus the Host and Task Registry endpoints (DESIGN 2)."""
+    app = Flask("greenswarm.manager")
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    web.install(app, manager_.settings.token)
+    app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_))
+    app.extensions["greenswarm.manager"] = manager_
+    app.register_blueprint(manager.api.blueprint)
+    app.register_blueprint(host_registry.api.blueprint)
+    app.register_blueprint(task_registry.api.blueprint)
+    return app

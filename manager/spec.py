@@ -1,0 +1,155 @@
+"""Validation of ``POST /requests`` bodies (DESIGN 3.1). Pure: every error names its field."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import uuid
+from typing import Any
+
+from domain.classes import check_class
+from domain.errors import ValidationError
+from domain.model import MIN_CPU_SHARES, Request, check_id, check_int, check_task_type
+from domain.units import parse_memory
+
+FIELDS = {
+    "image",
+    "command",
+    "env",
+    "ports",
+    "name",
+    "cpu_shares",
+    "memory",
+    "type",
+    "class",
+    "queue",
+    "volumes",
+}
+IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_COMMAND_ITEMS = 256
+MAX_ENV = 128
+MAX_PORTS = 32
+
+
+def parse_spec(
+    body: Any, *, max_cpu_shares: int, max_memory: int
+) -> tuple[Request, dict[str, Any], bool]:
+    """The scheduler's Request, the normalised spec to run, and whether to queue."""
+    if not isinstance(body, dict):
+        raise ValidationError("body", "must be a JSON object")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "unknown field")
+    image = body.get("image")
+    if not isinstance(image, str) or not IMAGE.match(image):
+        raise ValidationError("image", "is required: an image reference such as 'redis:7'")
+    request_id = body.get("name")
+    request_id = (
+        check_id(request_id, "name") if request_id is not None else f"r-{uuid.uuid4().hex[:12]}"
+    )
+    cpu_shares = check_int(body.get("cpu_shares"), "cpu_shares", MIN_CPU_SHARES)
+    if cpu_shares > max_cpu_shares:
+        raise ValidationError("cpu_shares", f"exceeds the largest host ({max_cpu_shares} shares)")
+    if "memory" not in body:
+        raise ValidationError("memory", "is required (bytes, or a size such as '512m')")
+    memory = parse_memory(body["memory"])
+    if memory < 4 * 2**20:
+        raise ValidationError("memory", "must be at least 4m (Docker's minimum is 6m)")
+    if memory > max_memory:
+        raise ValidationError("memory", f"exceeds the largest host ({max_memory} bytes)")
+    kind = check_task_type(body.get("type"), "type")
+    cls = check_class(body.get("class"), "class")
+    queue = body.get("queue", False)
+    if not isinstance(queue, bool):
+        raise ValidationError("queue", "must be true or false")
+    spec: dict[str, Any] = {
+        "image": image,
+        "command": _command(body.get("command")),
+        "env": _env(body.get("env")),
+        "ports": _ports(body.get("ports")),
+        "volumes": _volumes(body.get("volumes")),
+        "name": request_id,
+        "cpu_shares": cpu_shares,
+        "memory": memory,
+        "type": kind.value,
+        "class": cls,
+    }
+    return Request(request_id, cls, kind, cpu_shares, memory), spec, queue
+
+
+def _command(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            raise ValidationError("command", f"cannot split: {exc}") from None
+    elif isinstance(value, list) and all(isinstance(p, str) for p in value):
+        parts = list(value)
+    else:
+        raise ValidationError("command", "must be a string or a list of strings")
+    if len(parts) > MAX_COMMAND_ITEMS or any(len(p) > 4096 for p in parts):
+        raise ValidationError("command", "is too long")
+    return parts
+
+
+def _env(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_ENV:
+        raise ValidationError("env", f"must be an object of at most {MAX_ENV} names")
+    env = {}
+    for name, item in value.items():
+        if not ENV_NAME.match(name):
+            raise ValidationError(f"env.{name}", "is not a valid variable name")
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ValidationError(f"env.{name}", "must be a string or a number")
+        env[name] = str(item)
+    return env
+
+
+def _ports(value: object) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_PORTS:
+        raise ValidationError("ports", f"must be a list of at most {MAX_PORTS} ports")
+    ports, published = [], set()
+    for index, item in enumerate(value):
+        path = f"ports[{index}]"
+        if isinstance(item, str):
+            match = re.match(r"^(\d+):(\d+)(?:/(tcp|udp))?$", item)
+            if match is None:
+                raise ValidationError(path, "must be 'published:target[/tcp|udp]'")
+            item = {
+                "published": int(match[1]),
+                "target": int(match[2]),
+                "protocol": match[3] or "tcp",
+            }
+        if not isinstance(item, dict) or set(item) - {"published", "target", "protocol"}:
+            raise ValidationError(path, "must be {published, target, protocol}")
+        port = {
+            "published": check_int(item.get("published"), f"{path}.published", 1, 65535),
+            "target": check_int(item.get("target"), f"{path}.target", 1, 65535),
+            "protocol": item.get("protocol", "tcp"),
+        }
+        if port["protocol"] not in {"tcp", "udp"}:
+            raise ValidationError(f"{path}.protocol", "must be tcp or udp")
+        if port["published"] in published:
+            raise ValidationError(f"{path}.published", "is published twice")
+        published.add(port["published"])
+        ports.append(port)
+    return ports
+
+
+def _volumes(value: object) -> list[str]:
+    """Container paths that get an anonymous volume (removed with the container)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 16:
+        raise ValidationError("volumes", "must be a list of at most 16 absolute paths")
+    for index, path in enumerate(value):
+        if not isinstance(path, str) or not path.startswith("/") or len(path) > 1024:
+            raise ValidationError(f"volumes[{index}]", "must be an absolute path")
+    return list(value)

@@ -1,0 +1,280 @@
+"""The Swarm backend (DESIGN 4): nodes in, pinned one-replica services out, via the Docker SDK.
+
+Every placed request becomes a replicated service with one replica, pinned with
+``node.id==<id>``, a memory limit equal to its allocation and no reservations (so Swarm's own
+resource filter never second-guesses an overbooked placement), restart condition ``none`` for
+jobs, and labels that carry the request. Docker's errors become the project's errors here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
+
+from domain.errors import NotFoundError, UnavailableError, ValidationError
+
+log = logging.getLogger(__name__)
+
+LABEL_TASK = "greenswarm.task"
+LABEL_CLASS = "greenswarm.class"
+LABEL_TYPE = "greenswarm.type"
+LABEL_CPU = "greenswarm.cpu_shares"  # what the container should get, read by the agent
+LABEL_MEMORY = "greenswarm.memory"
+LABEL_SPEC = "greenswarm.spec"  # the whole request, JSON, for reconciliation
+CAPACITY_CPU_LABEL = "greenswarm.capacity.cpu_shares"
+CAPACITY_MEMORY_LABEL = "greenswarm.capacity.memory_bytes"
+AGENT_URL_LABEL = "greenswarm.agent.url"
+API_VERSION = "1.41"  # Docker 20.10 and every later engine speak it
+
+
+class TaskState(StrEnum):
+    """The states of a Swarm task that matter to us."""
+
+    PENDING = "pending"  # not started yet (new ... starting)
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"  # failed, rejected, or gone (orphaned, removed)
+    SHUTDOWN = "shutdown"
+
+
+_FAILED_STATES = {"failed", "rejected", "orphaned", "remove"}
+
+
+@contextlib.contextmanager
+def docker_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except docker.errors.NotFound as exc:
+        raise NotFoundError(f"{what}: {exc.explanation or exc}") from exc
+    except docker.errors.APIError as exc:
+        if exc.status_code is not None and 400 <= exc.status_code < 500:
+            raise ValidationError("request", f"{what}: {exc.explanation or exc}") from exc
+        raise UnavailableError(f"{what}: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise UnavailableError(f"{what}: {exc}") from exc
+    except OSError as exc:
+        raise UnavailableError(f"{what}: the Docker engine is unreachable ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    id: str
+    hostname: str
+    address: str
+    cpu_shares: int
+    memory_bytes: int
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    id: str
+    name: str
+    task_id: str  # our request id
+    labels: Mapping[str, str]
+    state: TaskState
+    node_id: str | None
+    container_id: str | None
+    exit_code: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What to create: the request's spec, where (None: let Swarm decide), with what."""
+
+    task_id: str
+    spec: Mapping[str, Any]
+    node_id: str | None
+    cpu_shares: int
+    memory: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    reserve: bool = False  # the 'swarm' policy: reservations = request, Swarm places
+
+
+class SwarmBackend:
+    def __init__(self, base_url: str, service_prefix: str = "gs-") -> None:
+        self.client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=30)
+        self.prefix = service_prefix
+
+    def service_name(self, task_id: str) -> str:
+        return f"{self.prefix}{task_id}"
+
+    def ping(self) -> bool:
+        with docker_errors("ping"):
+            return bool(self.client.ping())
+
+    def local_node_id(self) -> str:
+        with docker_errors("docker info"):
+            info = self.client.info()
+        node_id = info.get("Swarm", {}).get("NodeID") or ""
+        if not node_id:
+            raise UnavailableError("this Docker engine is not part of a Swarm")
+        return str(node_id)
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def nodes(self, label: str = "", only: frozenset[str] = frozenset()) -> list[NodeInfo]:
+        """Ready and Active nodes (optionally only those with ``label`` or in ``only``)."""
+        with docker_errors("list nodes"):
+            raw_nodes = [node.attrs for node in self.client.nodes.list()]
+        found = []
+        for attrs in raw_nodes:
+            spec, status, desc = (
+                attrs.get("Spec", {}),
+                attrs.get("Status", {}),
+                attrs.get("Description", {}),
+            )
+            if status.get("State") != "ready" or spec.get("Availability") != "active":
+                continue
+            labels: dict[str, str] = spec.get("Labels") or {}
+            hostname = desc.get("Hostname", "")
+            if label and label not in labels:
+                continue
+            if only and attrs["ID"] not in only and hostname not in only:
+                continue
+            resources = desc.get("Resources", {})
+            cpu = _int_label(labels, CAPACITY_CPU_LABEL) or int(
+                resources.get("NanoCPUs", 0) * 1024 // 10**9
+            )
+            memory = _int_label(labels, CAPACITY_MEMORY_LABEL) or int(
+                resources.get("MemoryBytes", 0)
+            )
+            if cpu < 2 or memory < 1:
+                log.warning("node %s reports no capacity; skipped", attrs["ID"])
+                continue
+            found.append(
+                NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels)
+            )
+        return found
+
+    # -- services ---------------------------------------------------------------------------
+
+    def create(self, placement: Placement) -> str:
+        spec = placement.spec
+        is_job = spec["type"] == "job"
+        container_labels = {
+            LABEL_TASK: placement.task_id,
+            LABEL_CLASS: str(spec["class"]),
+            LABEL_TYPE: str(spec["type"]),
+            LABEL_CPU: str(placement.cpu_shares),
+            LABEL_MEMORY: str(placement.memory),
+        }
+        labels = {
+            **container_labels,
+            LABEL_SPEC: json.dumps(spec, sort_keys=True),
+            **placement.labels,
+        }
+        if placement.reserve:
+            resources = Resources(
+                cpu_reservation=placement.cpu_shares * 10**9 // 1024,
+                mem_reservation=placement.memory,
+                mem_limit=placement.memory,
+            )
+        else:
+            resources = Resources(mem_limit=placement.memory)
+        ports = {
+            int(p["published"]): (int(p["target"]), p.get("protocol", "tcp"), "host")
+            for p in spec.get("ports", [])
+        }
+        command = spec.get("command")
+        with docker_errors(f"create service for {placement.task_id}"):
+            service = self.client.services.create(
+                image=spec["image"],
+                args=command if command else None,
+                name=self.service_name(placement.task_id),
+                env=[f"{k}={v}" for k, v in sorted(spec.get("env", {}).items())],
+                labels=labels,
+                container_labels=container_labels,
+                constraints=[f"node.id=={placement.node_id}"] if placement.node_id else None,
+                resources=resources,
+                restart_policy=RestartPolicy(condition="none" if is_job else "any"),
+                mode=ServiceMode("replicated", replicas=1),
+                endpoint_spec=EndpointSpec(mode="dnsrr", ports=ports or None),
+                mounts=[
+                    Mount(target=m, source=None, type="volume") for m in spec.get("volumes", [])
+                ]
+                or None,
+            )
+        return str(service.id)
+
+    def remove(self, task_id: str) -> bool:
+        """Remove the service of ``task_id``; False when there was none."""
+        try:
+            with docker_errors(f"remove service of {task_id}"):
+                self.client.services.get(self.service_name(task_id)).remove()
+        except NotFoundError:
+            return False
+        return True
+
+    def services(self) -> list[ServiceInfo]:
+        """Our services, each with the state of its newest task."""
+        with docker_errors("list services"):
+            services = self.client.services.list(filters={"label": LABEL_TASK})
+            found = [self._describe(service) for service in services]
+        return [info for info in found if info is not None]
+
+    def _describe(self, service: Any) -> ServiceInfo | None:
+        attrs = service.attrs
+        labels = attrs.get("Spec", {}).get("Labels", {}) or {}
+        task_id = labels.get(LABEL_TASK)
+        if not task_id:
+            return None
+        try:
+            tasks = service.tasks()
+        except docker.errors.NotFound:
+            return None
+        newest = max(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), default=None)
+        state, node_id, container_id, exit_code, message = TaskState.PENDING, None, None, None, ""
+        if newest is not None:
+            status = newest.get("Status", {})
+            raw = status.get("State", "")
+            state = _task_state(raw)
+            node_id = newest.get("NodeID")
+            container = status.get("ContainerStatus", {})
+            container_id = container.get("ContainerID")
+            exit_code = container.get("ExitCode")
+            message = status.get("Err") or status.get("Message", "")
+        return ServiceInfo(
+            attrs["ID"],
+            attrs["Spec"]["Name"],
+            task_id,
+            labels,
+            state,
+            node_id,
+            container_id,
+            exit_code,
+            message,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _task_state(raw: str) -> TaskState:
+    if raw == "running":
+        return TaskState.RUNNING
+    if raw == "complete":
+        return TaskState.COMPLETE
+    if raw in _FAILED_STATES:
+        return TaskState.FAILED
+    if raw == "shutdown":
+        return TaskState.SHUTDOWN
+    return TaskState.PENDING
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int:
+    try:
+        return int(labels.get(key, "0"))
+    except ValueError:
+        log.warning("label %s=%r is not an integer; ignored", key, labels.get(key))
+        return 0

@@ -1,0 +1,354 @@
+"""The node agent (DESIGN 2, 4): the Task Registry's hands on one node.
+
+* When one of our containers starts (Docker event), it gets the CPU shares of its task (Swarm
+  services carry none) and, after a restart of the agent, whatever cut the registry records.
+* A cut is applied live (CPU shares, memory and memory+swap together). Memory is never lowered
+  below what the container uses plus a margin; the agent answers what it really applied, and
+  the manager books that, so the books stay honest.
+* Every exit of our containers is reported (exit code, finished or failed, and the service it
+  belonged to), then the container and its anonymous volumes are removed.
+* The agent keeps no state of its own: on start and every ``reconcile_interval_s`` it rebuilds
+  its view from the containers' labels and the registry, so a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from domain.errors import NotFoundError, UnavailableError
+from domain.settings import load_settings
+from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
+from monitor.core import memory_used_bytes
+
+log = logging.getLogger(__name__)
+LABEL_TASK = "greenswarm.task"
+LABEL_TYPE = "greenswarm.type"
+LABEL_CPU = "greenswarm.cpu_shares"
+SERVICE_ID_LABEL = "com.docker.swarm.service.id"
+API_VERSION = "1.41"
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    token: str = ""
+    manager_url: str = "http://127.0.0.1:8080"
+    docker_url: str = "unix:///var/run/docker.sock"
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 8081
+    node_id: str = ""  # default: the local engine's Swarm node id
+    memory_margin_bytes: int = 16 * 2**20
+    memory_margin_fraction: float = 0.10
+    reconcile_interval_s: float = 10.0
+    cgroup_root: str = "/sys/fs/cgroup"
+    proc_root: str = "/proc"
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> AgentSettings:
+        """GREENSWARM_AGENT_<FIELD>; the token and manager URL are shared with the others."""
+        aliases = {"token": "GREENSWARM_TOKEN", "manager_url": "GREENSWARM_MANAGER_URL"}
+        return load_settings(cls, os.environ, "GREENSWARM_AGENT_", overrides, aliases)
+
+
+@dataclass(frozen=True)
+class Desired:
+    host: str
+    cpu_shares: int
+    memory: int
+
+
+class ManagerLink:
+    """The agent's calls to the registries (messages 6, 10, and reading a task)."""
+
+    def __init__(self, base_url: str, token: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._session = requests.Session()
+        self._session.headers["Authorization"] = f"Bearer {token}"
+        self._timeout_s = timeout_s
+
+    def desired(self, task_id: str) -> Desired | None:
+        body = self._call("GET", f"/registry/tasks/{task_id}")
+        if body is None:
+            return None
+        return Desired(str(body["host"]), int(body["cpu_shares"]), int(body["memory"]))
+
+    def report_end(self, task_id: str, exit_code: int, service_id: str | None) -> None:
+        status = "finished" if exit_code == 0 else "failed"
+        self._call(
+            "POST",
+            f"/registry/tasks/{task_id}/end",
+            {"status": status, "exit_code": exit_code, "service_id": service_id},
+        )
+
+    def report_resources(self, task_id: str, cpu_shares: int, memory: int) -> None:
+        self._call(
+            "PUT",
+            f"/registry/tasks/{task_id}/resources",
+            {"cpu_shares": cpu_shares, "memory": memory},
+        )
+
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            response = self._session.request(
+                method, self.base_url + path, json=body, timeout=self._timeout_s
+            )
+        except requests.RequestException as exc:
+            raise UnavailableError(f"manager at {self.base_url} is unreachable: {exc}") from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 300:
+            raise UnavailableError(
+                f"manager answered {response.status_code} to {method} {path}: {response.text[:200]}"
+            )
+        result: dict[str, Any] = response.json()
+        return result
+
+
+class Agent:
+    def __init__(self, settings: AgentSettings, link: ManagerLink) -> None:
+        self.settings = settings
+        self.link = link
+        self.client = docker.DockerClient(base_url=settings.docker_url, version=API_VERSION)
+        self.node_id = settings.node_id or self._swarm_node_id()
+        self._cgroup_root = Path(settings.cgroup_root)
+        self._cgroup_version = detect_version(self._cgroup_root)
+        self._lock = threading.Lock()  # one change at a time per node
+        self._stop = threading.Event()
+        self._events: Any = None
+
+    def _swarm_node_id(self) -> str:
+        try:
+            node_id = self.client.info().get("Swarm", {}).get("NodeID") or ""
+        except docker.errors.DockerException as exc:
+            raise UnavailableError(f"the local Docker engine is unreachable: {exc}") from exc
+        if not node_id:
+            raise UnavailableError("the local engine is not in a Swarm; give --node-id")
+        return str(node_id)
+
+    # -- containers -------------------------------------------------------------------------
+
+    def containers(self, *, include_exited: bool = False) -> list[Any]:
+        filters = {"label": LABEL_TASK}
+        if not include_exited:
+            filters["status"] = "running"
+        try:
+            return list(self.client.containers.list(all=include_exited, filters=filters))
+        except docker.errors.DockerException as exc:
+            raise UnavailableError(f"cannot list containers: {exc}") from exc
+
+    def _running(self, task_id: str) -> Any:
+        for container in self.containers():
+            if container.labels.get(LABEL_TASK) == task_id:
+                return container
+        raise NotFoundError(f"no running container of task {task_id!r} on this node")
+
+    def describe(self) -> list[dict[str, Any]]:
+        out = []
+        for container in self.containers(include_exited=True):
+            host_config = container.attrs.get("HostConfig", {})
+            out.append(
+                {
+                    "task": container.labels.get(LABEL_TASK),
+                    "container": container.id,
+                    "status": container.status,
+                    "cpu_shares": host_config.get("CpuShares", 0),
+                    "memory": host_config.get("Memory", 0),
+                    "service_id": container.labels.get(SERVICE_ID_LABEL),
+                }
+            )
+        return out
+
+    # -- cuts -------------------------------------------------------------------------------
+
+    def apply(self, task_id: str, cpu_shares: int, memory: int) -> tuple[int, int]:
+        """Set a task's resources live; returns what was applied (memory may stay higher)."""
+        with self._lock:
+            return self._apply(self._running(task_id), cpu_shares, memory)
+
+    def _apply(self, container: Any, cpu_shares: int, memory: int) -> tuple[int, int]:
+        container.reload()
+        host_config = container.attrs.get("HostConfig", {})
+        current_cpu = int(host_config.get("CpuShares") or 0)
+        current_memory = int(host_config.get("Memory") or 0)
+        target_memory = memory
+        if current_memory and memory < current_memory:
+            floor = self._memory_floor(container)
+            target_memory = min(current_memory, max(memory, floor))
+            if target_memory > memory:
+                log.info(
+                    "task %s uses %d bytes: memory cut to %d instead of %d",
+                    container.labels.get(LABEL_TASK),
+                    floor,
+                    target_memory,
+                    memory,
+                )
+        changes: dict[str, int] = {}
+        if cpu_shares != current_cpu:
+            changes["cpu_shares"] = cpu_shares
+        if target_memory != current_memory:
+            changes["mem_limit"] = target_memory
+            changes["memswap_limit"] = target_memory
+        if changes:
+            try:
+                container.update(**changes)
+            except docker.errors.APIError as exc:
+                if "mem_limit" not in changes:
+                    raise UnavailableError(f"cannot update {container.id[:12]}: {exc}") from exc
+                log.warning("memory update of %s refused (%s); CPU only", container.id[:12], exc)
+                container.update(cpu_shares=cpu_shares)
+                target_memory = current_memory
+        return cpu_shares, target_memory
+
+    def _memory_floor(self, container: Any) -> int:
+        used = self._memory_used(container)
+        margin = max(
+            self.settings.memory_margin_bytes, int(used * self.settings.memory_margin_fraction)
+        )
+        return used + margin
+
+    def _memory_used(self, container: Any) -> int:
+        """Memory in use without page cache, from the cgroup files, else the stats API."""
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        if pid and self._cgroup_version is not CgroupVersion.NONE:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                text = (Path(self.settings.proc_root) / str(pid) / "cgroup").read_text()
+                dirs = dirs_from_proc_cgroup(text, self._cgroup_root, self._cgroup_version)
+                if dirs is not None:
+                    reading = read_memory(dirs)
+                    return memory_used_bytes(reading.usage_bytes, reading.cache_bytes)
+        stats = container.stats(stream=False)
+        memory = stats.get("memory_stats", {})
+        cache = memory.get("stats", {}).get("total_cache", memory.get("stats", {}).get("file", 0))
+        return memory_used_bytes(int(memory.get("usage", 0)), int(cache))
+
+    # -- kills and exits --------------------------------------------------------------------
+
+    def kill(self, task_id: str) -> None:
+        with self._lock:
+            container = self._running(task_id)
+            try:
+                container.kill()
+            except docker.errors.APIError as exc:
+                raise UnavailableError(f"cannot kill {container.id[:12]}: {exc}") from exc
+
+    def _exited(self, container: Any) -> None:
+        """Report one exited container of ours, then remove it and its anonymous volumes."""
+        task_id = container.labels.get(LABEL_TASK)
+        exit_code = int(container.attrs.get("State", {}).get("ExitCode", -1))
+        try:
+            self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL))
+        except UnavailableError as exc:
+            log.warning("could not report the exit of %s (%s); will retry", task_id, exc)
+            return  # keep the container: the next reconciliation reports it
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            container.remove(v=True)
+        log.info("task %s exited with code %d; container removed", task_id, exit_code)
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    def converge(self) -> None:
+        """Exited containers reported and removed; running ones set to the booked resources."""
+        for container in self.containers(include_exited=True):
+            if container.status in ("exited", "dead"):
+                self._exited(container)
+            elif container.status == "running":
+                self._converge_running(container)
+
+    def _converge_running(self, container: Any) -> None:
+        task_id = container.labels.get(LABEL_TASK)
+        try:
+            desired = self.link.desired(task_id)
+        except UnavailableError as exc:
+            log.debug("registry unreachable (%s): using the labels of %s", exc, task_id)
+            desired = None
+        if desired is not None and desired.host != self.node_id:
+            return  # booked elsewhere: a stale container on its way out
+        cpu = desired.cpu_shares if desired else int(container.labels.get(LABEL_CPU, "0") or 0)
+        if cpu < 2:
+            return
+        with self._lock:
+            memory = (
+                desired.memory
+                if desired
+                else int(container.attrs.get("HostConfig", {}).get("Memory") or 0)
+            )
+            applied_cpu, applied_memory = self._apply(container, cpu, memory or 0)
+        if desired and (applied_cpu, applied_memory) != (desired.cpu_shares, desired.memory):
+            with contextlib.suppress(UnavailableError):
+                self.link.report_resources(task_id, applied_cpu, applied_memory)
+
+    def run(self) -> None:
+        """Reconcile now and on a timer; follow Docker events until ``stop``."""
+        with contextlib.suppress(UnavailableError):
+            self.converge()
+        threading.Thread(target=self._timer, name="agent-reconcile", daemon=True).start()
+        backoff_s = 1.0
+        while not self._stop.is_set():
+            try:
+                self._follow_events()
+                backoff_s = 1.0
+            except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+                if self._stop.is_set():
+                    return
+                log.warning(
+                    "Docker events stream lost (%s); reconnecting in %.0f s", exc, backoff_s
+                )
+                self._stop.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 30.0)
+
+    def _timer(self) -> None:
+        while not self._stop.wait(self.settings.reconcile_interval_s):
+            try:
+                self.converge()
+            except UnavailableError as exc:
+                log.warning("reconciliation failed: %s", exc)
+
+    def _follow_events(self) -> None:
+        self._events = self.client.events(
+            decode=True, filters={"type": "container", "label": LABEL_TASK}
+        )
+        for event in self._events:
+            if self._stop.is_set():
+                return
+            action = event.get("Action") or event.get("status")
+            if action not in ("start", "die"):
+                continue
+            try:
+                container = self.client.containers.get(event.get("id"))
+            except docker.errors.NotFound:
+                continue
+            try:
+                if action == "start":
+                    self._converge_running(container)
+                else:
+                    self._exited(container)
+            except UnavailableError as exc:
+                log.warning(
+                    "event %s of %s not handled now (%s); the timer retries",
+                    action,
+                    event.get("id", "")[:12],
+                    exc,
+                )
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._events is not None:
+            with contextlib.suppress(Exception):
+                self._events.close()
+
+    def wait_stopped(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)

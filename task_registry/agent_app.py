@@ -1,0 +1,65 @@
+"""The node agent's REST endpoints (the manager pushes cuts and kills here)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Flask, Response, current_app, jsonify
+
+from domain.model import check_id, check_int
+from task_registry import web
+from task_registry.agent import Agent
+from task_registry.web import allow_only, json_body, required
+
+blueprint = Blueprint("agent", __name__)
+
+
+def agent() -> Agent:
+    found: Agent = current_app.extensions["greenswarm.agent"]
+    return found
+
+
+@blueprint.get("/healthz")
+def health() -> Response:
+    return jsonify({"status": "ok", "node": agent().node_id})
+
+
+@blueprint.get("/agent/tasks")
+def list_tasks() -> Response:
+    return jsonify(agent().describe())
+
+
+@blueprint.put("/agent/tasks/<task_id>/resources")
+def set_resources(task_id: str) -> Response:
+    """Apply a cut live; answers what the container really got."""
+    body = json_body()
+    allow_only(body, {"cpu_shares", "memory"})
+    cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2, 262_144)
+    memory = check_int(required(body, "memory"), "memory", 4 * 2**20)
+    applied_cpu, applied_memory = agent().apply(check_id(task_id, "task"), cpu, memory)
+    return jsonify(
+        {
+            "task": task_id,
+            "cpu_shares": applied_cpu,
+            "memory": applied_memory,
+            "memory_unapplied": applied_memory - memory,
+        }
+    )
+
+
+@blueprint.post("/agent/tasks/<task_id>/kill")
+def kill(task_id: str) -> tuple[Response, int]:
+    agent().kill(check_id(task_id, "task"))
+    return jsonify({"killed": task_id}), 202
+
+
+@blueprint.post("/agent/cleanup")
+def cleanup() -> Response:
+    agent().converge()
+    return jsonify({"status": "ok"})
+
+
+def create_agent_app(agent_: Agent) -> Flask:
+    app = Flask("greenswarm.agent")
+    web.install(app, agent_.settings.token)
+    app.extensions["greenswarm.agent"] = agent_
+    app.register_blueprint(blueprint)
+    return app

@@ -1,0 +1,168 @@
+"""Task Registry endpoints (thesis 3.2.2, messages 2, 4, 6, 7, 9, 10, 13) as a Flask blueprint.
+
+The blueprint reads and writes the ClusterStore found in ``app.extensions["greenswarm"]``;
+events that need the scheduler (a task ended, a kill) go through ``RegistryEvents``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from flask import Blueprint, Response, current_app, jsonify
+
+from domain.errors import NotFoundError, ValidationError
+from domain.model import HostView, Task, check_fraction_of_one, check_id, check_int
+from domain.store import ClusterStore
+from task_registry.web import allow_only, json_body, required
+
+
+class EndStatus(StrEnum):
+    FINISHED = "finished"  # exit code 0
+    FAILED = "failed"  # non-zero exit code, or the engine gave up on it
+    STOPPED = "stopped"  # the client or an operator stopped it
+    KILLED = "killed"  # the scheduler killed it to make room
+
+
+class RegistryEvents(Protocol):
+    """What the registries hand to the scheduler (the manager's loop implements it)."""
+
+    def host_changed(self, host: HostView) -> None: ...
+
+    def host_removed(self, host_id: str) -> None: ...
+
+    def task_ended(
+        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+    ) -> bool:
+        """False when the report is stale (an earlier placement of the same task)."""
+        ...
+
+    def kill(self, task_id: str) -> None: ...
+
+
+@dataclass
+class Registry:
+    store: ClusterStore
+    events: RegistryEvents
+
+
+def registry() -> Registry:
+    found: Registry = current_app.extensions["greenswarm"]
+    return found
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "host": task.host,
+        "class": task.cls,
+        "type": task.type.value,
+        "cpu_shares": task.cpu_shares,
+        "memory": task.memory,
+        "original_cpu_shares": task.original_cpu_shares,
+        "original_memory": task.original_memory,
+        "cut_received": float(task.cut_received),
+        "cut_received_exact": str(task.cut_received),
+        "cpu_util": task.cpu_util,
+        "memory_util": task.memory_util,
+        "started_at": task.started_at,
+    }
+
+
+blueprint = Blueprint("task_registry", __name__, url_prefix="/registry")
+
+
+@blueprint.get("/hosts/<host_id>/tasks")
+def list_tasks(host_id: str) -> Response:
+    """Message 2: the tasks of a host, class descending then utilization ascending."""
+    return jsonify([task_json(t) for t in registry().store.tasks_on(check_id(host_id, "host"))])
+
+
+@blueprint.get("/tasks/<task_id>")
+def get_task(task_id: str) -> Response:
+    task = registry().store.task(check_id(task_id, "task"))
+    if task is None:
+        raise NotFoundError(f"no task {task_id!r}")
+    return jsonify(task_json(task))
+
+
+@blueprint.put("/tasks/<task_id>/resources")
+def set_resources(task_id: str) -> Response:
+    """Message 6: a cut reached the node; the body says what the container really has now."""
+    body = json_body()
+    allow_only(body, {"cpu_shares", "memory"})
+    cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2)
+    memory = check_int(required(body, "memory"), "memory", 1)
+    task = registry().store.resize_task(check_id(task_id, "task"), cpu, memory)
+    return jsonify(task_json(task))
+
+
+@blueprint.post("/tasks/<task_id>/kill")
+def kill_task(task_id: str) -> tuple[Response, int]:
+    """Message 7: stop a task to make room; the scheduler reschedules it."""
+    registry().events.kill(check_id(task_id, "task"))
+    return jsonify({"killed": task_id}), 202
+
+
+@blueprint.post("/tasks/<task_id>/end")
+def task_end(task_id: str) -> tuple[Response, int]:
+    """Message 10: the node's agent saw the task's container exit. ``service_id`` names the
+    placement the container belonged to, so a late report cannot end a newer placement."""
+    body = json_body()
+    allow_only(body, {"status", "exit_code", "service_id"})
+    raw_status = required(body, "status")
+    if raw_status not in {s.value for s in EndStatus}:
+        raise ValidationError("status", "must be one of " + ", ".join(s.value for s in EndStatus))
+    exit_code = body.get("exit_code")
+    if exit_code is not None:
+        exit_code = check_int(exit_code, "exit_code", -(2**31), 2**31)
+    service_id = body.get("service_id")
+    if service_id is not None and (not isinstance(service_id, str) or len(service_id) > 128):
+        raise ValidationError("service_id", "must be a Swarm service id")
+    ended = registry().events.task_ended(
+        check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id
+    )
+    return jsonify({"task": task_id, "ended": ended}), 200
+
+
+@blueprint.delete("/tasks/<task_id>")
+def delete_task(task_id: str) -> tuple[Response, int]:
+    """Message 9: the scheduler tells the registry a task terminated."""
+    registry().events.task_ended(check_id(task_id, "task"), EndStatus.STOPPED, None)
+    return jsonify({"ended": task_id}), 202
+
+
+@blueprint.put("/tasks/utilization")
+def task_utilization() -> Response:
+    """Message 13: the monitor's batch of task utilization updates."""
+    body = json_body()
+    allow_only(body, {"host", "tasks"})
+    check_id(required(body, "host"), "host")
+    tasks = required(body, "tasks")
+    if not isinstance(tasks, list):
+        raise ValidationError("tasks", "must be a list")
+    updates = []
+    for index, item in enumerate(tasks):
+        prefix = f"tasks[{index}]."
+        if not isinstance(item, dict):
+            raise ValidationError(f"tasks[{index}]", "must be an object")
+        allow_only(item, {"id", "cpu_util", "memory_util"}, prefix)
+        updates.append(
+            (
+                check_id(required(item, "id", prefix), prefix + "id"),
+                check_fraction_of_one(required(item, "cpu_util", prefix), prefix + "cpu_util"),
+                check_fraction_of_one(
+                    required(item, "memory_util", prefix), prefix + "memory_util"
+                ),
+            )
+        )
+    store = registry().store
+    updated, unknown = [], []
+    for task_id, cpu, memory in updates:  # validated first: a bad item changes nothing
+        if store.task(task_id) is None:
+            unknown.append(task_id)
+        else:
+            store.update_task_utilization(task_id, cpu, memory)
+            updated.append(task_id)
+    return jsonify({"updated": updated, "unknown": unknown})

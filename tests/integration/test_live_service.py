@@ -1,0 +1,262 @@
+"""The live service against a real Docker engine in swarm mode (single node), a real Redis,
+and the manager and agent as real processes. Nothing here is mocked.
+
+The node's capacity is set by labels to 2048 shares and 4 GiB, so the class limits are
+2048, 2389, 2730 and 3072 shares."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.live import Live, poll, single_node_swarm
+from tests.support.servers import RedisServer
+
+pytestmark = [pytest.mark.docker, pytest.mark.redis]
+_numbers = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def node_id(docker_socket: str, busybox_image: str) -> Iterator[str]:
+    with single_node_swarm(docker_socket) as node:
+        yield node
+
+
+@pytest.fixture
+def live(
+    node_id: str, redis_srv: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Live]:
+    logs = Path(tmp_path_factory.mktemp("live-logs"))
+    service = Live(node_id, redis_srv.url, f"lt{next(_numbers)}", logs)
+    try:
+        service.start_manager()
+        service.start_agent()
+        yield service
+    finally:
+        service.close()
+
+
+def test_request_becomes_a_container_with_its_shares_and_memory(live: Live) -> None:
+    answer = live.submit("web", 3, "service", 512, "64m")
+    assert answer["decision"]["placed"] and answer["request"]["status"] == "running"
+    assert answer["request"]["host"] == live.node_id
+    live.wait_resources("web", (512, 64 * 2**20))  # shares set by the agent on start
+    host = live.get("/hosts")[0]
+    assert (host["cpu_allocated"], host["memory_allocated"], host["class"]) == (512, 64 * 2**20, 3)
+
+
+def test_cut_changes_the_running_containers_live(live: Live) -> None:
+    for number in range(4):
+        live.submit(f"s{number}", 4, "service", 700, "64m")
+    for number in range(4):
+        live.wait_resources(f"s{number}", (700, 64 * 2**20))
+    before = {n: live.running(f"s{n}").id for n in range(4)}
+    answer = live.submit("cutter", 2, "job", 400, "64m", ["sleep", "60"])
+    decision = answer["decision"]
+    assert decision["pass"] == "cut" and len(decision["cuts"]) == 4
+    for number in range(4):  # 700 x 2/3 and 64 MiB x 2/3, rounded up
+        live.wait_resources(f"s{number}", (467, 44739243))
+        assert live.running(f"s{number}").id == before[number], "the container was not replaced"
+    record = live.request("s0")
+    assert record["current"] == {"cpu_shares": 467, "memory": 44739243}
+    assert record["cut_received"] == "1/3"
+    assert any(event["event"].startswith("cut to 467") for event in record["history"])
+
+
+def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(live: Live) -> None:
+    live.submit("victim", 4, "service", 700, "64m")
+    old_container = live.running("victim").id
+    live.submit("other", 4, "service", 700, "64m")
+    live.submit("victim2", 4, "service", 700, "64m")
+    response = live.put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2}
+    )  # as the monitor would
+    assert response.status_code == 200 and response.json()["region"] == "EED"
+    answer = live.submit("strict", 1, "service", 1500, "64m")
+    assert answer["decision"]["pass"] == "kill" and answer["decision"]["kills"]
+    killed = answer["decision"]["kills"]
+    assert "victim" in killed
+    poll(lambda: all(not live.containers(k) for k in killed), 60, "the victims to stop")
+    assert live.request("victim")["status"] == "pending"
+    assert live.delete("/requests/strict").status_code == 200  # room frees up...
+    response = live.put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.1, "memory_util": 0.1}
+    )  # ...and the monitor sees it
+    assert response.json()["region"] == "LEE"
+    record = live.wait_status("victim", "killed-and-rescheduled")
+    live.wait_resources("victim", (700, 64 * 2**20))
+    assert live.running("victim").id != old_container
+    events = [e["event"] for e in record["history"]]
+    assert any(e.startswith("killed on") for e in events)
+    assert any(e.startswith("waiting in the pending queue") for e in events)
+
+
+def test_finished_job_frees_its_room_and_leaves_no_container_or_volume(live: Live) -> None:
+    live.submit(
+        "batch",
+        2,
+        "job",
+        300,
+        "32m",
+        ["sh", "-c", "echo data > /data/out; sleep 2"],
+        volumes=["/data"],
+    )
+    container = live.running("batch")
+    volumes = [m["Name"] for m in container.attrs["Mounts"] if m["Type"] == "volume"]
+    assert len(volumes) == 1
+    record = live.wait_status("batch", "completed")
+    assert record["history"][-1]["event"].startswith("ended: finished")
+    host = live.get("/hosts")[0]
+    assert (host["cpu_allocated"], host["task_count"]) == (0, 0)
+    poll(lambda: not live.containers("batch", all_=True), 30, "the container to be removed")
+    names = {v.name for v in live.docker.volumes.list()}
+    assert volumes[0] not in names, "the anonymous volume was left behind"
+    assert not [s for s in live.docker.services.list() if s.name == f"{live.prefix}-batch"]
+
+
+def test_failed_job_is_recorded_as_failed(live: Live) -> None:
+    live.submit("broken", 3, "job", 100, "16m", ["sh", "-c", "exit 3"])
+    record = live.wait_status("broken", "failed")
+    assert record["history"][-1].get("exit_code") in (3, "3")
+
+
+def test_unplaceable_request_is_refused_or_queued_until_room_frees(live: Live) -> None:
+    live.submit("big", 1, "service", 2000, "64m")
+    refused = live.submit("late", 1, "job", 100, "16m")
+    assert refused["request"]["status"] == "rejected"
+    assert refused["decision"]["placed"] is False and refused["decision"]["reason"]
+    assert not live.containers("late")
+    queued = live.submit("patient", 1, "job", 100, "16m", ["sleep", "30"], queue=True)
+    assert queued["request"]["status"] == "pending"
+    assert live.get("/healthz")["pending"] == 1
+    live.delete("/requests/big")
+    live.wait_status("patient", "running")
+    live.running("patient")
+
+
+def test_agent_restart_loses_no_task(live: Live) -> None:
+    live.submit("steady", 4, "service", 700, "64m")
+    live.wait_resources("steady", (700, 64 * 2**20))
+    live.stop_agent()
+    # While the agent is down: a job ends, and a service starts without its CPU shares.
+    live.submit("quick", 3, "job", 200, "16m", ["sleep", "1"])
+    live.submit("newcomer", 3, "service", 256, "32m")
+    newcomer = live.running("newcomer")
+    newcomer.reload()
+    assert newcomer.attrs["HostConfig"]["CpuShares"] in (0, 1024)  # nobody set them yet
+    live.start_agent()
+    live.wait_resources("newcomer", (256, 32 * 2**20))
+    live.wait_resources("steady", (700, 64 * 2**20))
+    live.wait_status("quick", "completed")
+    tasks = {t["task"] for t in live.get_agent_tasks()}
+    assert {"steady", "newcomer"} <= tasks
+
+
+def test_manager_restart_loses_no_request(live: Live) -> None:
+    live.submit("keep", 2, "service", 1500, "64m")
+    live.submit("waiting", 1, "job", 1000, "16m", ["sleep", "20"], queue=True)
+    before = {name: live.request(name) for name in ("keep", "waiting")}
+    assert before["waiting"]["status"] == "pending"
+    live.stop_manager()
+    live.start_manager()
+    for name, record in before.items():
+        after = live.request(name)
+        assert (after["status"], after["host"], after["history"]) == (
+            record["status"],
+            record["host"],
+            record["history"],
+        )
+    assert live.get("/healthz")["pending"] == 1
+    live.delete("/requests/keep")
+    live.wait_status("waiting", "running")
+
+
+BAD_REQUESTS = [
+    ("image", {"image": ""}),
+    ("image", {"image": None}),
+    ("cpu_shares", {"cpu_shares": "512"}),
+    ("cpu_shares", {"cpu_shares": 1}),
+    ("cpu_shares", {"cpu_shares": 10**9}),
+    ("memory", {"memory": -5}),
+    ("memory", {"memory": "lots"}),
+    ("memory", {"memory": "900g"}),
+    ("memory", {"memory": True}),
+    ("class", {"class": 0}),
+    ("class", {"class": 5}),
+    ("class", {"class": "2"}),
+    ("type", {"type": "batch"}),
+    ("type", {"type": None}),
+    ("name", {"name": "../etc"}),
+    ("queue", {"queue": "yes"}),
+    ("command", {"command": 42}),
+    ("env.1BAD", {"env": {"1BAD": "x"}}),
+    ("ports[0]", {"ports": ["eighty"]}),
+    ("surprise", {"surprise": 1}),
+]
+
+
+@pytest.mark.parametrize(("field", "change"), BAD_REQUESTS, ids=[f for f, _ in BAD_REQUESTS])
+def test_bad_field_is_refused_with_400_and_nothing_is_created(
+    live: Live, field: str, change: dict[str, object]
+) -> None:
+    body: dict[str, object] = {
+        "image": "greenswarm/busybox:latest",
+        "cpu_shares": 100,
+        "memory": "16m",
+        "type": "job",
+        "class": 2,
+        "name": "bad",
+    }
+    body.update(change)
+    response = live.post("/requests", body)
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == field
+    assert live.get("/requests") == []
+    assert live.get("/healthz")["pending"] == 0
+    assert live.get("/hosts")[0]["task_count"] == 0
+    assert not [s for s in live.docker.services.list() if s.name.startswith(live.prefix)]
+
+
+def test_missing_image_and_bad_json_are_400(live: Live) -> None:
+    response = live.post(
+        "/requests", {"cpu_shares": 100, "memory": "16m", "type": "job", "class": 2}
+    )
+    assert response.status_code == 400 and response.json()["field"] == "image"
+    import requests
+
+    raw = requests.post(
+        live.url + "/requests",
+        data="{not json",
+        timeout=10,
+        headers={**live.headers(), "Content-Type": "application/json"},
+    )
+    assert raw.status_code == 400 and raw.json()["field"] == "body"
+
+
+def test_mutating_calls_need_the_token(live: Live) -> None:
+    body = {
+        "image": "greenswarm/busybox:latest",
+        "cpu_shares": 100,
+        "memory": "16m",
+        "type": "job",
+        "class": 2,
+    }
+    assert live.post("/requests", body, auth=False).status_code == 401
+    import requests
+
+    wrong = requests.post(
+        live.url + "/requests", json=body, timeout=10, headers={"Authorization": "Bearer nope"}
+    )
+    assert wrong.status_code == 401
+    assert (
+        requests.put(
+            f"{live.agent_url}/agent/tasks/x/resources",
+            timeout=10,
+            json={"cpu_shares": 2, "memory": 2**23},
+        ).status_code
+        == 401
+    )
+    assert live.get("/requests") == []

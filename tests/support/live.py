@@ -1,0 +1,243 @@
+"""A live greenswarm on the machine's Docker engine: a single-node swarm, Redis, the manager
+and an agent as real subprocesses (stopped by pid), and helpers to look at containers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+
+from tests.support.servers import free_port, stop_child, wait_for
+
+TOKEN = "test-token"
+CAPACITY_CPU = 2048
+CAPACITY_MEMORY = 4 * 2**30
+
+
+@contextlib.contextmanager
+def single_node_swarm(socket_path: str) -> Iterator[str]:
+    """The engine's Swarm node id; the swarm is created on loopback (and left afterwards) only
+    when the engine was in none. The node's capacity labels are set, then restored."""
+    client = docker.DockerClient(base_url=f"unix://{socket_path}")
+    created = False
+    if client.info()["Swarm"]["LocalNodeState"] != "active":
+        client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
+        created = True
+    node_id = client.info()["Swarm"]["NodeID"]
+    node = client.nodes.get(node_id)
+    old_spec = dict(node.attrs["Spec"])
+    labels = dict(old_spec.get("Labels") or {})
+    labels.update(
+        {
+            "greenswarm.capacity.cpu_shares": str(CAPACITY_CPU),
+            "greenswarm.capacity.memory_bytes": str(CAPACITY_MEMORY),
+        }
+    )
+    node.update({**old_spec, "Labels": labels})
+    try:
+        yield node_id
+    finally:
+        if created:
+            with contextlib.suppress(docker.errors.APIError):
+                client.swarm.leave(force=True)
+        else:
+            node.reload()
+            node.update({**node.attrs["Spec"], "Labels": old_spec.get("Labels") or {}})
+        client.close()
+
+
+@dataclass
+class Live:
+    """One manager and one agent for a test, with their own Redis prefix and service names."""
+
+    node_id: str
+    redis_url: str
+    prefix: str
+    log_dir: Path
+    manager_port: int = field(default_factory=free_port)
+    agent_port: int = field(default_factory=free_port)
+    manager: subprocess.Popen[bytes] | None = None
+    agent: subprocess.Popen[bytes] | None = None
+    docker: Any = field(default_factory=docker.from_env)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.manager_port}"
+
+    @property
+    def agent_url(self) -> str:
+        return f"http://127.0.0.1:{self.agent_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "GREENSWARM_TOKEN": TOKEN,
+            "GREENSWARM_REDIS_URL": self.redis_url,
+            "GREENSWARM_REDIS_PREFIX": self.prefix,
+            "GREENSWARM_SERVICE_PREFIX": f"{self.prefix}-",
+            "GREENSWARM_NODES": self.node_id,
+            "GREENSWARM_AGENT_URL": self.agent_url,
+            "GREENSWARM_SYNC_INTERVAL_S": "1",
+            "GREENSWARM_RETRY_INTERVAL_S": "2",
+            "GREENSWARM_MANAGER_URL": self.url,
+            "GREENSWARM_AGENT_RECONCILE_INTERVAL_S": "2",
+        }
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{self.prefix}-{name}.log", "ab")  # noqa: SIM115 - child's
+        return subprocess.Popen(
+            [sys.executable, "-m", "manager.cli", *args],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def start_manager(self) -> None:
+        self.manager = self._spawn(
+            "manager", ["manager", "--listen", f"127.0.0.1:{self.manager_port}"]
+        )
+        wait_for(lambda: _ok(self.url + "/healthz"), 30.0, "the manager to answer")
+        wait_for(lambda: bool(self.get("/hosts")), 30.0, "the manager to see its node")
+
+    def start_agent(self) -> None:
+        self.agent = self._spawn(
+            "agent",
+            ["agent", "--listen", f"127.0.0.1:{self.agent_port}", "--node-id", self.node_id],
+        )
+        wait_for(lambda: _ok(self.agent_url + "/healthz"), 30.0, "the agent to answer")
+
+    def stop_manager(self) -> None:
+        if self.manager is not None:
+            stop_child(self.manager)
+            self.manager = None
+
+    def stop_agent(self) -> None:
+        if self.agent is not None:
+            stop_child(self.agent)
+            self.agent = None
+
+    def close(self) -> None:
+        self.stop_agent()
+        self.stop_manager()
+        for service in self.docker.services.list():
+            if service.name.startswith(f"{self.prefix}-"):
+                with contextlib.suppress(docker.errors.APIError):
+                    service.remove()
+        for container in self.containers(all_=True):  # no need to wait for Swarm's grace
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True, v=True)
+        self.docker.close()
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKEN}"}
+
+    def post(self, path: str, body: object, *, auth: bool = True) -> requests.Response:
+        return requests.post(
+            self.url + path, json=body, timeout=60, headers=self.headers() if auth else {}
+        )
+
+    def put(self, path: str, body: object) -> requests.Response:
+        return requests.put(self.url + path, json=body, timeout=60, headers=self.headers())
+
+    def delete(self, path: str) -> requests.Response:
+        return requests.delete(self.url + path, timeout=60, headers=self.headers())
+
+    def get_agent_tasks(self) -> Any:
+        response = requests.get(self.agent_url + "/agent/tasks", timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def get(self, path: str) -> Any:
+        response = requests.get(self.url + path, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def submit(
+        self,
+        name: str,
+        cls: int,
+        kind: str,
+        cpu: int,
+        memory: str,
+        command: list[str] | None = None,
+        **extra: object,
+    ) -> dict[str, Any]:
+        body = {
+            "image": "greenswarm/busybox:latest",
+            "name": name,
+            "class": cls,
+            "type": kind,
+            "cpu_shares": cpu,
+            "memory": memory,
+            "command": command or ["sleep", "3600"],
+            **extra,
+        }
+        response = self.post("/requests", body)
+        assert response.status_code == 201, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def request(self, name: str) -> dict[str, Any]:
+        record: dict[str, Any] = self.get(f"/requests/{name}")
+        return record
+
+    def wait_status(self, name: str, *statuses: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        wait_for(
+            lambda: self.request(name)["status"] in statuses,
+            timeout_s,
+            f"{name} to be {'/'.join(statuses)}",
+            interval_s=0.2,
+        )
+        return self.request(name)
+
+    # -- Docker -------------------------------------------------------------------------------
+
+    def containers(self, task: str | None = None, *, all_: bool = False) -> list[Any]:
+        label = "greenswarm.task" if task is None else f"greenswarm.task={task}"
+        found = self.docker.containers.list(all=all_, filters={"label": label})
+        return [
+            c
+            for c in found
+            if c.labels.get("com.docker.swarm.service.name", "").startswith(self.prefix)
+        ]
+
+    def running(self, task: str, timeout_s: float = 60.0) -> Any:
+        wait_for(
+            lambda: bool(self.containers(task)), timeout_s, f"a container of {task}", interval_s=0.2
+        )
+        return self.containers(task)[0]
+
+    def resources(self, task: str) -> tuple[int, int]:
+        container = self.running(task)
+        container.reload()
+        config = container.attrs["HostConfig"]
+        return int(config["CpuShares"]), int(config["Memory"])
+
+    def wait_resources(self, task: str, expected: tuple[int, int], timeout_s: float = 30.0) -> None:
+        wait_for(
+            lambda: self.resources(task) == expected,
+            timeout_s,
+            f"{task} to have {expected}",
+            interval_s=0.2,
+        )
+
+
+def _ok(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def poll(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    wait_for(check, timeout_s, what, interval_s=0.2)
