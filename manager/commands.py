@@ -33,6 +33,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     manager.add_argument("--log-level", default="INFO")
     manager.set_defaults(handler=run_manager)
 
+    registry = subparsers.add_parser(
+        "registry",
+        help="run the Host and Task Registry endpoints on their own (no scheduler)",
+        description="The manager serves these endpoints itself; run them apart only when a "
+        "scheduler elsewhere drives them. Uses the manager's GREENSWARM_* settings.",
+    )
+    registry.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:8080)")
+    registry.add_argument("--redis-url")
+    registry.add_argument("--log-level", default="INFO")
+    registry.set_defaults(handler=run_registry)
+
     agent = subparsers.add_parser(
         "agent",
         help="run a node agent: CPU shares, live cuts, kills, exit reports",
@@ -93,6 +104,32 @@ def run_manager(args: argparse.Namespace) -> int:
         serve(create_app(manager), settings.listen_host, settings.listen_port, settings.threads)
     finally:
         manager.stop()
+    return 0
+
+
+def run_registry(args: argparse.Namespace) -> int:
+    from host_registry.app import create_registry_app
+    from host_registry.redis_store import RedisStore
+    from manager.settings import ManagerSettings
+    from task_registry.web import serve
+
+    _logging(args.log_level)
+    host, port = args.listen or (None, None)
+    settings = ManagerSettings.from_env(
+        listen_host=host, listen_port=port, redis_url=args.redis_url
+    )
+    if not settings.token:
+        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+    store = RedisStore.from_url(
+        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
+    )
+    store.ping()
+    serve(
+        create_registry_app(store, settings.token),
+        settings.listen_host,
+        settings.listen_port,
+        settings.threads,
+    )
     return 0
 
 

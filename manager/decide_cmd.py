@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from domain.classes import ClassTable, OverbookingModel
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
+from domain.store import ClusterStore
 from manager.scenario import load_scenario
 from manager.scheduler.energy import EmptyHosts
 from manager.scheduler.policies import PolicyName, make_policy
@@ -42,6 +46,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--lee-below", type=float, default=0.50)
     parser.add_argument("--eed-above", type=float, default=0.85)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
+    parser.add_argument(
+        "--store",
+        choices=["memory", "redis"],
+        default="memory",
+        help="decide against the in-memory store or the Redis store",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default="redis://127.0.0.1:6379/0",
+        help="with --store redis; the scenario is loaded under a private key "
+        "prefix that is removed afterwards",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -70,16 +86,37 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
     assert isinstance(scenarios, list)
     results: list[dict[str, Any]] = []
     for index, raw in enumerate(scenarios):
-        try:
-            scenario = load_scenario(raw, classes, bounds)
-        except ValidationError as exc:
-            if single:
-                raise
-            raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
-        policy = make_policy(args.policy, empty_hosts=EmptyHosts(args.empty_hosts), seed=args.seed)
-        decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
+        with _store(args, classes, bounds) as store:
+            try:
+                scenario = load_scenario(raw, classes, bounds, store)
+            except ValidationError as exc:
+                if single:
+                    raise
+                raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
+            policy = make_policy(
+                args.policy, empty_hosts=EmptyHosts(args.empty_hosts), seed=args.seed
+            )
+            decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results
+
+
+@contextlib.contextmanager
+def _store(
+    args: argparse.Namespace, classes: ClassTable, bounds: RegionBounds
+) -> Iterator[ClusterStore | None]:
+    """None (a fresh in-memory store per scenario), or a Redis store under its own prefix."""
+    if args.store == "memory":
+        yield None
+        return
+    from host_registry.redis_store import RedisStore  # the I/O edge, only when asked for
+
+    prefix = f"decide-{uuid.uuid4().hex[:12]}"
+    store = RedisStore.from_url(args.redis_url, classes, bounds, prefix)
+    try:
+        yield store
+    finally:
+        store.flush()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from domain.model import (
     check_task_type,
 )
 from domain.regions import RegionBounds
+from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
 
 HOST_FIELDS = {"id", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util", "tasks"}
@@ -43,13 +44,13 @@ REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory"}
 
 @dataclass(frozen=True)
 class Scenario:
-    store: MemoryStore
+    store: ClusterStore
     request: Request
 
 
 def _object(value: object, path: str, allowed: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValidationError(path, "must be a JSON object")
+        raise ValidationError(path or "scenario", "must be a JSON object")
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise ValidationError(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
@@ -125,14 +126,29 @@ def _task(value: object, path: str, host_id: str) -> Task:
 
 
 def load_scenario(
-    value: object, classes: ClassTable | None = None, bounds: RegionBounds | None = None
+    value: object,
+    classes: ClassTable | None = None,
+    bounds: RegionBounds | None = None,
+    store: ClusterStore | None = None,
 ) -> Scenario:
-    """Build an in-memory store holding the scenario's hosts and tasks, exactly as given."""
+    """Load the scenario's hosts and tasks, exactly as given, into ``store`` (by default a new
+    in-memory store). Everything is validated before the store is touched."""
     obj = _object(value, "", {"hosts", "request"})
     hosts = _required(obj, "hosts", "")
     if not isinstance(hosts, list):
         raise ValidationError("hosts", "must be a list")
-    store = MemoryStore(classes, bounds)
+    staging = MemoryStore(classes, bounds)  # validation pass: nothing half-loaded on an error
+    _load(hosts, staging)
+    request = parse_request(_required(obj, "request", ""))
+    if staging.task(request.id) is not None:
+        raise ValidationError("request.id", f"a task {request.id!r} already runs")
+    if store is None:
+        return Scenario(staging, request)
+    _load(hosts, store)
+    return Scenario(store, request)
+
+
+def _load(hosts: list[Any], store: ClusterStore) -> None:
     seen_tasks: set[str] = set()
     seen_hosts: set[str] = set()
     for index, raw in enumerate(hosts):
@@ -165,7 +181,3 @@ def load_scenario(
                 raise ValidationError(f"{task_path}.id", f"task {task.id!r} appears twice")
             seen_tasks.add(task.id)
             store.load_task(task)
-    request = parse_request(_required(obj, "request", ""))
-    if request.id in seen_tasks:
-        raise ValidationError("request.id", f"a task {request.id!r} already runs")
-    return Scenario(store, request)

@@ -1,0 +1,52 @@
+"""The Host and Task Registry on their own (``greenswarm registry``), without a scheduler.
+
+By default the manager serves these endpoints in its own process (the thesis keeps the Host
+Registry next to the scheduler). Standalone, the events that would need a scheduler only change
+the books: a scheduler elsewhere drives placements (``POST /registry/placements``) and
+rescheduling itself.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+import host_registry.api
+import task_registry.api
+from domain.errors import NotFoundError
+from domain.model import HostView
+from domain.store import ClusterStore
+from task_registry import web
+from task_registry.api import EndStatus, Registry
+
+
+class StandaloneEvents:
+    def __init__(self, store: ClusterStore) -> None:
+        self.store = store
+
+    def host_changed(self, host: HostView) -> None:
+        return None  # nothing waits here: the remote scheduler retries its own queue
+
+    def host_removed(self, host_id: str) -> None:
+        self.store.remove_host(host_id)
+
+    def task_ended(
+        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+    ) -> bool:
+        try:
+            self.store.end_task(task_id)
+        except NotFoundError:
+            return False
+        return True
+
+    def kill(self, task_id: str) -> None:
+        self.store.end_task(task_id)  # the remote scheduler resubmits it (message 8)
+
+
+def create_registry_app(store: ClusterStore, token: str) -> Flask:
+    app = Flask("greenswarm.registry")
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    web.install(app, token)
+    app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store))
+    app.register_blueprint(host_registry.api.blueprint)
+    app.register_blueprint(task_registry.api.blueprint)
+    return app

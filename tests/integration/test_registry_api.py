@@ -1,0 +1,179 @@
+"""The Host and Task Registry endpoints (thesis messages 1-13) over HTTP, on the real Redis
+store: JSON in and out, 400 naming the field with nothing changed, 401 without the token."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from host_registry.app import create_registry_app
+from host_registry.redis_store import RedisStore
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.redis
+TOKEN = "registry-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+_numbers = itertools.count()
+
+
+@pytest.fixture
+def store(redis_srv: RedisServer) -> Iterator[RedisStore]:
+    redis_store = RedisStore.from_url(redis_srv.url, prefix=f"api{next(_numbers)}")
+    yield redis_store
+    redis_store.flush()
+
+
+@pytest.fixture
+def client(store: RedisStore) -> FlaskClient:
+    return create_registry_app(store, TOKEN).test_client()
+
+
+def register(client: FlaskClient, host_id: str, cpu: int = 1200, memory: int = 1200,
+             util: float = 0.2) -> Any:
+    response = client.post("/registry/hosts", headers=AUTH, json={
+        "id": host_id, "address": f"10.0.0.{len(host_id)}", "cpu_capacity": cpu,
+        "memory_capacity": memory, "cpu_util": util, "memory_util": util / 2})
+    assert response.status_code in (200, 201), response.get_json()
+    return response.get_json()
+
+
+def place(client: FlaskClient, request_id: str, host: str, cls: int, cpu: int,
+          **extra: object) -> Any:
+    body = {"request": {"id": request_id, "class": cls, "type": "job", "cpu_shares": cpu,
+                        "memory": 10}, "host": host, **extra}
+    return client.post("/registry/placements", headers=AUTH, json=body)
+
+
+def snapshot(store: RedisStore) -> object:
+    return (list(store.all_hosts()), store.tasks(), store.list_members())
+
+
+def test_register_then_update_then_list_in_scheduling_order(client: FlaskClient) -> None:
+    first = client.post("/registry/hosts", headers=AUTH, json={
+        "id": "a", "cpu_capacity": 1200, "memory_capacity": 1200})
+    assert first.status_code == 201 and first.get_json()["region"] == "LEE"
+    again = client.post("/registry/hosts", headers=AUTH, json={
+        "id": "a", "cpu_capacity": 9999, "memory_capacity": 9999, "cpu_util": 0.6})
+    assert again.status_code == 200
+    assert again.get_json()["cpu_capacity"] == 1200, "a known host keeps its capacity"
+    assert again.get_json()["region"] == "DEE"
+    register(client, "b", util=0.7)
+    register(client, "c", util=0.55)
+    listed = client.get("/registry/hosts?region=DEE&class=empty").get_json()
+    assert [h["id"] for h in listed] == ["b", "a", "c"]  # U descending: best fit first
+    response = client.put("/registry/hosts/c/utilization", headers=AUTH, json={"cpu_util": 0.9})
+    assert response.get_json()["region"] == "EED" and response.get_json()["memory_util"] == 0.275
+    assert [h["id"] for h in client.get("/registry/hosts?region=EED").get_json()] == ["c"]
+    assert [h["id"] for h in client.get("/registry/hosts").get_json()] == ["a", "b", "c"]
+
+
+def test_placement_with_cuts_and_kills_then_the_task_messages(
+    client: FlaskClient, store: RedisStore
+) -> None:
+    register(client, "h")
+    assert place(client, "big4", "h", 4, 600).status_code == 201
+    assert place(client, "small4", "h", 4, 300).status_code == 201
+    response = place(client, "c2", "h", 2, 200, kills=["small4"], cuts=[
+        {"task": "big4", "cpu_shares": 400, "memory": 7, "cut_received": "1/3"}])
+    assert response.status_code == 201 and response.get_json()["killed"] == ["small4"]
+    host = client.get("/registry/hosts/h").get_json()
+    assert (host["cpu_allocated"], host["class"], host["task_count"]) == (600, 2, 2)
+    tasks = client.get("/registry/hosts/h/tasks").get_json()
+    assert [t["id"] for t in tasks] == ["big4", "c2"]  # class descending
+    assert tasks[0]["cut_received_exact"] == "1/3"
+    # message 6: the node could apply the memory cut only in part
+    response = client.put("/registry/tasks/big4/resources", headers=AUTH,
+                          json={"cpu_shares": 400, "memory": 9})
+    assert response.status_code == 200 and response.get_json()["memory"] == 9
+    assert client.get("/registry/hosts/h").get_json()["memory_allocated"] == 19
+    # message 13, with one unknown task
+    response = client.put("/registry/tasks/utilization", headers=AUTH, json={
+        "host": "h", "tasks": [{"id": "c2", "cpu_util": 0.9, "memory_util": 0.1},
+                               {"id": "ghost", "cpu_util": 0.1, "memory_util": 0.1}]})
+    assert response.get_json() == {"updated": ["c2"], "unknown": ["ghost"]}
+    assert client.get("/registry/tasks/c2").get_json()["cpu_util"] == 0.9
+    # messages 10 and 9
+    ended = client.post("/registry/tasks/c2/end", headers=AUTH,
+                        json={"status": "finished", "exit_code": 0})
+    assert ended.status_code == 200 and ended.get_json()["ended"] is True
+    assert client.get("/registry/tasks/c2").status_code == 404
+    assert client.delete("/registry/tasks/big4", headers=AUTH).status_code == 202
+    assert client.get("/registry/hosts/h").get_json()["class"] is None
+    assert store.tasks() == []
+
+
+BAD = [
+    ("POST", "/registry/hosts", {"id": "x/y", "cpu_capacity": 100, "memory_capacity": 100}, "id"),
+    ("POST", "/registry/hosts", {"id": "x", "cpu_capacity": "8", "memory_capacity": 100},
+     "cpu_capacity"),
+    ("POST", "/registry/hosts", {"id": "x", "cpu_capacity": 100}, "memory_capacity"),
+    ("POST", "/registry/hosts", {"id": "x", "cpu_capacity": 100, "memory_capacity": 100,
+                                 "cpu_util": 1.5}, "cpu_util"),
+    ("POST", "/registry/hosts", {"id": "x", "cpu_capacity": 100, "memory_capacity": 100,
+                                 "color": "red"}, "color"),
+    ("PUT", "/registry/hosts/h/utilization", {}, "cpu_util"),
+    ("PUT", "/registry/hosts/h/utilization", {"cpu_util": -0.1}, "cpu_util"),
+    ("PUT", "/registry/hosts/h/utilization", {"memory_util": "high"}, "memory_util"),
+    ("PUT", "/registry/hosts/h/utilization", {"cpu_util": 0.5, "power_w": -3}, "power_w"),
+    ("PUT", "/registry/tasks/utilization", {"host": "h", "tasks": [
+        {"id": "t", "cpu_util": 0.5, "memory_util": 0.5}, {"id": "u", "cpu_util": 2}]},
+     "tasks[1].cpu_util"),
+    ("PUT", "/registry/tasks/utilization", {"host": "h", "tasks": "all"}, "tasks"),
+    ("PUT", "/registry/tasks/t/resources", {"cpu_shares": 1, "memory": 10}, "cpu_shares"),
+    ("POST", "/registry/tasks/t/end", {"status": "exploded"}, "status"),
+    ("POST", "/registry/placements", {"request": {"id": "n", "class": 7, "type": "job",
+                                                  "cpu_shares": 10, "memory": 10}, "host": "h"},
+     "request.class"),
+    ("POST", "/registry/placements", {"request": {"id": "n", "class": 2, "type": "job",
+                                                  "cpu_shares": 10, "memory": 10}, "host": "h",
+                                      "cuts": [{"task": "t", "cpu_shares": 5, "memory": 5,
+                                                "cut_received": 0.3}]},
+     "cuts[0].cut_received"),
+    ("GET", "/registry/hosts?region=MID", None, "region"),
+    ("GET", "/registry/hosts?region=LEE&class=9", None, "class"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), BAD,
+                         ids=[f"{m} {p.split('?')[0]} {f}" for m, p, _, f in BAD])
+def test_bad_input_is_400_naming_the_field_and_changes_nothing(
+    client: FlaskClient, store: RedisStore, method: str, path: str, body: object, field: str
+) -> None:
+    register(client, "h")
+    place(client, "t", "h", 3, 100)
+    before = snapshot(store)
+    response = client.open(path, method=method, headers=AUTH, json=body)
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["field"] == field
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/registry/hosts"), ("PUT", "/registry/hosts/h/utilization"),
+    ("DELETE", "/registry/hosts/h"), ("POST", "/registry/placements"),
+    ("PUT", "/registry/tasks/t/resources"), ("POST", "/registry/tasks/t/kill"),
+    ("POST", "/registry/tasks/t/end"), ("DELETE", "/registry/tasks/t"),
+    ("PUT", "/registry/tasks/utilization")])
+def test_every_mutating_endpoint_needs_the_token(
+    client: FlaskClient, store: RedisStore, method: str, path: str
+) -> None:
+    register(client, "h")
+    place(client, "t", "h", 3, 100)
+    before = snapshot(store)
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        response = client.open(path, method=method, headers=headers, json={})
+        assert response.status_code == 401 and response.get_json()["error"] == "unauthorized"
+    assert snapshot(store) == before
+
+
+def test_unknown_things_are_json_404s(client: FlaskClient) -> None:
+    for path in ("/registry/hosts/nope", "/registry/tasks/nope", "/registry/hosts/nope/tasks",
+                 "/no/such/route"):
+        response = client.get(path)
+        assert response.status_code == 404 and response.is_json, path
+    assert client.post("/registry/tasks/nope/end", headers=AUTH,
+                       json={"status": "failed"}).get_json()["ended"] is False

@@ -1,0 +1,96 @@
+"""``greenswarm decide``: the dry run users call, through the real command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from manager.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["decide", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_single_scenario_prints_one_decision(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "cut.json"))
+    decision = json.loads(out)
+    assert code == 0
+    assert set(decision) == {"placed", "host", "pass", "request", "cuts", "kills", "reason"}
+    assert (decision["placed"], decision["host"], decision["pass"]) == (True, "node-a", "cut")
+    assert [c["task"] for c in decision["cuts"]] == ["redis-7", "time-3", "dl-1"]
+    assert decision["request"] == {"cpu_shares": 1024, "memory": 2**30, "cut_received": 0.0}
+
+
+def test_list_of_scenarios_prints_a_list_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "scenarios.json"))
+    assert code == 0
+    assert [d["pass"] for d in json.loads(out)] == ["simple", "cut", "kill"]
+
+
+def test_explain_lists_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "kill.json"), "--explain")
+    explain = json.loads(out)["explain"]
+    assert code == 0
+    assert any(line.startswith("simple: node-b") and "does not fit" in line for line in explain)
+    assert any(line.startswith("kill: node-a") and "takes it" in line for line in explain)
+
+
+@pytest.mark.parametrize("policy", ["spread", "binpack", "random"])
+def test_baselines_never_overbook(capsys: pytest.CaptureFixture[str], policy: str) -> None:
+    code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "scenarios.json"), "--policy", policy)
+    assert code == 0
+    for decision in json.loads(out):
+        assert decision["cuts"] == [] and decision["kills"] == []
+    assert json.loads(out)[1]["placed"] is False  # the cut scenario has no unreserved room
+
+
+@pytest.mark.parametrize(("document", "field"), [
+    ({"hosts": [], "request": {"id": "r", "class": 9, "type": "job", "cpu_shares": 10,
+                               "memory": 10}}, "request.class"),
+    ({"hosts": [{"id": "a", "cpu_capacity": 100}], "request": {}}, "hosts[0].memory_capacity"),
+    ({"hosts": [{"id": "a", "cpu_capacity": 100, "memory_capacity": 100, "tasks": [
+        {"id": "t", "class": 2, "type": "cron", "cpu_shares": 1, "memory": 1}]}]},
+     "hosts[0].tasks[0].type"),
+    ({"hosts": [{"id": "a", "cpu_capacity": 100, "memory_capacity": 100, "region": "LEE"}]},
+     "hosts[0].region"),
+    ([{"hosts": [], "request": {"id": "ok", "class": 1, "type": "job", "cpu_shares": 2,
+                                "memory": 1}}, {"hosts": "none"}], "[1].hosts"),
+    ("not an object", "scenario"),
+])
+def test_malformed_scenario_names_the_field_and_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: object, field: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run(capsys, "--scenario", str(path))
+    assert code != 0 and out == ""
+    assert field in err and "Traceback" not in err
+
+
+def test_unreadable_or_invalid_json_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "--scenario", str(tmp_path / "missing.json"))
+    assert code != 0 and "cannot read" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\"hosts\": [")
+    code, _, err = run(capsys, "--scenario", str(broken))
+    assert code != 0 and "not valid JSON" in err
+
+
+def test_the_installed_command_runs_without_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hosts": [], "request": {"id": "r", "class": 0}}')
+    result = subprocess.run([sys.executable, "-m", "manager.cli", "decide", "--scenario",
+                             str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "request.class" in result.stderr and "Traceback" not in result.stderr
