@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Live latency benchmark on a single-node swarm of this machine's engine: starts Redis, the
+# manager and an agent (stopped by pid at the end), runs benchmarks.live_latency, and leaves
+# the swarm again if it had to create it. Extra arguments go to the benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+# shellcheck disable=SC1091
+source .venv/bin/activate
+work=$(mktemp -d)
+pids=()
+created_swarm=0
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [ "$created_swarm" = 1 ]; then docker swarm leave --force >/dev/null 2>&1 || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+DOCKER=/usr/bin/docker
+if [ "$($DOCKER info --format '{{.Swarm.LocalNodeState}}')" != "active" ]; then
+    $DOCKER swarm init --advertise-addr 127.0.0.1 >/dev/null
+    created_swarm=1
+fi
+node=$($DOCKER info --format '{{.Swarm.NodeID}}')
+free_port() { python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+redis_port=$(free_port); manager_port=$(free_port); agent_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" --appendonly yes --save "" \
+    --daemonize no --logfile "$work/redis.log" & pids+=($!)
+export GREENSWARM_TOKEN="bench-$RANDOM$RANDOM" GREENSWARM_REDIS_URL="redis://127.0.0.1:$redis_port/0"
+export GREENSWARM_NODES="$node" GREENSWARM_AGENT_URL="http://127.0.0.1:$agent_port"
+export GREENSWARM_MANAGER_URL="http://127.0.0.1:$manager_port" GREENSWARM_SERVICE_PREFIX="bench-"
+sleep 0.5
+greenswarm manager --listen "127.0.0.1:$manager_port" >"$work/manager.log" 2>&1 & pids+=($!)
+greenswarm agent --listen "127.0.0.1:$agent_port" --node-id "$node" >"$work/agent.log" 2>&1 & pids+=($!)
+for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$manager_port/healthz" >/dev/null && break; sleep 0.2
+done
+python -m benchmarks.live_latency --url "http://127.0.0.1:$manager_port" "$@"
