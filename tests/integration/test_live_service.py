@@ -260,3 +260,53 @@ def test_mutating_calls_need_the_token(live: Live) -> None:
         == 401
     )
     assert live.get("/requests") == []
+
+
+def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
+    """DESIGN 9: under 50 concurrent submissions no host exceeds M(class) x capacity; a reader
+    checks the registry all along, and once more at the end."""
+    import random
+    import threading
+
+    factor = {1: 1.0, 2: 7 / 6, 3: 4 / 3, 4: 3 / 2}
+    violations: list[str] = []
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def check() -> None:
+        for host in live.get("/registry/hosts"):
+            if host["class"] is not None:
+                limit = host["cpu_capacity"] * factor[host["class"]]
+                if host["cpu_allocated"] > limit:
+                    violations.append(f"{host['cpu_allocated']} > {limit} (class {host['class']})")
+
+    def reader() -> None:
+        while not stop.is_set():
+            check()
+
+    def submit(number: int) -> None:
+        rng = random.Random(number)
+        response = live.post("/requests", {
+            "image": "greenswarm/busybox:latest", "name": f"c{number}",
+            "class": rng.randint(1, 4), "type": rng.choice(["job", "service"]),
+            "cpu_shares": rng.randint(50, 600), "memory": "8m", "command": ["sleep", "120"]})
+        answers.append(response.status_code)
+
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    workers = [threading.Thread(target=submit, args=(n,)) for n in range(50)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    stop.set()
+    watcher.join(timeout=30)
+    check()
+    assert answers.count(201) == 50
+    assert not violations, violations[:3]
+    statuses = [live.request(f"c{n}")["status"] for n in range(50)]
+    assert statuses.count("running") >= 5 and "rejected" in statuses
+    host = live.get("/hosts")[0]
+    assert host["cpu_allocated"] == sum(
+        live.request(f"c{n}")["current"]["cpu_shares"] for n in range(50)
+        if live.request(f"c{n}")["status"] == "running")
