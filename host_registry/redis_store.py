@@ -348,40 +348,39 @@ class RedisStore:
         self._optimistic(attempt)
 
     def resize_task(self, task_id: str, cpu_shares: int, memory: int) -> Task:
-        task_key = self.task_keys.task(task_id)
-
-        def attempt() -> tuple[Task, _Batch]:
-            (task_fields,) = self._read_hashes([task_key])
-            if not task_fields:
-                raise NotFoundError(f"no task {task_id!r}")
-            task = task_from_hash(task_fields)
-            resized = replace(task, cpu_shares=cpu_shares, memory=memory)
-            host_fields, host = self._read_host(task.host)
-            batch = _Batch().check(task_key, task_fields)
-            batch.check(self.host_keys.host(task.host), host_fields)
-            self._stage_task(batch, resized)
-            tally = combine(host.tally, contribution(task, self._classes), -1)
-            tally = combine(tally, contribution(resized, self._classes))
-            self._stage_host(batch, host, replace(host, tally=tally))
-            return resized, batch
-
-        return self._optimistic(attempt)
+        _, resized = self._rebook(
+            task_id, lambda task: replace(task, cpu_shares=cpu_shares, memory=memory)
+        )
+        assert resized is not None
+        return resized
 
     def end_task(self, task_id: str) -> Task:
+        task, _ = self._rebook(task_id, lambda task: None)
+        return task
+
+    def _rebook(
+        self, task_id: str, change: Callable[[Task], Task | None]
+    ) -> tuple[Task, Task | None]:
+        """Replace a task by ``change(task)`` (None: remove it) and rebook its host's tally."""
         task_key = self.task_keys.task(task_id)
 
-        def attempt() -> tuple[Task, _Batch]:
+        def attempt() -> tuple[tuple[Task, Task | None], _Batch]:
             (task_fields,) = self._read_hashes([task_key])
             if not task_fields:
                 raise NotFoundError(f"no task {task_id!r}")
             task = task_from_hash(task_fields)
+            new = change(task)
             host_fields, host = self._read_host(task.host)
             batch = _Batch().check(task_key, task_fields)
             batch.check(self.host_keys.host(task.host), host_fields)
-            self._stage_task_removal(batch, task)
             tally = combine(host.tally, contribution(task, self._classes), -1)
+            if new is None:
+                self._stage_task_removal(batch, task)
+            else:
+                self._stage_task(batch, new)
+                tally = combine(tally, contribution(new, self._classes))
             self._stage_host(batch, host, replace(host, tally=tally))
-            return task, batch
+            return (task, new), batch
 
         return self._optimistic(attempt)
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from domain.errors import ValidationError
+
+if TYPE_CHECKING:
+    from host_registry.redis_store import RedisStore
+    from manager.settings import ManagerSettings
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -64,8 +69,20 @@ def _logging(level: str) -> None:
     )
 
 
-def run_manager(args: argparse.Namespace) -> int:
+def _registry_store(settings: ManagerSettings) -> RedisStore:
+    """The shared token is required; the Redis store must answer before anything is served."""
     from host_registry.redis_store import RedisStore
+
+    if not settings.token:
+        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+    store = RedisStore.from_url(
+        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
+    )
+    store.ping()
+    return store
+
+
+def run_manager(args: argparse.Namespace) -> int:
     from manager.agents import AgentClient
     from manager.app import create_app
     from manager.core import Manager
@@ -109,7 +126,6 @@ def run_manager(args: argparse.Namespace) -> int:
 
 def run_registry(args: argparse.Namespace) -> int:
     from host_registry.app import create_registry_app
-    from host_registry.redis_store import RedisStore
     from manager.settings import ManagerSettings
     from task_registry.web import serve
 
