@@ -69,12 +69,16 @@ def _logging(level: str) -> None:
     )
 
 
+def _require_token(token: str) -> None:
+    if not token:
+        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+
+
 def _registry_store(settings: ManagerSettings) -> RedisStore:
     """The shared token is required; the Redis store must answer before anything is served."""
     from host_registry.redis_store import RedisStore
 
-    if not settings.token:
-        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+    _require_token(settings.token)
     store = RedisStore.from_url(
         settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
     )
@@ -103,12 +107,7 @@ def run_manager(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         agent_url=args.agent_url,
     )
-    if not settings.token:
-        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
-    store = RedisStore.from_url(
-        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
-    )
-    store.ping()
+    store = _registry_store(settings)
     manager = Manager(
         settings,
         store,
@@ -134,12 +133,7 @@ def run_registry(args: argparse.Namespace) -> int:
     settings = ManagerSettings.from_env(
         listen_host=host, listen_port=port, redis_url=args.redis_url
     )
-    if not settings.token:
-        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
-    store = RedisStore.from_url(
-        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
-    )
-    store.ping()
+    store = _registry_store(settings)
     serve(
         create_registry_app(store, settings.token),
         settings.listen_host,
@@ -163,8 +157,7 @@ def run_agent(args: argparse.Namespace) -> int:
         docker_url=args.docker_url,
         node_id=args.node_id,
     )
-    if not settings.token:
-        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+    _require_token(settings.token)
     agent = Agent(settings, ManagerLink(settings.manager_url, settings.token))
     worker = threading.Thread(target=agent.run, name="agent-events", daemon=True)
     worker.start()
