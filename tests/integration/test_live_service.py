@@ -6,37 +6,11 @@ The node's capacity is set by labels to 2048 shares and 4 GiB, so the class limi
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.support.live import Live, poll, single_node_swarm
-from tests.support.servers import RedisServer
+from tests.support.live import Live, poll
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
-_numbers = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def node_id(docker_socket: str, busybox_image: str) -> Iterator[str]:
-    with single_node_swarm(docker_socket) as node:
-        yield node
-
-
-@pytest.fixture
-def live(
-    node_id: str, redis_srv: RedisServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Live]:
-    logs = Path(tmp_path_factory.mktemp("live-logs"))
-    service = Live(node_id, redis_srv.url, f"lt{next(_numbers)}", logs)
-    try:
-        service.start_manager()
-        service.start_agent()
-        yield service
-    finally:
-        service.close()
 
 
 def test_request_becomes_a_container_with_its_shares_and_memory(live: Live) -> None:
