@@ -32,7 +32,6 @@ from manager.swarm import AGENT_URL_LABEL, Placement, ServiceInfo, SwarmBackend,
 from task_registry.api import EndStatus
 
 log = logging.getLogger(__name__)
-SWARM_PENDING_TIMEOUT_S = 60.0  # the 'swarm' policy: a request Swarm cannot start is refused
 NODE_GRACE_S = 15.0  # a node must be gone this long before its tasks are rescheduled
 
 
@@ -312,7 +311,15 @@ class Manager:
     def _hand_to_swarm(self, request: Request, spec: dict[str, Any]) -> None:
         try:
             service_id = self.backend.create(
-                Placement(request.id, spec, None, request.cpu_shares, request.memory, reserve=True)
+                Placement(
+                    request.id,
+                    spec,
+                    None,
+                    request.cpu_shares,
+                    request.memory,
+                    reserve=True,
+                    constraints=self._swarm_constraints(),
+                )
             )
         except GreenSwarmError as exc:
             self.records.update(
@@ -320,6 +327,20 @@ class Manager:
             )
             return
         self.records.update(request.id, "handed to Swarm's own scheduler", service_id=service_id)
+
+    def _swarm_constraints(self) -> tuple[str, ...]:
+        """Keep Swarm's own choice among our hosts where a constraint can say so: one named
+        node, or a node label given as key=value. (A bare label key or several nodes cannot be
+        expressed; a task Swarm starts elsewhere then runs unbooked, and its history says so.)"""
+        nodes = [n for n in self.settings.nodes.split(",") if n]
+        if len(nodes) == 1:
+            return (
+                (f"node.id=={nodes[0]}",)
+                if len(nodes[0]) == 25
+                else (f"node.hostname=={nodes[0]}",)
+            )
+        key, sep, value = self.settings.node_label.partition("=")
+        return (f"node.labels.{key}=={value}",) if sep else ()
 
     # -- reconciliation with the Swarm --------------------------------------------------------
 
@@ -414,6 +435,18 @@ class Manager:
         """The 'swarm' policy: book what Swarm started; refuse what it cannot start."""
         if task is None and info.state is TaskState.RUNNING and info.node_id:
             spec = record.spec
+            try:
+                self.store.host(info.node_id)
+            except NotFoundError:
+                if record.status is not RequestStatus.RUNNING:
+                    self.records.update(
+                        info.task_id,
+                        f"Swarm started it on {info.node_id}, "
+                        "which is not a managed host: not booked",
+                        status=RequestStatus.RUNNING,
+                        host=info.node_id,
+                    )
+                return
             self.store.load_task(
                 Task(
                     id=info.task_id,
@@ -430,7 +463,10 @@ class Manager:
             self.records.update(
                 info.task_id, "Swarm started it", status=RequestStatus.RUNNING, host=info.node_id
             )
-        elif task is None and self.clock() - record.created_at > SWARM_PENDING_TIMEOUT_S:
+        elif (
+            task is None
+            and self.clock() - record.created_at > self.settings.swarm_pending_timeout_s
+        ):
             self.backend.remove(info.task_id)
             self.records.update(
                 info.task_id,

@@ -99,6 +99,7 @@ class Placement:
     memory: int
     labels: Mapping[str, str] = field(default_factory=dict)
     reserve: bool = False  # the 'swarm' policy: reservations = request, Swarm places
+    constraints: tuple[str, ...] = ()  # extra Swarm constraints (the 'swarm' policy)
 
 
 class SwarmBackend:
@@ -195,7 +196,11 @@ class SwarmBackend:
                 env=[f"{k}={v}" for k, v in sorted(spec.get("env", {}).items())],
                 labels=labels,
                 container_labels=container_labels,
-                constraints=[f"node.id=={placement.node_id}"] if placement.node_id else None,
+                constraints=[
+                    *([f"node.id=={placement.node_id}"] if placement.node_id else []),
+                    *placement.constraints,
+                ]
+                or None,
                 resources=resources,
                 restart_policy=RestartPolicy(condition="none" if is_job else "any"),
                 mode=ServiceMode("replicated", replicas=1),

@@ -284,3 +284,24 @@ def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
     assert host["cpu_allocated"] == sum(
         live.request(f"c{n}")["current"]["cpu_shares"] for n in range(50)
         if live.request(f"c{n}")["status"] == "running")
+
+
+def test_swarm_policy_lets_swarm_place_and_refuses_what_it_cannot_start(live: Live) -> None:
+    live.stop_manager()
+    live.settings.update({"GREENSWARM_POLICY": "swarm", "GREENSWARM_SWARM_PENDING_TIMEOUT_S": "5"})
+    live.start_manager()
+    answer = live.submit("chosen", 2, "service", 300, "32m")
+    assert answer["decision"] is None  # Swarm decides, not us
+    record = live.wait_status("chosen", "running", timeout_s=30)
+    assert record["host"] == live.node_id
+    service = live.docker.services.get(f"{live.prefix}-chosen")
+    resources = service.attrs["Spec"]["TaskTemplate"]["Resources"]
+    assert resources["Reservations"] == {"NanoCPUs": 300 * 10**9 // 1024, "MemoryBytes": 32 * 2**20}
+    # No placement decision of ours: only the managed set (one node here) constrains Swarm.
+    placement = service.attrs["Spec"]["TaskTemplate"].get("Placement", {})
+    assert placement.get("Constraints") == [f"node.id=={live.node_id}"]
+    assert live.get("/hosts")[0]["cpu_allocated"] == 300  # booked once Swarm started it
+    # Reservations beyond what the engine reports: Swarm keeps it pending; we refuse it.
+    live.submit("huge", 2, "service", 1000, "64g")
+    live.wait_status("huge", "rejected", timeout_s=30)
+    assert not live.docker.services.list(filters={"name": f"{live.prefix}-huge"})

@@ -67,6 +67,7 @@ class Live:
     manager: subprocess.Popen[bytes] | None = None
     agent: subprocess.Popen[bytes] | None = None
     docker: Any = field(default_factory=docker.from_env)
+    settings: dict[str, str] = field(default_factory=dict)  # extra GREENSWARM_* variables
 
     @property
     def url(self) -> str:
@@ -89,6 +90,7 @@ class Live:
             "GREENSWARM_RETRY_INTERVAL_S": "2",
             "GREENSWARM_MANAGER_URL": self.url,
             "GREENSWARM_AGENT_RECONCILE_INTERVAL_S": "2",
+            **self.settings,
         }
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
