@@ -8,6 +8,8 @@ Wired into ``manager/cli.py`` through :func:`register`. Actions::
                              [--hosts SPEC] [--duration-s S] [--limit N] [--resource-scale F]
     greenswarm bench report DIR [--no-plots]
     greenswarm bench power-tables
+    greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR [...]
+    greenswarm bench profile [--out FILE] [--docker URL] [...]
 
 Every handler returns an exit code; errors of the project (``GreenSwarmError``) propagate to
 ``manager.cli.main``, which prints them and exits with 2.
@@ -21,6 +23,7 @@ from collections.abc import Callable
 
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from benchmarks.energy import DEFAULT_POWER_TABLE, POWER_TABLES
+from benchmarks.sim.cli import add_profile, add_simulate
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
 ActionRegistrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -220,6 +223,8 @@ BENCH_ACTIONS: tuple[ActionRegistrar, ...] = (
     _add_convert,
     _add_report,
     _add_power_tables,
+    add_simulate,
+    add_profile,
 )
 
 

@@ -1,0 +1,257 @@
+"""``greenswarm bench simulate`` and ``greenswarm bench profile``: the simulator's I/O edge.
+
+    greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR
+        [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S]
+        [--power-table NAME] [--profiles FILE] [--empty-hosts last|lee] [--no-probes]
+        [--no-plots] [--progress]
+    greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
+        [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
+
+``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (benchmarks.report),
+``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
+side-by-side table, with the thesis's numbers for the thesis workload), then the report
+(``DIR/summary.md``, ``summary.json``, PNG plots).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from benchmarks.cluster import THESIS_HOSTS_SPEC
+from domain.errors import ValidationError
+
+if TYPE_CHECKING:
+    from benchmarks.trace import TraceRequest
+
+SIMULATION_FILE = "simulation.json"
+SIMULATION_SUMMARY = "simulation.md"
+
+
+def _policies(text: str) -> list[str]:
+    from manager.scheduler.policies import PolicyName
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    known = {p.value for p in PolicyName}
+    bad = [p for p in names if p not in known]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown policies {bad or text!r}; choose among {', '.join(sorted(known))}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError("a policy is listed twice")
+    return names
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+class ProgressBar:
+    """One line on a terminal, rewritten at most ten times a second."""
+
+    def __init__(self, stream: TextIO, label: str, width: int = 30) -> None:
+        self.stream = stream
+        self.label = label
+        self.width = width
+        self.started = time.monotonic()
+        self.shown = 0.0
+
+    def __call__(self, t_s: float, end_s: float) -> None:
+        now = time.monotonic()
+        done = t_s >= end_s
+        if not done and now - self.shown < 0.1:
+            return
+        self.shown = now
+        fraction = min(1.0, t_s / end_s) if end_s > 0 else 1.0
+        filled = round(fraction * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(
+            f"\r{self.label:<8} [{bar}] {fraction:4.0%}  simulated {t_s:,.0f}/{end_s:,.0f} s  "
+            f"wall {now - self.started:,.1f} s"
+        )
+        if done:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+# ------------------------------------------------------------------ simulate
+
+
+def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from benchmarks.cli import add_hosts_argument, add_power_table_argument
+    from benchmarks.sim.runner import DEFAULT_POLICIES
+
+    parser = actions.add_parser(
+        "simulate", help="replay a trace through the real scheduler in the simulator",
+        description="Discrete-event simulation (DESIGN 7.2) of every policy on the same trace "
+        "with the real scheduling code; writes results and the report into --out.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
+    source.add_argument("--workload", choices=["thesis"],
+                        help="generate the thesis workload (DESIGN 7.1) with --seed")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the generated workload (required with --workload), of the "
+                        "random policy and of the monitors' phases (default: the trace's seed "
+                        "or 0)")
+    parser.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES),
+                        metavar="LIST", help="comma-separated policies (default: "
+                        f"{','.join(DEFAULT_POLICIES)})")
+    add_hosts_argument(parser)
+    parser.add_argument("--duration-s", type=_positive_float, default=None, metavar="S",
+                        help="simulated time; with --workload also the arrival window "
+                        "(default: the trace's duration, 3600 for --workload)")
+    add_power_table_argument(parser)
+    parser.add_argument("--profiles", metavar="FILE", default=None,
+                        help="usage profiles (default: benchmarks/profiles.json as shipped)")
+    parser.add_argument("--empty-hosts", choices=["last", "lee"], default="last",
+                        help="energy policy: empty hosts after all others (default) or inside "
+                        "LEE as in the thesis")
+    parser.add_argument("--no-probes", action="store_true",
+                        help="do not add the probe jobs of known length every 5 minutes")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--progress", action="store_true",
+                        help="show a progress bar even when stderr is not a terminal")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.set_defaults(handler=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from benchmarks.cluster import parse_hosts_spec
+    from benchmarks.energy import PowerModel
+    from benchmarks.report import save_result, write_report
+    from benchmarks.sim.engine import ProgressCallback, SimConfig
+    from benchmarks.sim.profiles import load_shipped_profiles, read_profiles
+    from benchmarks.sim.runner import TraceInput, run_policies, thesis_input
+    from benchmarks.sim.summary import render_summary
+    from benchmarks.trace import TraceSource, open_trace
+    from benchmarks.workload import ProbeConfig, ThesisWorkloadConfig
+    from manager.scheduler.energy import EmptyHosts
+
+    if args.workload is not None:
+        if args.seed is None:
+            raise ValidationError("seed", "--workload thesis needs --seed N")
+        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts),
+                                      duration_s=args.duration_s or 3600.0)
+        trace = thesis_input(args.seed, config)
+        seed = args.seed
+    else:
+        if args.hosts != THESIS_HOSTS_SPEC:
+            raise ValidationError("hosts", "a trace file names its own hosts")
+        path = args.trace
+        with open_trace(path) as reader:
+            header = reader.header
+
+        def stream() -> Iterator[TraceRequest]:
+            with open_trace(path, check_unique_ids=False) as reader:
+                yield from reader
+
+        trace = TraceInput(header, stream)
+        seed = args.seed if args.seed is not None else (header.seed or 0)
+    profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
+    sim_config = SimConfig(
+        policy=args.policies[0],
+        seed=seed,
+        end_s=args.duration_s,
+        power_model=PowerModel.named(args.power_table),
+        empty_hosts=EmptyHosts(args.empty_hosts),
+    )
+    show = args.progress or sys.stderr.isatty()
+
+    def progress(policy: str) -> ProgressCallback | None:
+        return ProgressBar(sys.stderr, policy) if show else None
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run_policies(trace, args.policies, profiles, sim_config,
+                           probes=None if args.no_probes else ProbeConfig(), progress=progress)
+    for result in results:
+        directory = save_result(result.result, out)
+        (directory / SIMULATION_FILE).write_text(
+            json.dumps(result.stats.to_json(), indent=2) + "\n", encoding="utf-8"
+        )
+    thesis = trace.header.source == TraceSource.THESIS.value
+    table = render_summary(results, thesis=thesis)
+    sources = ", ".join(f"{w.value}: {p.source.value}"
+                        for w, p in profiles.by_workload.items())
+    header = trace.header
+    text = (
+        "# Simulation\n\n"
+        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
+        f"{header.duration_s:g} s of arrivals; simulated {results[0].stats.end_s:g} s; "
+        f"power table {args.power_table}; usage profiles ({sources}).\n\n" + table
+    )
+    (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    files = write_report(out, plots=not args.no_plots)
+    print(f"wrote {files.summary_md}, {files.summary_json} and {len(files.plots)} plots")
+    return 0
+
+
+# ------------------------------------------------------------------ profile
+
+
+def add_profile(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "profile", help="measure the workloads' usage profiles from real containers",
+        description="Run each workload image alone on a Docker engine, sample its cgroup CPU "
+        "and memory every second, and write the usage profiles the simulator uses.",
+    )
+    parser.add_argument("--out", default="profiles.json", metavar="FILE",
+                        help="profiles file to write (default: profiles.json; the simulator "
+                        "ships benchmarks/profiles.json)")
+    parser.add_argument("--docker", default="unix:///var/run/docker.sock", metavar="URL",
+                        help="Docker engine (default: the main engine; a lab node's socket "
+                        "works too)")
+    parser.add_argument("--workloads", default="ffmpeg,redis,dl,timeserver", metavar="LIST",
+                        help="workloads to measure (the others keep their defaults)")
+    parser.add_argument("--makespan-s", type=_positive_float, default=30.0, metavar="S",
+                        help="makespan of the measured jobs (default: 30)")
+    parser.add_argument("--service-s", type=_positive_float, default=40.0, metavar="S",
+                        help="how long each service run is sampled (default: 40)")
+    parser.add_argument("--rates", default="20,40,80", metavar="LIST",
+                        help="client requests per 10 s, one service run each (default: "
+                        "20,40,80, the thesis's rates)")
+    parser.set_defaults(handler=run_profile)
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    import docker
+
+    from benchmarks.sim.profiler import measure_profiles
+    from benchmarks.sim.profiles import write_profiles
+    from benchmarks.trace import Workload
+
+    try:
+        workloads = [Workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
+        rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError as exc:
+        raise ValidationError("workloads", str(exc)) from None
+    if not rates or any(r < 1 for r in rates):
+        raise ValidationError("rates", "need at least one rate >= 1")
+    client = docker.DockerClient(base_url=args.docker)
+    try:
+        profiles = measure_profiles(client, workloads, makespan_s=args.makespan_s,
+                                    service_s=args.service_s, rates=rates, engine=args.docker)
+    finally:
+        client.close()
+    write_profiles(args.out, profiles)
+    print(f"wrote {args.out}")
+    for workload, profile in profiles.by_workload.items():
+        steps = ", ".join(f"{s.at_s:g}s: cpu {s.cpu_fraction:.3f} mem {s.memory_fraction:.3f}"
+                          for s in profile.steps)
+        print(f"  {workload.value} ({profile.source.value}): {steps}; per rate "
+              f"{profile.cpu_fraction_per_rate:.2e}")
+    return 0

@@ -1,0 +1,274 @@
+"""The simulator (DESIGN 7.2): books, energy, contention, out-of-memory kills, the monitor model,
+determinism. Small hand-made traces whose outcome can be computed by hand."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from benchmarks.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
+from benchmarks.sim.engine import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, Simulation
+from benchmarks.sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
+from benchmarks.sim.runner import requests_with_probes, thesis_input
+from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload
+from benchmarks.workload import ThesisWorkloadConfig
+from domain.model import TaskType
+
+GIB = 1024**3
+MIB = 1024**2
+JOB, SERVICE = TaskType.JOB, TaskType.SERVICE
+
+
+def profiles(**steps: Sequence[tuple[float, float, float]]) -> Profiles:
+    """The default profiles with some workloads replaced: name=[(at_s, cpu, memory), ...]."""
+    by_workload = dict(DEFAULT_PROFILES.by_workload)
+    for name, values in steps.items():
+        workload = Workload(name)
+        by_workload[workload] = UsageProfile(workload, tuple(Step(*s) for s in values))
+    return Profiles(by_workload)
+
+
+def header(*hosts: tuple[str, int, int], duration_s: float = 1000.0) -> TraceHeader:
+    return TraceHeader("test", 0, duration_s, tuple(HostSpec(*h) for h in hosts))
+
+
+def request(t: float, rid: str, workload: str, cpu: int, memory: int, makespan_s: float,
+            cls: int = 3) -> TraceRequest:
+    kind = Workload(workload)
+    task_type = SERVICE if kind in (Workload.REDIS, Workload.TIMESERVER) else JOB
+    return TraceRequest(t, rid, cls, task_type, kind, cpu, memory, makespan_s,
+                        20 if task_type is SERVICE else None)
+
+
+def simulation(head: TraceHeader, requests: Sequence[TraceRequest], profs: Profiles,
+               policy: str = "spread", **config: Any) -> Simulation:
+    config.setdefault("check_invariants", True)
+    return Simulation(head, [(r, False) for r in requests], profs, SimConfig(policy, **config))
+
+
+# ------------------------------------------------------------------ books
+
+
+def thesis_sim(policy: str, seed: int = 3, duration_s: float = 900.0, **config: Any) -> Simulation:
+    trace = thesis_input(seed, ThesisWorkloadConfig(duration_s=duration_s))
+    stream = requests_with_probes(trace.requests(), duration_s, None)
+    return Simulation(trace.header, stream, DEFAULT_PROFILES, SimConfig(policy, seed=seed,
+                                                                       **config))
+
+
+@pytest.mark.parametrize("policy", ["energy", "binpack"])
+def test_after_every_event_the_store_and_the_simulator_hold_the_same_tasks(policy: str) -> None:
+    sim = thesis_sim(policy, check_invariants=True)  # check_books() after every event
+    result = sim.run()
+    metrics = result.result.metrics
+    assert metrics.successful > 100 and metrics.failed > 0
+    assert result.stats.events > 1000
+    if policy == "energy":  # the checks went through cuts, kills and reschedules
+        assert metrics.cuts > 0 and metrics.kills > 0 and metrics.reschedules_placed > 0
+    sim.check_books()
+
+
+def test_the_book_check_can_fail() -> None:
+    sim = simulation(header(("h1", 8192, 12 * GIB)),
+                     [request(0, "a", "ffmpeg", 1024, GIB, 500)],
+                     profiles(), end_s=10.0)
+    sim.run()
+    run = sim._runs["a"]
+    run.cpu_shares += 1
+    run.host.booked_cpu += 1
+    with pytest.raises(RuntimeError, match="booked differently"):
+        sim.check_books()
+
+
+# ------------------------------------------------------------------ energy
+
+
+def test_energy_of_a_constant_load_is_power_times_time() -> None:
+    # One service of 4 cores that wants all of them and holds half of its 2 GiB, for 1000 s:
+    # host 1 runs at 50 % CPU with 1 GiB in use; host 2 stays empty.
+    profs = profiles(timeserver=[(0.0, 1.0, 0.5)])
+    head = header(("h1", 8192, 12 * GIB), ("h2", 8192, 12 * GIB))
+    req = TraceRequest(0.0, "s", 3, SERVICE, Workload.TIMESERVER, 4096, 2 * GIB, 5000.0, None)
+    model = PowerModel.named("hp-ml110-g4")
+    result = simulation(head, [req], profs, end_s=1000.0, power_model=model).run()
+    metrics = result.result.metrics
+    busy = energy_kwh_constant(model, 0.5, GIB, 1000.0)
+    idle = energy_kwh_constant(model, 0.0, 0.0, 1000.0)
+    assert busy == pytest.approx((102 + 0.392) * 1000 / JOULES_PER_KWH)
+    assert metrics.energy_kwh == pytest.approx(busy + idle, rel=1e-12)
+    assert metrics.energy_kwh_switch_off == pytest.approx(busy, rel=1e-12)
+    assert metrics.avg_cpu_util == pytest.approx(0.25)  # 50 % on one host of two
+
+
+# ------------------------------------------------------------------ CPU contention
+
+
+def test_two_jobs_sharing_a_host_each_take_twice_their_makespan() -> None:
+    # Each job has 1 core and wants 2 (it would use the idle one): 4 cores wanted on 2.
+    profs = profiles(ffmpeg=[(0.0, 2.0, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    jobs = [request(0, "a", "ffmpeg", 1024, GIB, 100.0), request(0, "b", "ffmpeg", 1024, GIB,
+                                                                 100.0)]
+    metrics = simulation(head, jobs, profs, end_s=1000.0).run().result.metrics
+    assert metrics.jobs_finished == 2
+    assert metrics.job_makespan_s_mean == pytest.approx(200.0)
+    assert metrics.job_slowdown_mean == pytest.approx(2.0)
+
+
+def test_cpu_is_shared_by_shares_and_freed_cores_go_to_the_others() -> None:
+    # a: 1.5 cores of shares, wants 2; b: 0.5 core, wants 2. Served 1.5 and 0.5 (rates 3/4 and
+    # 1/4) until a finishes its 100 s of work at 133.3 s; then b gets both cores: its 66.7 s
+    # of work left take 66.7 s more.
+    profs = profiles(ffmpeg=[(0.0, 2.0 / 1.5, 0.1)], dl=[(0.0, 4.0, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    jobs = [request(0, "a", "ffmpeg", 1536, GIB, 100.0), request(0, "b", "dl", 512, GIB, 100.0)]
+    result = simulation(head, jobs, profs, end_s=1000.0).run().result
+    assert result.makespan_s["ffmpeg"].mean == pytest.approx(400 / 3)
+    assert result.makespan_s["dl"].mean == pytest.approx(200.0)
+    assert result.slowdown["ffmpeg"].mean == pytest.approx(4 / 3)
+
+
+def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> None:
+    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    # The class-1 job needs the whole host, which the monitor has reported in DEE (60 % CPU):
+    # the class-4 job (running since 0) is killed at 100 s and, with nowhere else to go, waits;
+    # it restarts from the beginning when the class-1 job ends at 200 s.
+    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
+            request(100, "high", "dl", 2048, GIB, 100.0, cls=1)]
+    sim = simulation(head, jobs, profs, policy="energy", end_s=1000.0)
+    result = sim.run()
+    metrics = result.result.metrics
+    assert metrics.kills == 1 and metrics.victims_lost == 0
+    assert metrics.jobs_finished == 2
+    # high: 100 -> 200; low: 0 -> killed at 100 (2/3 done), restarted at 200, done at 350.
+    assert result.result.makespan_s["dl"].mean == pytest.approx(100.0)
+    assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(150.0)
+    assert metrics.reschedules_placed == 1
+
+
+# ------------------------------------------------------------------ memory
+
+
+def test_a_host_whose_tasks_use_more_than_its_memory_kills_the_largest() -> None:
+    # Class-4 services may book 150 % of the 4 GiB; each holds 90 % of its booking.
+    profs = profiles(redis=[(0.0, 0.01, 0.9)])
+    head = header(("h1", 8192, 4 * GIB))
+    services = [request(0, "big", "redis", 256, 2 * GIB, 900, cls=4),
+                request(1, "mid", "redis", 256, 1900 * MIB, 900, cls=4),
+                request(2, "small", "redis", 256, 1800 * MIB, 900, cls=4)]
+    sim = simulation(head, services, profs, policy="energy", end_s=100.0)
+    result = sim.run()
+    assert result.result.metrics.successful == 3
+    assert result.result.metrics.oom_kills == 1
+    assert result.stats.oom_host_kills == 1 and result.stats.oom_limit_kills == 0
+    assert sim.store.task("big") is None  # the largest user, not the newest
+    assert {t.id for t in sim.store.tasks()} == {"mid", "small"}
+    assert sim.store.pending() == []  # an OOM-killed task is failed, not rescheduled
+    assert result.result.hosts[0].oom_kills == 1
+
+
+def test_a_memory_cut_stops_at_the_use_plus_a_margin_and_is_counted() -> None:
+    # "a" (class 4, 3 GiB, holds 90 %) is cut by 1/2 for a class-1 request: its booking drops
+    # to 1.5 GiB but its limit only to 2.7 GiB + the margin.
+    profs = profiles(redis=[(0.0, 0.01, 0.9)], timeserver=[(0.0, 0.01, 0.1)])
+    head = header(("h1", 8192, 4 * GIB))
+    reqs = [request(0, "a", "redis", 1024, 3 * GIB, 900, cls=4),
+            request(5, "b", "timeserver", 1024, 1536 * MIB, 900, cls=1)]
+    sim = simulation(head, reqs, profs, policy="energy", end_s=60.0)
+    result = sim.run()
+    assert result.result.metrics.cuts == 1
+    booked = sim.store.task("a")
+    assert booked is not None and booked.memory == 1536 * MIB
+    use = math.ceil(0.9 * (3 * GIB))
+    assert sim._runs["a"].limit == use + DEFAULT_MEMORY_CUT_MARGIN_BYTES
+    assert result.stats.memory_cuts == 1 and result.stats.memory_cuts_partial == 1
+    assert result.stats.memory_cut_unapplied_bytes == use + DEFAULT_MEMORY_CUT_MARGIN_BYTES - (
+        1536 * MIB)
+    assert result.result.metrics.oom_kills == 0
+
+
+def test_a_task_that_grows_past_its_cut_limit_is_killed_for_memory() -> None:
+    # "b" is placed cut by 1/2 (class 4 on a class-1 host): its limit is 1 GiB of its 2 GiB
+    # request, and at 10 s it grows to 60 % of the request.
+    profs = profiles(redis=[(0.0, 0.01, 0.1), (10.0, 0.01, 0.6)],
+                     timeserver=[(0.0, 0.01, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    reqs = [request(0, "a", "timeserver", 1024, 3 * GIB, 900, cls=1),
+            request(1, "b", "redis", 2048, 2 * GIB, 900, cls=4)]
+    sim = simulation(head, reqs, profs, policy="energy", end_s=60.0)
+    result = sim.run()
+    assert result.result.metrics.successful == 2
+    assert result.stats.oom_limit_kills == 1 and result.result.metrics.oom_kills == 1
+    assert sim.store.task("b") is None and sim.store.task("a") is not None
+
+
+# ------------------------------------------------------------------ the monitor model
+
+
+def test_decisions_see_the_monitor_values_not_the_truth() -> None:
+    # "hot" makes its host busy at once (90 % CPU), but the registry learns it only at the end
+    # of the host's first 30 s window. Until then the energy policy fills that host first
+    # (non-empty LEE hosts before empty ones); afterwards it is EED and the next request goes
+    # to the empty host.
+    profs = profiles(ffmpeg=[(0.0, 7.2 / 4, 0.1)], timeserver=[(0.0, 0.001, 0.05)])
+    head = header(("h1", 8192, 12 * GIB), ("h2", 8192, 12 * GIB))
+    reqs = [request(0, "hot", "ffmpeg", 4096, GIB, 900, cls=3),
+            request(1, "early", "timeserver", 100, 256 * MIB, 900, cls=3),
+            request(100, "late", "timeserver", 100, 256 * MIB, 900, cls=3)]
+    sim = simulation(head, reqs, profs, policy="energy", end_s=2.0, seed=5)
+    sim.run()
+    hot, early = sim.store.task("hot"), sim.store.task("early")
+    assert hot is not None and early is not None
+    busy = hot.host
+    assert sim._hosts[busy].served == pytest.approx(7.2, abs=1e-3)  # the truth: 90 % of 8 cores
+    assert sim.store.host(busy).cpu_util == 0.0  # what decisions see
+    assert early.host == busy
+
+    sim = simulation(head, reqs, profs, policy="energy", end_s=120.0, seed=5)
+    sim.run()
+    assert sim.store.host(busy).cpu_util == pytest.approx(0.9, abs=1e-3)
+    late = sim.store.task("late")
+    assert late is not None and late.host != busy
+
+
+def test_the_monitor_only_pushes_moves_of_at_least_the_threshold() -> None:
+    # A service making the host 4 % busy, 12 % from 200 s, 16 % from 400 s. The first window
+    # sends 4 %; the move to 12 % (8 p.p.) is never sent; the move to 16 % is, once (by the
+    # window that straddles 400 s if its average is already >= 14 %, else by the next one).
+    profs = profiles(timeserver=[(0.0, 0.32, 0.01), (200.0, 0.96, 0.01), (400.0, 1.28, 0.01)])
+    head = header(("h1", 8192, 12 * GIB))
+    reqs = [request(0, "s", "timeserver", 1024, 256 * MIB, 5000, cls=3)]
+    sim = simulation(head, reqs, profs, end_s=399.0)
+    result = sim.run()
+    assert sim._hosts["h1"].served == pytest.approx(0.96)  # the truth: 12 %
+    assert sim.store.host("h1").cpu_util == pytest.approx(0.04)  # still the first value sent
+    assert result.stats.monitor_host_pushes == 1
+
+    sim = simulation(head, reqs, profs, end_s=600.0)
+    result = sim.run()
+    assert 0.14 - 1e-9 <= sim.store.host("h1").cpu_util <= 0.16 + 1e-9
+    assert result.stats.monitor_host_pushes == 2
+
+
+# ------------------------------------------------------------------ determinism
+
+
+def _deterministic(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Everything but wall-clock times (decision times and the delays made of them)."""
+    return {k: v for k, v in metrics.items() if "_ms" not in k}
+
+
+def test_same_seed_same_result_and_another_seed_another_one() -> None:
+    first = thesis_sim("random", seed=4, duration_s=600.0).run()
+    second = thesis_sim("random", seed=4, duration_s=600.0).run()
+    third = thesis_sim("random", seed=5, duration_s=600.0).run()
+    assert _deterministic(first.result.metrics.to_json()) == _deterministic(
+        second.result.metrics.to_json())
+    assert first.result.series.values == second.result.series.values
+    assert first.stats.events == second.stats.events
+    assert _deterministic(first.result.metrics.to_json()) != _deterministic(
+        third.result.metrics.to_json())

@@ -1,0 +1,211 @@
+"""The simulator's pure pieces: CPU sharing, the monitor's window arithmetic, usage profiles, and
+the command line end to end on a short run."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from benchmarks.sim.contention import share_cpu
+from benchmarks.sim.monitor_model import (
+    HostMonitor,
+    MonitorModelConfig,
+    WindowAccumulator,
+    instants_between,
+)
+from benchmarks.sim.profiles import (
+    DEFAULT_PROFILES,
+    SHIPPED_PROFILES_PATH,
+    Profiles,
+    ProfileSource,
+    Step,
+    load_shipped_profiles,
+    steps_from_series,
+)
+from benchmarks.trace import Workload
+from domain.errors import ValidationError
+from manager.cli import main
+
+# ------------------------------------------------------------------ CPU sharing
+
+
+@pytest.mark.parametrize(
+    ("capacity", "demands", "weights", "served"),
+    [
+        (8.0, [1.0, 2.0], [1024, 512], [1.0, 2.0]),  # fits: everyone gets what it wants
+        (2.0, [2.0, 2.0], [1024, 1024], [1.0, 1.0]),  # equal weights, equal halves
+        (2.0, [2.0, 2.0], [1536, 512], [1.5, 0.5]),  # by shares
+        (2.0, [0.2, 2.0, 2.0], [1024, 1024, 1024], [0.2, 0.9, 0.9]),  # unused share goes on
+        (1.0, [0.0, 3.0], [1024, 2], [0.0, 1.0]),  # a tiny weight still gets idle capacity
+        (3.0, [1.0, 1.0, 1.0], [5, 7, 9], [1.0, 1.0, 1.0]),  # exactly full
+    ],
+)
+def test_cpu_is_shared_by_weight_and_nothing_is_left_idle(
+    capacity: float, demands: list[float], weights: list[int], served: list[float]
+) -> None:
+    result = share_cpu(capacity, demands, weights)
+    assert result == pytest.approx(served)
+    assert sum(result) <= capacity + 1e-9
+    assert all(s <= d + 1e-12 for s, d in zip(result, demands, strict=True))
+
+
+def test_cpu_sharing_is_work_conserving_on_random_cases() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(1, 12)
+        demands = [rng.choice([0.0, rng.uniform(0, 4)]) for _ in range(n)]
+        weights = [rng.randint(2, 2048) for _ in range(n)]
+        capacity = rng.uniform(0.5, 8)
+        served = share_cpu(capacity, demands, weights)
+        assert sum(served) == pytest.approx(min(capacity, sum(demands)))
+        level = None  # every unsatisfied task gets the same CPU per share, the highest one
+        for s, d, w in zip(served, demands, weights, strict=True):
+            assert -1e-12 <= s <= d + 1e-12
+            if s < d - 1e-9:
+                level = s / w if level is None else level
+                assert s / w == pytest.approx(level)
+        if level is not None:
+            assert all(s / w <= level + 1e-9 for s, w in zip(served, weights, strict=True))
+
+
+# ------------------------------------------------------------------ monitor windows
+
+
+def test_sampling_instants_are_counted_in_half_open_intervals() -> None:
+    assert instants_between(0.0, 30.0, 0.0, 3.0) == 10
+    assert instants_between(0.5, 30.5, 0.5, 3.0) == 10
+    assert instants_between(1.0, 2.0, 0.0, 3.0) == 0
+    assert instants_between(2.0, 3.0, 0.0, 3.0) == 1  # (2, 3] holds 3
+    assert instants_between(3.0, 4.0, 0.0, 3.0) == 0  # 3 is not in (3, 4]
+
+
+def _brute_force(changes: list[tuple[float, float, float]], phase: float, start: float,
+                 end: float) -> tuple[float, float]:
+    """The real monitor's samples: CPU as the average over the 3 s before each instant (a
+    counter difference, integrated finely here), memory as the value just before the
+    instant; the window's average is their mean."""
+
+    def value(t: float, index: int) -> float:  # the value in force at t (changes at t excluded)
+        current = 0.0
+        for at, cpu, memory in changes:
+            if at < t:
+                current = cpu if index == 1 else memory
+        return current
+
+    instants = [phase + 3.0 * k for k in range(1, 1000) if start < phase + 3.0 * k <= end]
+    cpu_samples = []
+    for s in instants:
+        steps = 3000
+        cpu_samples.append(sum(value(s - 3.0 + (i + 0.5) * 3.0 / steps, 1)
+                               for i in range(steps)) / steps)
+    memory_samples = [value(s, 2) for s in instants]
+    return sum(cpu_samples) / len(cpu_samples), sum(memory_samples) / len(memory_samples)
+
+
+def test_a_window_average_equals_the_mean_of_its_3_s_samples() -> None:
+    rng = random.Random(11)
+    for _ in range(5):
+        phase = rng.uniform(0, 30)
+        start = phase  # a window: (phase, phase + 30]
+        times = sorted(rng.uniform(start - 5, start + 30) for _ in range(6))
+        changes = [(t, rng.random(), rng.random()) for t in times]
+        acc = WindowAccumulator(phase, 3.0, start - 10)
+        for t, cpu, memory in changes:
+            if t <= start:
+                acc.set(t, cpu, memory)
+        acc.close(start)  # the previous window ends where ours starts
+        for t, cpu, memory in changes:
+            if t > start:
+                acc.set(t, cpu, memory)
+        average = acc.close(start + 30.0)
+        assert average is not None
+        cpu, memory = _brute_force(changes, phase, start, start + 30.0)
+        assert average.cpu_util == pytest.approx(cpu, abs=2e-3)
+        assert average.memory_util == pytest.approx(memory, abs=1e-12)
+
+
+def test_a_window_without_a_sampling_instant_reports_nothing() -> None:
+    acc = WindowAccumulator(0.0, 3.0, 4.0, 0.5, 0.5)  # alive only in (4, 5.5]
+    assert acc.close(5.5) is None
+
+
+def test_the_host_monitor_uses_the_threshold_of_the_real_monitor() -> None:
+    monitor = HostMonitor(MonitorModelConfig(), 0.0, 0.0)
+    monitor.accumulator.set(0.0, 0.05, 0.2)
+    first = monitor.window_closed(30.0)  # the first window always sends
+    assert first is not None and first.cpu_util == pytest.approx(0.05)
+    monitor.accumulator.set(30.0, 0.149, 0.2)
+    assert monitor.window_closed(60.0) is None  # 9.9 p.p.: not sent
+    monitor.accumulator.set(60.0, 0.15, 0.2)
+    sent = monitor.window_closed(90.0)  # 10 p.p.: sent
+    assert sent is not None and sent.cpu_util == pytest.approx(0.15)
+    assert sent.memory_util == pytest.approx(0.2)
+
+
+# ------------------------------------------------------------------ profiles
+
+
+def test_a_measured_series_becomes_a_ramp_and_a_plateau() -> None:
+    cpu = [0.1, 0.5, 1.6, 1.65, 1.55, 1.6, 1.62, 1.58, 1.6, 1.61]
+    memory = [0.01, 0.1, 0.2, 0.2, 0.2, 0.2, 0.21, 0.2, 0.2, 0.2]
+    steps = steps_from_series(cpu, memory)
+    assert [s.at_s for s in steps] == [0.0, 1.0, 2.0]
+    assert steps[0].cpu_fraction == pytest.approx(0.1)
+    assert steps[-1].cpu_fraction == pytest.approx(1.6)
+    assert steps[-1].memory_fraction == pytest.approx(0.2)
+    flat = steps_from_series([0.5] * 5, [0.3] * 5)
+    assert flat == (Step(0.0, 0.5, 0.3),)
+
+
+def test_profiles_round_trip_through_json_and_are_checked() -> None:
+    again = Profiles.from_json(json.loads(json.dumps(DEFAULT_PROFILES.to_json())))
+    assert again == DEFAULT_PROFILES
+    broken = DEFAULT_PROFILES.to_json()
+    del broken["workloads"]["redis"]
+    with pytest.raises(ValidationError, match="redis"):
+        Profiles.from_json(broken)
+    broken = DEFAULT_PROFILES.to_json()
+    broken["workloads"]["dl"]["steps"] = [[1.0, 0.5, 0.5]]
+    with pytest.raises(ValidationError, match="first step"):
+        Profiles.from_json(broken)
+
+
+def test_the_shipped_profiles_say_which_numbers_were_measured() -> None:
+    assert SHIPPED_PROFILES_PATH.is_file()
+    shipped = load_shipped_profiles()
+    for workload in (Workload.FFMPEG, Workload.REDIS, Workload.DL, Workload.TIMESERVER):
+        assert shipped[workload].source is ProfileSource.MEASURED, workload
+        assert shipped[workload].note.startswith("measured")
+    assert shipped[Workload.GENERIC].source is ProfileSource.DEFAULT
+    assert shipped.measured is not None and shipped.measured["machine_cpus"] >= 1
+    for workload in Workload:
+        assert all(s.memory_fraction <= 1.0 for s in shipped[workload].steps)
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_bench_simulate_writes_results_and_the_report(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--workload", "thesis", "--seed", "2", "--duration-s",
+                 "300", "--policies", "energy,spread", "--out", str(out), "--no-plots"])
+    assert code == 0
+    for policy in ("energy", "spread"):
+        assert (out / policy / "result.json").is_file()
+        stats = json.loads((out / policy / "simulation.json").read_text())
+        assert stats["policy"] == policy and stats["events"] > 0
+    assert (out / "summary.md").is_file() and (out / "simulation.md").is_file()
+    printed = capsys.readouterr().out
+    assert "success rate" in printed and "(thesis 83.7%)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["policies"]) == {"energy", "spread"}
+    assert math.isclose(summary["policies"]["spread"]["duration_s"], 300.0)
+
+
+def test_bench_simulate_needs_a_seed_for_the_generated_workload(tmp_path: Path) -> None:
+    assert main(["bench", "simulate", "--workload", "thesis", "--out", str(tmp_path)]) == 2
