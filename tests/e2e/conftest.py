@@ -69,12 +69,18 @@ def lab_settings() -> LabSettings:
 
 
 @pytest.fixture(scope="module")
-def lab(lab_settings: LabSettings) -> Iterator[Lab]:
+def lab_up_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The `up` arguments: a test module's own LAB_UP_ARGS, else this file's."""
+    return tuple(getattr(request.module, "LAB_UP_ARGS", LAB_UP_ARGS))
+
+
+@pytest.fixture(scope="module")
+def lab(lab_settings: LabSettings, lab_up_args: tuple[str, ...]) -> Iterator[Lab]:
     reason = _skip_reason(lab_settings)
     if reason:
         pytest.skip(reason)
     try:
-        done = lab_cli(*LAB_UP_ARGS, timeout_s=UP_TIMEOUT_S)
+        done = lab_cli(*lab_up_args, timeout_s=UP_TIMEOUT_S)
         assert done.returncode == 0, f"lab up failed:\n{done.stdout}\n{done.stderr}"
         state = json.loads(lab_settings.paths.state_file.read_text())
         yield Lab(lab_settings, state, done.stdout)
@@ -96,3 +102,32 @@ def node_engine(node: dict[str, Any]) -> Any:
     import docker
 
     return docker.DockerClient(base_url=f"unix://{node['socket']}", timeout=60)
+
+
+def assert_lab_gone(lab: Lab, main_engine: Any) -> None:
+    """After `lab down`: none of what the lab created remains (namespaces, links, daemons,
+    mounts, cgroups, the forward rule, Swarm nodes, the swarm it initialised, the state)."""
+    settings = lab.settings
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [n for n in lab.nodes if n["netns"] in netns.split()]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert settings.bridge not in links
+    assert not [n for n in lab.nodes if n["veth_host"] in links]
+    for pid in (n["pid"] for n in lab.nodes):
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(settings.paths.run_dir) not in mounts
+    assert str(settings.paths.nodes_cache) not in mounts
+    for node in lab.nodes:
+        assert not [d for d in node["cgroup_dirs"].values() if Path(d).exists()]
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{settings.cgroup_name}"))
+    assert not Path("/sys/fs/cgroup", settings.cgroup_name).exists()
+    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+    assert "greenswarm-lab" not in rules
+    manager_ids = {n["ID"] for n in main_engine.api.nodes()} \
+        if main_engine.info()["Swarm"]["LocalNodeState"] == "active" else set()
+    assert not manager_ids & {n["swarm_node_id"] for n in lab.nodes}
+    if lab.state["swarm_initialised_by_lab"]:
+        assert main_engine.info()["Swarm"]["LocalNodeState"] == "inactive"
+    assert not settings.paths.state_file.exists()

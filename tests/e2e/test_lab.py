@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import LAB_NODES, LAB_UP_ARGS, Lab, lab_cli, node_engine
+from tests.e2e.conftest import (
+    LAB_NODES,
+    LAB_UP_ARGS,
+    Lab,
+    assert_lab_gone,
+    lab_cli,
+    node_engine,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -151,34 +157,9 @@ def test_a_second_up_changes_nothing(lab: Lab) -> None:
 
 
 def test_down_leaves_nothing_behind(lab: Lab, main_engine: Any) -> None:
-    settings = lab.settings
-    pids = [n["pid"] for n in lab.nodes]
     done = lab_cli("down")
     assert done.returncode == 0, done.stdout + done.stderr
-
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not [n for n in lab.nodes if n["netns"] in netns.split()]
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert settings.bridge not in links
-    assert not [n for n in lab.nodes if n["veth_host"] in links]
-    for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or \
-            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
-    mounts = Path("/proc/self/mountinfo").read_text()
-    assert str(settings.paths.run_dir) not in mounts
-    assert str(settings.paths.nodes_cache) not in mounts
-    for node in lab.nodes:
-        assert not [d for d in node["cgroup_dirs"].values() if Path(d).exists()]
-    assert not list(Path("/sys/fs/cgroup").glob(f"*/{settings.cgroup_name}"))
-    assert not Path("/sys/fs/cgroup", settings.cgroup_name).exists()
-    rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
-    assert "greenswarm-lab" not in rules
-    manager_ids = {n["ID"] for n in main_engine.api.nodes()} \
-        if main_engine.info()["Swarm"]["LocalNodeState"] == "active" else set()
-    assert not manager_ids & {n["swarm_node_id"] for n in lab.nodes}
-    if lab.state["swarm_initialised_by_lab"]:
-        assert main_engine.info()["Swarm"]["LocalNodeState"] == "inactive"
-    assert not settings.paths.state_file.exists()
+    assert_lab_gone(lab, main_engine)
 
     again = lab_cli("down")
     assert again.returncode == 0, again.stderr

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# The README's main command: greenswarm on a real 3-node Docker Swarm on this machine.
+#
+#   sudo bash scripts/lab-demo.sh                 set up, start everything, run the demo
+#   sudo bash scripts/lab-demo.sh --down          stop the demo, the stack and the lab
+#   sudo bash scripts/lab-demo.sh --down --purge  ... and delete Redis' volume (every record)
+#
+# It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, benchmarks/lab),
+# the manager and Redis (docker-compose.yml), the agent and monitor on every node
+# (docker-stack.yml + docker-stack.lab.yml), then submits a class mix that shows the three passes:
+# placements (fullest LEE host first, empty hosts last), a cut, and a kill with a reschedule.
+# Idempotent: a second run stops the requests of the previous run and uses new names
+# (demo<run>-...); the lab, the compose project and the stack are reused as they are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STATE_DIR=${GREENSWARM_STATE_DIR:-/var/lib/greenswarm}
+TOKEN_FILE="$STATE_DIR/token"
+RUN_FILE="$STATE_DIR/demo-run"
+IMAGE_FILE="$STATE_DIR/demo-image-id"
+PROJECT=greenswarm            # docker-compose project
+STACK=greenswarm-node         # docker stack of the per-node services
+DOCKER=/usr/bin/docker        # Debian's client (the engine is 20.10)
+NODES=3
+NODE_CPUS=1
+NODE_MEMORY=2g
+MANAGER_PORT=8080
+BRIDGE_ADDRESS=10.123.0.1     # the lab's bridge: where the nodes reach the manager
+IMAGE=greenswarm/greenswarm:latest
+started=$(date +%s)
+
+log() { printf '[%4ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+die() { echo "lab-demo: $*" >&2; exit 1; }
+show() { printf '  $ %s\n' "$*"; "$@"; }
+
+usage() {
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+down=0
+purge=0
+for arg in "$@"; do
+    case "$arg" in
+        --down) down=1 ;;
+        --purge) purge=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; exit 2 ;;
+    esac
+done
+if [ "$purge" = 1 ] && [ "$down" = 0 ]; then
+    die "--purge goes with --down"
+fi
+[ "$(id -u)" -eq 0 ] || die "run it as root (sudo bash scripts/lab-demo.sh): the lab creates network namespaces, cgroups and daemons"
+
+compose() {
+    if [ -x /usr/bin/docker-compose ]; then
+        docker-compose -p "$PROJECT" "$@"
+    else
+        "$DOCKER" compose -p "$PROJECT" "$@"
+    fi
+}
+
+# -- settings shared by compose, the stack and the CLI ----------------------------------------
+token() {
+    install -d -m 0700 "$STATE_DIR"
+    if [ ! -s "$TOKEN_FILE" ]; then
+        (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))' \
+            > "$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
+        log "generated a bearer token in $TOKEN_FILE (mode 0600)"
+    fi
+    chmod 0600 "$TOKEN_FILE"
+    GREENSWARM_TOKEN=$(cat "$TOKEN_FILE")
+    export GREENSWARM_TOKEN
+}
+export GREENSWARM_URL="http://127.0.0.1:$MANAGER_PORT"          # CLI and helper
+export GREENSWARM_LISTEN_PORT="$MANAGER_PORT"
+export GREENSWARM_NODE_LABEL=greenswarm.lab.node                  # hosts: the lab nodes only
+export GREENSWARM_MANAGER_URL="http://$BRIDGE_ADDRESS:$MANAGER_PORT"
+# Short monitor windows so that the demo sees regions change within seconds (defaults: 3 s
+# samples, 30 s host and 45 s task windows).
+export GREENSWARM_MONITOR_HOST_INTERVAL_S=1 GREENSWARM_MONITOR_HOST_WINDOW_S=5
+export GREENSWARM_MONITOR_TASK_INTERVAL_S=1 GREENSWARM_MONITOR_TASK_WINDOW_S=5
+export GREENSWARM_SYNC_INTERVAL_S=2 GREENSWARM_RETRY_INTERVAL_S=5
+
+helper() { .venv/bin/python scripts/lab_demo.py "$@"; }
+
+# -- --down ------------------------------------------------------------------------------------
+if [ "$down" = 1 ]; then
+    [ -x .venv/bin/python ] || die "no .venv: nothing of the demo can be running"
+    if [ -s "$TOKEN_FILE" ]; then
+        GREENSWARM_TOKEN=$(cat "$TOKEN_FILE")
+    else
+        GREENSWARM_TOKEN="unset"  # compose needs a value to read its file; nothing is sent
+    fi
+    export GREENSWARM_TOKEN
+    if helper alive; then
+        log "stopping the demo's requests"
+        helper reset --prefix demo || true
+    fi
+    if "$DOCKER" stack ls --format '{{.Name}}' 2>/dev/null | grep -qx "$STACK"; then
+        log "removing the stack $STACK"
+        "$DOCKER" stack rm "$STACK"
+    fi
+    log "stopping the manager and Redis (compose project $PROJECT)"
+    if [ "$purge" = 1 ]; then
+        compose down -v --remove-orphans
+        rm -f "$RUN_FILE" "$IMAGE_FILE"
+    else
+        compose down --remove-orphans
+    fi
+    log "taking the lab down"
+    .venv/bin/python -m benchmarks.lab down
+    kept="the token stays in $TOKEN_FILE"
+    if "$DOCKER" volume inspect "${PROJECT}_redis-data" >/dev/null 2>&1; then
+        kept="$kept, the request records in the volume ${PROJECT}_redis-data"
+    fi
+    log "done; $kept"
+    exit 0
+fi
+
+# -- 1. packages, lab, images ------------------------------------------------------------------
+log "setup (Debian packages, .venv)"
+bash scripts/setup.sh
+# shellcheck disable=SC1091
+source .venv/bin/activate
+token
+log "lab: $NODES nodes of $NODE_CPUS CPU and $NODE_MEMORY (first run: builds the images, minutes)"
+.venv/bin/python -m benchmarks.lab up --nodes "$NODES" --node-cpus "$NODE_CPUS" \
+    --node-memory "$NODE_MEMORY"
+# `lab up` builds the project image only when it is missing; this rebuilds it when the source
+# changed and loads it into the nodes (about 1 s when nothing changed).
+images_report=$(.venv/bin/python -m benchmarks.lab images)
+grep -E 'built|loading' <<<"$images_report" || true
+image_id=$("$DOCKER" image inspect --format '{{.Id}}' "$IMAGE")
+
+# -- 2. manager + Redis, then the per-node services --------------------------------------------
+log "manager and Redis: docker-compose -p $PROJECT up -d (host network, port $MANAGER_PORT)"
+compose up -d
+log "agent and monitor on every node: docker stack deploy $STACK"
+stack_existed=0
+if "$DOCKER" stack ls --format '{{.Name}}' | grep -qx "$STACK"; then
+    stack_existed=1
+fi
+"$DOCKER" stack deploy --resolve-image never -c docker-stack.yml -c docker-stack.lab.yml "$STACK"
+# The services name the image by its tag, so a rebuilt image does not change their spec.
+if [ "$stack_existed" = 1 ] && [ "$(cat "$IMAGE_FILE" 2>/dev/null || true)" != "$image_id" ]; then
+    log "the project image changed: restarting the node services on it"
+    for service in agent monitor; do
+        timeout 180 "$DOCKER" service update --force --quiet --detach=false \
+            "${STACK}_$service" >/dev/null
+    done
+fi
+echo "$image_id" > "$IMAGE_FILE"
+log "waiting for the manager to see the $NODES hosts, each reported by its own monitor"
+helper ready --hosts "$NODES" --timeout-s 180 || {
+    compose logs --tail 20 manager >&2 || true
+    die "the manager does not see $NODES reported hosts (see above, and: $DOCKER service logs ${STACK}_monitor)"
+}
+
+# -- 3. the demo's requests --------------------------------------------------------------------
+run=$(( $(cat "$RUN_FILE" 2>/dev/null || echo 0) + 1 ))
+p="demo$run"
+log "run $run: stopping what earlier runs left running (their records stay), new names $p-*"
+helper reset --prefix demo
+helper quiet --timeout-s 90 || die "the hosts did not become idle"
+echo "$run" > "$RUN_FILE"
+
+cat <<EOF
+
+== Step 1: placements (simple pass). Nodes have 1024 CPU shares (1 core) and 2 GiB each.
+   Class 4 tolerates 150% CPU booked, class 2 117%, class 1 none. The energy policy fills the
+   fullest LEE host first and uses an empty host only when nothing else fits.
+EOF
+show greenswarm submit greenswarm/timeserver:latest --name "$p-web" --class 4 --type service \
+    --cpu-shares 512 --memory 256m --env PORT=18080 --port 18080:18080
+show greenswarm submit greenswarm/redis:latest --name "$p-cache" --class 4 --type service \
+    --cpu-shares 256 --memory 256m --env REDIS_DATA_MB=32
+show greenswarm submit greenswarm/busybox:latest --name "$p-worker" --class 4 --type service \
+    --cpu-shares 256 --memory 64m -- sleep 1d
+packed=$(helper host "$p-web")
+echo "   -> web, cache and worker share $packed (1024/1024 shares booked): the first took an"
+echo "      empty host, the others the fullest LEE host of a class they tolerate."
+show greenswarm submit greenswarm/ffmpeg:latest --name "$p-encode" --class 2 --type job \
+    --cpu-shares 320 --memory 384m --env MAKESPAN_S=60 --env FFMPEG_SIZE=640x360
+show greenswarm submit greenswarm/busybox:latest --name "$p-ledger" --class 1 --type service \
+    --cpu-shares 640 --memory 256m -- sleep 1d
+hot=$(helper host "$p-encode")
+strict=$(helper host "$p-ledger")
+echo "   -> encode (class 2) and ledger (class 1) cannot join $packed, whose class-4 tasks"
+echo "      would overbook them: each powers on an empty host ($hot, $strict)."
+log "waiting for the monitor of $hot to report the encoder's load (region EED, U > 0.85)"
+helper wait-region "$p-encode" EED --timeout-s 90 || die "$hot never became EED"
+show greenswarm hosts
+
+cat <<EOF
+
+== Step 2: a cut. api (class 2, 480 shares) fits on no host as it is: $hot is EED (busy hosts
+   get no new work and are never cut), $strict is class 1 (640 + 480 > 1024, even with api cut
+   by 1/6), and no host is empty. The cut pass turns $packed into a class-2 host: its class-4
+   tasks may give up t(4) - t(2) = 1/2 - 1/6 = 1/3 of their resources, least used first, until
+   api fits: here all three are needed (1024 + 480 > 1194 = 1024 x 7/6).
+EOF
+show greenswarm submit greenswarm/busybox:latest --name "$p-api" --class 2 --type service \
+    --cpu-shares 480 --memory 64m -- sleep 1d
+
+cat <<EOF
+
+== Step 3: a kill. urgent (class 1, 768 shares) fits nowhere, even with cuts ($packed's tasks
+   may lose only 1/6 more). The kill pass looks at EED hosts first: on $hot the class-2 encoder
+   is a tolerated victim. It is killed, urgent takes its place, and the encoder is rescheduled
+   with its original resources, never on the host it just left: $strict (class 1) has
+   640 + 320 <= 1024 shares. The job starts again there.
+EOF
+show greenswarm submit greenswarm/busybox:latest --name "$p-urgent" --class 1 --type service \
+    --cpu-shares 768 --memory 128m -- sleep 1d
+helper wait-status "$p-encode" killed-and-rescheduled --timeout-s 60 \
+    || die "encode was not rescheduled"
+
+cat <<EOF
+
+== Step 4: a short job once $hot is calm again: train (DL, class 3) takes the first host, in
+   region and class order, with room for it.
+EOF
+log "waiting for the monitor of $hot to report it idle again"
+helper wait-region "$p-urgent" LEE --timeout-s 60 || true
+show greenswarm submit greenswarm/dl:latest --name "$p-train" --class 3 --type job \
+    --cpu-shares 256 --memory 512m --env MAKESPAN_S=30 --env DL_MEMORY_MB=128
+log "waiting for the jobs to finish (encode restarted for 60 s, train 30 s)"
+helper wait-status "$p-train" completed failed --timeout-s 120 || true
+helper wait-status "$p-encode" completed failed --timeout-s 120 || true
+
+# -- 4. what happened --------------------------------------------------------------------------
+echo
+echo "== What happened (greenswarm status / greenswarm hosts, with node names)"
+helper report --prefix "$p-" --evidence "$p-web" "$p-cache" "$p-worker" "$p-api" "$p-urgent"
+web_node=$(helper host "$p-web")
+web_address=$("$DOCKER" node inspect --format '{{.Status.Addr}}' "$web_node" 2>/dev/null || echo "?")
+
+echo
+echo "== Look further (the services keep running; the jobs are done)"
+look() { printf '  %-62s # %s\n' "$1" "$2"; }
+look "export GREENSWARM_TOKEN=\$(sudo cat $TOKEN_FILE)" "for submit and stop (DELETE)"
+look "source .venv/bin/activate" "the greenswarm CLI"
+look "greenswarm status" "every request (greenswarm status $p-encode: its history)"
+look "greenswarm hosts" "regions, classes, use and bookings"
+look "curl $GREENSWARM_URL/hosts" "REST: /requests, /requests/<id>, /healthz, /openapi.json"
+look "curl http://$web_address:18080/" "the web service (timeserver) on $web_node"
+look "$DOCKER service ls" "requests are Swarm services (gs-$p-...)"
+look "$DOCKER stack ps $STACK" "the agent and monitor of every node"
+look "$DOCKER -H unix:///run/greenswarm/lab/$packed.sock ps" "a node's own engine"
+look "docker-compose -p $PROJECT logs manager" "the manager's log"
+look "python -m benchmarks.lab status" "the lab's nodes"
+echo "Run it again: sudo bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
+echo "Stop it all:  sudo bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"
+log "demo done"

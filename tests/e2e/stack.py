@@ -1,0 +1,291 @@
+"""greenswarm deployed on the lab as users deploy it: `docker-compose up -d` (Redis and the
+manager, docker-compose.yml) and `docker stack deploy` (agent and monitor on every node,
+docker-stack.yml + docker-stack.lab.yml), plus a REST client of the manager and helpers that
+look at each node's own engine.
+
+Everything is named for the test run (compose project, stack, service prefix, free ports), and
+taken down by those names: nothing that the test did not create is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import requests
+
+from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
+from tests.support.servers import free_port
+
+FINAL = {"completed", "failed", "rejected", "stopped"}
+BUSYBOX = "greenswarm/busybox:latest"
+# PID 1 of a container ignores SIGTERM unless it traps it: these stop at once when removed.
+IDLE = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+BURN = ["sh", "-c", "trap 'exit 0' TERM; yes > /dev/null & wait"]
+
+
+def poll(check: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5) -> None:
+    """Wait (bounded) until ``check`` holds; transient HTTP errors count as 'not yet'."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (requests.RequestException, KeyError, ValueError) as exc:
+            last_error = exc
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
+
+
+def compose_command() -> list[str]:
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return ["/usr/bin/docker", "compose"]
+
+
+@dataclass
+class Stack:
+    """One deployment of greenswarm on the lab, with its own names and ports."""
+
+    lab: Lab
+    name: str = "gse2e"
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    manager_port: int = field(default_factory=free_port)
+    redis_port: int = field(default_factory=free_port)
+    monitor_window_s: float = 3.0
+    started_s: float = 0.0  # how long compose up + stack deploy + all hosts reported took
+
+    @property
+    def project(self) -> str:
+        return f"{self.name}"
+
+    @property
+    def stack_name(self) -> str:
+        return f"{self.name}-node"
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}-"  # Swarm services of requests: gse2e-<request id>
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.manager_port}"
+
+    @property
+    def docker_cli(self) -> str:
+        return self.lab.settings.engine.docker_cli
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "GREENSWARM_TOKEN": self.token,
+            "GREENSWARM_LISTEN_PORT": str(self.manager_port),
+            "GREENSWARM_REDIS_PORT": str(self.redis_port),
+            "GREENSWARM_NODE_LABEL": "greenswarm.lab.node",
+            "GREENSWARM_SERVICE_PREFIX": self.prefix,
+            "GREENSWARM_SYNC_INTERVAL_S": "1",
+            "GREENSWARM_RETRY_INTERVAL_S": "2",
+            "GREENSWARM_MANAGER_URL": f"http://{self.lab.state['gateway']}:{self.manager_port}",
+            "GREENSWARM_AGENT_RECONCILE_INTERVAL_S": "2",
+            "GREENSWARM_MONITOR_HOST_INTERVAL_S": "1",
+            "GREENSWARM_MONITOR_HOST_WINDOW_S": str(self.monitor_window_s),
+            "GREENSWARM_MONITOR_TASK_INTERVAL_S": "1",
+            "GREENSWARM_MONITOR_TASK_WINDOW_S": str(self.monitor_window_s),
+        }
+
+    def run(self, argv: list[str], timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(argv, cwd=REPO, env=self.env(), capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+        assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    def compose(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.run([*compose_command(), "-p", self.project, "-f",
+                         str(REPO / "docker-compose.yml"), *args])
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def up(self) -> None:
+        """The project image as the working tree is (rebuilt and loaded into the nodes when the
+        source changed), then compose, then the stack; timed from compose on."""
+        done = lab_cli("images", timeout_s=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        started = time.monotonic()
+        self.compose("up", "-d")
+        self.run([self.docker_cli, "stack", "deploy", "--resolve-image", "never",
+                  "-c", "docker-stack.yml", "-c", "docker-stack.lab.yml", self.stack_name])
+        poll(self.all_reported, 180, "the manager to see every lab node, reported by its monitor")
+        self.started_s = time.monotonic() - started
+
+    def all_reported(self) -> bool:
+        hosts = self.hosts()
+        wanted = {node["swarm_node_id"] for node in self.lab.nodes}
+        return {h["id"] for h in hosts} == wanted and all(
+            h["cpu_util"] > 0 or h["memory_util"] > 0 for h in hosts)
+
+    def down(self, strict: bool = True) -> None:
+        """Stack, our request services, the compose project and its volume, by their names.
+        ``strict``: fail on any error (a finalizer passes False and does its best)."""
+        errors = []
+        client = docker.DockerClient(base_url=self.lab.settings.engine.main_url, timeout=60)
+        try:
+            if client.info()["Swarm"].get("ControlAvailable"):
+                done = subprocess.run([self.docker_cli, "stack", "rm", self.stack_name],
+                                      cwd=REPO, env=self.env(), capture_output=True, text=True,
+                                      timeout=180, check=False)
+                if done.returncode != 0 and "Nothing found" not in done.stdout + done.stderr:
+                    errors.append(f"stack rm: {done.stderr.strip()}")
+                for service in client.services.list():
+                    if service.name.startswith(self.prefix):
+                        with contextlib.suppress(docker.errors.APIError):
+                            service.remove()
+        finally:
+            client.close()
+        done = subprocess.run(
+            [*compose_command(), "-p", self.project, "-f", str(REPO / "docker-compose.yml"),
+             "down", "-v", "--remove-orphans", "--timeout", "5"],
+            cwd=REPO, env=self.env(), capture_output=True, text=True, timeout=180, check=False)
+        if done.returncode != 0:
+            errors.append(f"compose down: {done.stderr.strip()}")
+        assert not (strict and errors), errors
+
+    # -- REST ---------------------------------------------------------------------------------
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def get(self, path: str) -> Any:
+        response = requests.get(self.url + path, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def healthz(self) -> dict[str, Any]:
+        response = requests.get(self.url + "/healthz", timeout=10)
+        body: dict[str, Any] = response.json()
+        return body
+
+    def hosts(self) -> list[dict[str, Any]]:
+        hosts: list[dict[str, Any]] = self.get("/hosts")
+        return hosts
+
+    def host(self, host_id: str) -> dict[str, Any]:
+        return next(h for h in self.hosts() if h["id"] == host_id)
+
+    def submit(self, name: str, cls: int, kind: str, cpu: int, memory: str,
+               command: list[str] | None = None, image: str = BUSYBOX) -> dict[str, Any]:
+        body = {"image": image, "name": name, "class": cls, "type": kind, "cpu_shares": cpu,
+                "memory": memory, "command": command or IDLE}
+        response = requests.post(self.url + "/requests", json=body, headers=self.headers(),
+                                 timeout=60)
+        assert response.status_code == 201, response.text
+        answer: dict[str, Any] = response.json()
+        assert answer["request"]["status"] == "running", answer
+        return answer
+
+    def request(self, name: str) -> dict[str, Any]:
+        record: dict[str, Any] = self.get(f"/requests/{name}")
+        return record
+
+    def stop_all(self) -> None:
+        """Stop every request that still runs or waits (the test's own manager)."""
+        for record in self.get("/requests"):
+            if record["status"] not in FINAL:
+                requests.delete(f"{self.url}/requests/{record['id']}", headers=self.headers(),
+                                timeout=60)
+
+    def wait_quiet(self, timeout_s: float = 120.0) -> None:
+        """Every host empty in the registry, in LEE, and settled: no monitor pushed anything
+        for two windows (after a start or a busy task, values move for a while; placements
+        compared with `greenswarm decide` need the same numbers before and after)."""
+        settle_s = 2 * self.monitor_window_s + 1.0
+        state: dict[str, Any] = {"seen": None, "since": time.monotonic()}
+
+        def settled() -> bool:
+            hosts = self.hosts()
+            seen = sorted((h["id"], h["cpu_util"], h["memory_util"], h["region"],
+                           h["task_count"]) for h in hosts)
+            now = time.monotonic()
+            if seen != state["seen"]:
+                state["seen"], state["since"] = seen, now
+            idle = all(h["task_count"] == 0 and h["region"] == "LEE" for h in hosts)
+            return idle and now - state["since"] >= settle_s
+
+        poll(settled, timeout_s, "every host to be empty, in LEE and settled")
+
+    def wait_region(self, host_id: str, region: str, timeout_s: float = 60.0) -> None:
+        poll(lambda: self.host(host_id)["region"] == region, timeout_s,
+             f"host {host_id} to be {region}")
+
+    def decide(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What `greenswarm decide` says for the registry as it is now and this request."""
+        scenario = {
+            "hosts": [
+                {
+                    "id": h["id"],
+                    "cpu_capacity": h["cpu_capacity"],
+                    "memory_capacity": h["memory_capacity"],
+                    "cpu_util": h["cpu_util"],
+                    "memory_util": h["memory_util"],
+                    "tasks": [
+                        {
+                            "id": t["id"], "class": t["class"], "type": t["type"],
+                            "cpu_shares": t["cpu_shares"], "memory": t["memory"],
+                            "original_cpu_shares": t["original_cpu_shares"],
+                            "original_memory": t["original_memory"],
+                            "cut_received": t["cut_received_exact"],
+                            "cpu_util": t["cpu_util"], "memory_util": t["memory_util"],
+                        }
+                        for t in h["tasks"]
+                    ],
+                }
+                for h in self.hosts()
+            ],
+            "request": body,
+        }
+        done = subprocess.run([sys.executable, "-m", "manager.cli", "decide", "--scenario", "-"],
+                              cwd=REPO, input=json.dumps(scenario), capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        decision: dict[str, Any] = json.loads(done.stdout)
+        return decision
+
+
+def stack_ps(stack: Stack) -> list[dict[str, str]]:
+    """The stack's tasks as `docker stack ps` shows them (desired state running)."""
+    done = stack.run([stack.docker_cli, "stack", "ps", stack.stack_name, "--no-trunc",
+                      "--filter", "desired-state=running", "--format", "{{json .}}"])
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def node_client(node: dict[str, Any]) -> Iterator[Any]:
+    client = node_engine(node)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def task_containers(node: dict[str, Any], task: str) -> list[dict[str, Any]]:
+    """`docker inspect` of the running containers of one request, on one node's own engine."""
+    with node_client(node) as client:
+        found = client.containers.list(filters={"label": f"greenswarm.task={task}",
+                                                "status": "running"})
+        return [c.attrs for c in found]
+
+
+def resources(attrs: dict[str, Any]) -> tuple[int, int]:
+    config = attrs["HostConfig"]
+    return int(config["CpuShares"]), int(config["Memory"])

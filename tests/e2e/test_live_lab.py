@@ -1,0 +1,292 @@
+"""greenswarm end to end on a real 3-node Swarm (the local lab), deployed as users deploy it:
+`docker-compose up -d` (Redis + manager) and `docker stack deploy` of docker-stack.yml with the
+lab override (an agent and a monitor on every node, each on its node's own engine and cgroup).
+
+Nodes have 0.5 CPU (512 shares) and 1 GiB: class limits 512, 597, 682 and 768 shares. Small
+nodes keep a busy loop at 100% of its node even when other work shares the machine, so "EED"
+is not at the mercy of the machine's load. Monitors sample every second over 3 s windows.
+Every test starts from an idle cluster (every host empty and LEE) and stops its requests.
+Traffic goes only to 127.0.0.1 (the manager) and the lab nodes' addresses (the agents).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.conftest import Lab, assert_lab_gone, lab_cli, node_engine
+from tests.e2e.stack import (
+    BURN,
+    BUSYBOX,
+    Stack,
+    poll,
+    resources,
+    stack_ps,
+    task_containers,
+)
+
+pytestmark = pytest.mark.lab
+
+LAB_UP_ARGS = ("up", "--nodes", "3", "--node-cpus", "0.5", "--node-memory", "1g")
+CAPACITY = 512
+_runs = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def stack(lab: Lab) -> Iterator[Stack]:
+    for node in lab.nodes:
+        if node["socket"] != f"/run/greenswarm/lab/{node['name']}.sock" or \
+                node["cgroup_parent"] != f"/greenswarm-lab/{node['name']}":
+            pytest.skip("docker-stack.lab.yml names the default lab's sockets and cgroups; "
+                        "this lab was moved by GREENSWARM_LAB_* settings")
+    deployed = Stack(lab)
+    try:
+        deployed.up()
+        yield deployed
+    finally:
+        deployed.down(strict=False)
+
+
+@pytest.fixture
+def cluster(stack: Stack) -> Iterator[Stack]:
+    """The stack, idle; the test's requests are stopped afterwards, even when it fails."""
+    stack.wait_quiet()
+    try:
+        yield stack
+    finally:
+        stack.stop_all()
+
+
+@pytest.fixture
+def names() -> Iterator[Any]:
+    run = next(_runs)
+    yield lambda name: f"t{run}-{name}"
+
+
+def _node(lab: Lab, host_id: str) -> dict[str, Any]:
+    return next(n for n in lab.nodes if n["swarm_node_id"] == host_id)
+
+
+def _runs_with(node: dict[str, Any], task: str, wanted: tuple[int, int]) -> Callable[[], bool]:
+    """True once exactly one container of ``task`` runs on ``node`` with these resources
+    (CPU shares, memory limit), as that node's own engine reports them."""
+    def check() -> bool:
+        return [resources(attrs) for attrs in task_containers(node, task)] == [wanted]
+    return check
+
+
+def _no_container(node: dict[str, Any]) -> Callable[[], bool]:
+    def check() -> bool:
+        client = node_engine(node)
+        try:
+            return not client.containers.list(all=True)
+        finally:
+            client.close()
+    return check
+
+
+# -- deployment ---------------------------------------------------------------------------------
+
+
+def test_compose_and_stack_bring_up_a_manager_and_one_agent_and_monitor_per_node(
+    stack: Stack, lab: Lab, main_engine: Any
+) -> None:
+    print(f"compose up + stack deploy + every host reported: {stack.started_s:.1f} s")
+    health = stack.healthz()
+    assert health["status"] == "ok" and health["redis"] and health["docker"], health
+    assert health["hosts"] == 3
+    # docker-compose.yml: the manager's health check passes (it calls /healthz itself).
+    project = main_engine.containers.list(filters={"label": "com.docker.compose.project="
+                                                   + stack.project})
+    assert {c.labels["com.docker.compose.service"] for c in project} == {"redis", "manager"}
+    manager = next(c for c in project if c.labels["com.docker.compose.service"] == "manager")
+
+    def healthy() -> bool:
+        manager.reload()
+        return bool(manager.attrs["State"]["Health"]["Status"] == "healthy")
+    poll(healthy, 60, "the manager container to be healthy")
+    redis = next(c for c in project if c.labels["com.docker.compose.service"] == "redis")
+    assert "--appendonly" in redis.attrs["Args"]
+    assert any(m["Type"] == "volume" and m["Destination"] == "/data"
+               for m in redis.attrs["Mounts"])
+    # docker-stack.yml: one agent and one monitor on each lab node, none on the manager's node.
+    tasks = stack_ps(stack)
+    for service in ("agent", "monitor"):
+        on = sorted(t["Node"] for t in tasks if t["Name"].startswith(
+            f"{stack.stack_name}_{service}.") and t["CurrentState"].startswith("Running"))
+        assert on == sorted(n["name"] for n in lab.nodes), (service, tasks)
+    # Each agent listens on its own node's address and talks to that node's engine.
+    for node in lab.nodes:
+        answer = requests.get(f"http://{node['address']}:8081/healthz", timeout=5).json()
+        assert answer["node"] == node["swarm_node_id"], (node["name"], answer)
+    # Each host was registered by its monitor, with the node's own size.
+    for host in stack.hosts():
+        node = _node(lab, host["id"])
+        assert host["address"] == node["address"]
+        assert (host["cpu_capacity"], host["memory_capacity"]) == (CAPACITY, 2**30)
+        assert host["cpu_util"] > 0 or host["memory_util"] > 0, host
+
+
+# -- placement ------------------------------------------------------------------------------------
+
+
+def test_energy_policy_fills_the_fullest_lee_host_first_and_empty_hosts_last(
+    cluster: Stack, names: Any
+) -> None:
+    """A class mix, each placement checked against DESIGN 3.4 and `greenswarm decide`."""
+    mix = [  # (name, class, type, shares)
+        ("a", 2, "service", 150),  # every host empty: one of them
+        ("b", 4, "service", 150),  # joins a (class 2 <= 4, fullest LEE host) - not an empty one
+        ("c", 1, "service", 150),  # no class-1 host: an empty one
+        ("d", 3, "service", 250),  # c's host (class 1) before a's (class 2): 400 <= 512
+        ("e", 2, "job", 350),      # c's host: 750 > 512; a's: 650 > 597; the last empty host
+        ("f", 4, "service", 100),  # c's host again, class 1 first: 500 <= 512
+    ]
+    hosts: dict[str, str] = {}
+    for short, cls, kind, cpu in mix:
+        name = names(short)
+        body = {"id": name, "class": cls, "type": kind, "cpu_shares": cpu, "memory": 32 * 2**20}
+        expected = cluster.decide(body)
+        answer = cluster.submit(name, cls, kind, cpu, "32m")
+        assert answer["decision"]["pass"] == "simple"
+        hosts[short] = answer["request"]["host"]
+        assert hosts[short] == expected["host"], (short, answer["decision"], expected)
+    assert hosts["b"] == hosts["a"]
+    assert hosts["c"] != hosts["a"]
+    assert hosts["d"] == hosts["c"]
+    assert hosts["e"] not in (hosts["a"], hosts["c"])
+    assert hosts["f"] == hosts["c"]
+    by_id = {h["id"]: h for h in cluster.hosts()}
+    assert (by_id[hosts["a"]]["class"], by_id[hosts["a"]]["cpu_allocated"]) == (2, 300)
+    assert (by_id[hosts["c"]]["class"], by_id[hosts["c"]]["cpu_allocated"]) == (1, 500)
+    assert (by_id[hosts["e"]]["class"], by_id[hosts["e"]]["cpu_allocated"]) == (2, 350)
+
+
+# -- cut --------------------------------------------------------------------------------------------
+
+
+def test_a_cut_changes_the_running_containers_on_their_nodes_engine(
+    cluster: Stack, lab: Lab, names: Any
+) -> None:
+    """Two class-4 tasks share a host (512 shares); the other hosts hold class-1 work. A class-2
+    request of 200 shares fits nowhere unchanged and only on the class-4 host with both tasks
+    cut by t(4) - t(2) = 1/3: 171 + 171 + 200 = 542 <= 597."""
+    t1, t2 = names("tol1"), names("tol2")
+    cluster.submit(t1, 4, "service", 256, "96m")
+    host = cluster.submit(t2, 4, "service", 256, "96m")["request"]["host"]
+    for filler in ("strict1", "strict2"):
+        assert cluster.submit(names(filler), 1, "service", 450, "32m")["request"]["host"] != host
+    node = _node(lab, host)
+    before = {}
+    for task in (t1, t2):
+        poll(_runs_with(node, task, (256, 96 * 2**20)), 30,
+             f"{task} to run with its shares on {node['name']}")
+        before[task] = task_containers(node, task)[0]["Id"]
+
+    answer = cluster.submit(names("api"), 2, "service", 200, "32m")
+    decision = answer["decision"]
+    assert (decision["pass"], answer["request"]["host"]) == ("cut", host), decision
+    assert sorted(c["task"] for c in decision["cuts"]) == sorted([t1, t2])
+    cut = (171, 64 * 2**20)  # 256 x 2/3 and 96 MiB x 2/3, rounded up
+    for task in (t1, t2):  # docker inspect through the node's own socket
+        poll(_runs_with(node, task, cut), 30, f"{task} to be cut live on {node['name']}")
+        assert task_containers(node, task)[0]["Id"] == before[task], "replaced, not updated"
+        record = cluster.request(task)
+        assert record["current"] == {"cpu_shares": 171, "memory": 64 * 2**20}
+        assert record["cut_received"] == "1/3"
+    host_view = cluster.host(host)
+    assert (host_view["class"], host_view["cpu_allocated"]) == (2, 542)
+
+
+# -- kill -------------------------------------------------------------------------------------------
+
+
+def test_a_kill_reschedules_the_victim_on_another_node_with_its_original_resources(
+    cluster: Stack, lab: Lab, names: Any
+) -> None:
+    """A class-4 busy loop makes its host EED (measured by that node's monitor). A class-1
+    request fits nowhere else, even with cuts; the kill pass removes the busy loop and places
+    the request there; the victim comes back, uncut, on the only host with room for it."""
+    hog = names("hog")
+    hot = cluster.submit(hog, 4, "service", 128, "32m", BURN)["request"]["host"]
+    strict = cluster.submit(names("strict"), 1, "service", 450, "32m")["request"]["host"]
+    spare = cluster.submit(names("spare"), 3, "service", 300, "32m")["request"]["host"]
+    assert len({hot, strict, spare}) == 3
+    hot_node, spare_node = _node(lab, hot), _node(lab, spare)
+    poll(_runs_with(hot_node, hog, (128, 32 * 2**20)), 30, f"{hog} to run on {hot_node['name']}")
+    old_container = task_containers(hot_node, hog)[0]["Id"]
+    cluster.wait_region(hot, "EED", 60)
+
+    answer = cluster.submit(names("urgent"), 1, "service", 450, "32m")
+    decision = answer["decision"]
+    assert (decision["pass"], answer["request"]["host"], decision["kills"]) == \
+        ("kill", hot, [hog]), decision
+    poll(lambda: cluster.request(hog)["status"] == "killed-and-rescheduled", 60,
+         f"{hog} to be rescheduled")
+    record = cluster.request(hog)
+    assert record["host"] == spare
+    assert record["current"] == record["original"] == {"cpu_shares": 128, "memory": 32 * 2**20}
+    # The new container runs on the spare node's own engine with the original resources...
+    poll(_runs_with(spare_node, hog, (128, 32 * 2**20)), 60,
+         f"{hog} to run on {spare_node['name']}")
+    assert task_containers(spare_node, hog)[0]["Id"] != old_container
+    # ...and nothing of it is left on the node it was killed on.
+    poll(lambda: not task_containers(hot_node, hog), 30, f"{hog} to leave {hot_node['name']}")
+    events = [e["event"] for e in record["history"]]
+    assert any(e.startswith(f"killed on {hot}") for e in events), events
+
+
+# -- monitors ---------------------------------------------------------------------------------------
+
+
+def test_each_monitor_reports_only_its_own_nodes_usage(cluster: Stack, lab: Lab) -> None:
+    """A busy loop started directly on node 1's engine (not through greenswarm) raises node 1's
+    utilization in the registry; nodes 2 and 3 stay idle; node 1 goes back down when it ends."""
+    first, *others = lab.nodes
+    client = node_engine(first)
+    burner = client.containers.run(BUSYBOX, BURN, detach=True, labels={"gse2e": "burner"})
+    try:
+        seen: dict[str, float] = {}
+
+        def first_is_busy() -> bool:
+            hosts = {h["id"]: h for h in cluster.hosts()}
+            for node in others:
+                seen[node["name"]] = max(seen.get(node["name"], 0.0),
+                                         hosts[node["swarm_node_id"]]["cpu_util"])
+            return bool(hosts[first["swarm_node_id"]]["cpu_util"] >= 0.8)
+
+        poll(first_is_busy, 60, f"{first['name']}'s cpu_util to reach 0.8")
+        time.sleep(2 * cluster.monitor_window_s)  # a few more windows of the others
+        first_is_busy()
+        assert all(value < 0.3 for value in seen.values()), seen
+        assert cluster.host(first["swarm_node_id"])["region"] == "EED"
+    finally:
+        burner.remove(force=True)
+        client.close()
+    poll(lambda: cluster.host(first["swarm_node_id"])["cpu_util"] < 0.3, 60,
+         f"{first['name']}'s cpu_util to drop")
+
+
+# -- tear-down --------------------------------------------------------------------------------------
+
+
+def test_stack_compose_and_lab_come_down_leaving_nothing_behind(
+    stack: Stack, lab: Lab, main_engine: Any
+) -> None:
+    stack.down()
+    leftovers = [s.name for s in main_engine.services.list()
+                 if s.name.startswith((stack.prefix, stack.stack_name))]
+    assert not leftovers
+    assert not main_engine.containers.list(
+        all=True, filters={"label": f"com.docker.compose.project={stack.project}"})
+    assert not [v for v in main_engine.volumes.list() if v.name.startswith(stack.project + "_")]
+    for node in lab.nodes:
+        poll(_no_container(node), 60, f"{node['name']} to run no container")
+    done = lab_cli("down")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_lab_gone(lab, main_engine)
