@@ -52,3 +52,22 @@ def _convert(name: str, raw: str, kind: object) -> object:
     except ValueError:
         raise ValidationError(name, f"cannot read {raw!r} as {type_name}") from None
     return raw
+
+
+def shared_token(environ: Mapping[str, str], read_file: Any = None) -> str:
+    """The bearer token: GREENSWARM_TOKEN, else the file GREENSWARM_TOKEN_FILE names (e.g. a
+    Docker secret at /run/secrets/...). ``read_file(path) -> str`` is the caller's I/O."""
+    token = environ.get("GREENSWARM_TOKEN", "").strip()
+    path = environ.get("GREENSWARM_TOKEN_FILE", "")
+    if token or not path:
+        return token
+    reader = read_file or _read_text
+    try:
+        return str(reader(path)).strip()
+    except OSError as exc:
+        raise ValidationError("GREENSWARM_TOKEN_FILE", f"cannot read {path}: {exc}") from None
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()

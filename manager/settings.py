@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from domain.classes import ClassTable, OverbookingModel
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
-from domain.settings import load_settings
+from domain.settings import load_settings, shared_token
 
 ENV_PREFIX = "GREENSWARM_"
 
@@ -55,9 +55,8 @@ class ManagerSettings:
         cls, environ: Mapping[str, str] | None = None, **overrides: object
     ) -> ManagerSettings:
         """GREENSWARM_<FIELD> for every field; explicit overrides (CLI options) win."""
-        settings = load_settings(
-            cls, os.environ if environ is None else environ, ENV_PREFIX, overrides
-        )
+        env = os.environ if environ is None else environ
+        settings = load_settings(cls, env, ENV_PREFIX, {"token": shared_token(env), **overrides})
         settings.validate()
         return settings
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from domain.errors import ValidationError
+from domain.settings import shared_token
 
 ENV_PREFIX = "GREENSWARM_MONITOR_"
 DEFAULT_REGISTRY_URL = "http://127.0.0.1:8080"
@@ -118,7 +119,7 @@ def load_settings(
     names = {f.name for f in fields(MonitorSettings)}
     if environ.get("GREENSWARM_REGISTRY_URL"):
         values["registry_url"] = environ["GREENSWARM_REGISTRY_URL"]
-    values["token"] = environ.get("GREENSWARM_TOKEN", "").strip()
+    values["token"] = shared_token(environ)
     if environ.get("DOCKER_HOST"):
         values["docker_socket"] = environ["DOCKER_HOST"]
     for name in names - {"token"}:

@@ -27,7 +27,7 @@ import docker.errors
 import requests
 
 from domain.errors import NotFoundError, UnavailableError
-from domain.settings import load_settings
+from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes
 
@@ -56,7 +56,8 @@ class AgentSettings:
     @classmethod
     def from_env(cls, **overrides: object) -> AgentSettings:
         """GREENSWARM_AGENT_<FIELD>; the token and manager URL are shared with the others."""
-        aliases = {"token": "GREENSWARM_TOKEN", "manager_url": "GREENSWARM_MANAGER_URL"}
+        aliases = {"manager_url": "GREENSWARM_MANAGER_URL"}
+        overrides = {"token": shared_token(os.environ), **overrides}
         return load_settings(cls, os.environ, "GREENSWARM_AGENT_", overrides, aliases)
 
 

@@ -234,7 +234,8 @@ class _Run:
                 self.notes.host("kill", host, "does not fit even without every victim")
                 continue
             if victims:
-                reason = f"fits once {', '.join(v.id for v in victims)} are killed"
+                names = ", ".join(v.id for v in victims)
+                reason = f"fits once {names} {'is' if len(victims) == 1 else 'are'} killed"
             else:
                 reason = "fits without killing anything"
             return self._placed(host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims))

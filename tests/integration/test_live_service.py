@@ -301,7 +301,11 @@ def test_swarm_policy_lets_swarm_place_and_refuses_what_it_cannot_start(live: Li
     placement = service.attrs["Spec"]["TaskTemplate"].get("Placement", {})
     assert placement.get("Constraints") == [f"node.id=={live.node_id}"]
     assert live.get("/hosts")[0]["cpu_allocated"] == 300  # booked once Swarm started it
-    # Reservations beyond what the engine reports: Swarm keeps it pending; we refuse it.
-    live.submit("huge", 2, "service", 1000, "64g")
-    live.wait_status("huge", "rejected", timeout_s=30)
-    assert not live.docker.services.list(filters={"name": f"{live.prefix}-huge"})
+    # Reservations beyond what the engine has left (2 CPUs): Swarm keeps the second one
+    # pending, and we refuse it once the timeout passes.
+    live.submit("first", 2, "service", 1700, "32m")
+    live.wait_status("first", "running", timeout_s=30)
+    live.submit("second", 2, "service", 1700, "32m")
+    record = live.wait_status("second", "rejected", timeout_s=30)
+    assert "Swarm could not start it" in record["history"][-1]["event"]
+    assert not live.docker.services.list(filters={"name": f"{live.prefix}-second"})

@@ -95,3 +95,26 @@ def test_time_to_violate_matches_the_paper() -> None:
     assert violation_deadline(1000.0, 100.0, 0.0, F(1, 2)) == 1100.0
     assert violation_deadline(1000.0, 120.0, 30.0, F(2, 3)) == pytest.approx(1000 + 180 - 150)
     assert violation_deadline(1000.0, 500.0, 20.0, F(1)) == 980.0  # class 1: already late
+
+
+def test_settings_come_from_the_environment_typed_and_overridable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from manager.settings import ManagerSettings
+
+    token_file = tmp_path / "token"
+    token_file.write_text("from-a-file\n")
+    settings = ManagerSettings.from_env(
+        {"GREENSWARM_LISTEN_PORT": "9001", "GREENSWARM_LEE_BELOW": "0.4",
+         "GREENSWARM_TOKEN_FILE": str(token_file)}, policy="binpack")
+    assert (settings.listen_port, settings.lee_below, settings.policy) == (9001, 0.4, "binpack")
+    assert settings.token == "from-a-file"
+    assert ManagerSettings.from_env({"GREENSWARM_TOKEN": "direct",
+                                     "GREENSWARM_TOKEN_FILE": str(token_file)}).token == "direct"
+    with pytest.raises(ValidationError) as err:
+        ManagerSettings.from_env({"GREENSWARM_LISTEN_PORT": "eighty"})
+    assert err.value.field == "GREENSWARM_LISTEN_PORT"
+    with pytest.raises(ValidationError) as err:
+        ManagerSettings.from_env({"GREENSWARM_POLICY": "fastest"})
+    assert err.value.field == "policy"
+    with pytest.raises(ValidationError) as err:
+        ManagerSettings.from_env({"GREENSWARM_TOKEN_FILE": str(tmp_path / "missing")})
+    assert err.value.field == "GREENSWARM_TOKEN_FILE"
