@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from domain.model import HostView
 from domain.tally import CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM
+
+if TYPE_CHECKING:  # the view computes its rooms with this module: no import cycle at run time
+    from domain.model import HostView
 
 
 class RoomKind(StrEnum):
@@ -44,7 +47,10 @@ def fits(host: HostView, cpu: int, memory: int, new_class: int) -> bool:
 
 def killable(host: HostView, request_class: int, request_is_job: bool) -> tuple[int, int]:
     """CPU and memory held by the tasks a request may kill on ``host`` (DESIGN 3.6)."""
-    t = host.tally
+    return _killable(host.tally, request_class, request_is_job)
+
+
+def _killable(t: tuple[int, ...], request_class: int, request_is_job: bool) -> tuple[int, int]:
     if request_class < 4:
         first = request_class  # offset of class request_class + 1
         return sum(t[CPU + first : CPU + 4]), sum(t[MEM + first : MEM + 4])
@@ -54,28 +60,44 @@ def killable(host: HostView, request_class: int, request_is_job: bool) -> tuple[
 
 
 def room(host: HostView, key: RoomKey) -> tuple[int, int]:
-    host_class = host.host_class
+    """The room of ``host`` for the pass named by ``key`` (computed with the view)."""
+    return host.rooms[ROOM_INDEX[key]]
+
+
+def compute_rooms(
+    tally: tuple[int, ...],
+    cpu_capacity: int,
+    memory_capacity: int,
+    cpu_limits: tuple[int, ...],
+    memory_limits: tuple[int, ...],
+) -> tuple[tuple[int, int], ...]:
+    """The room for every key of ``ROOM_KEYS``, in that order, from a host's books."""
+    host_class = next((c for c in (1, 2, 3, 4) if tally[c - 1]), None)
     if host_class is None:
-        return host.cpu_capacity, host.memory_capacity
-    if key.kind is RoomKind.SIMPLE:
-        new_class, free_cpu, free_memory = host_class, 0, 0
-    elif key.kind is RoomKind.CUT:
-        new_class = min(host_class, key.cls)
-        if new_class < 4:
-            free_cpu = host.tally[CUT_CPU + new_class - 1]
-            free_memory = host.tally[CUT_MEM + new_class - 1]
+        return ((cpu_capacity, memory_capacity),) * len(ROOM_KEYS)
+    cpu_allocated = tally[CPU] + tally[CPU + 1] + tally[CPU + 2] + tally[CPU + 3]
+    memory_allocated = tally[MEM] + tally[MEM + 1] + tally[MEM + 2] + tally[MEM + 3]
+    rooms = []
+    for key in ROOM_KEYS:
+        if key.kind is RoomKind.SIMPLE:
+            new_class, free_cpu, free_memory = host_class, 0, 0
+        elif key.kind is RoomKind.CUT:
+            new_class = min(host_class, key.cls)
+            if new_class < 4:
+                free_cpu = tally[CUT_CPU + new_class - 1]
+                free_memory = tally[CUT_MEM + new_class - 1]
+            else:
+                free_cpu = free_memory = 0
         else:
-            free_cpu = free_memory = 0
-    else:
-        new_class = min(host_class, key.cls)
-        free_cpu, free_memory = killable(host, key.cls, key.job)
-    return (
-        min(host.cpu_capacity, host.cpu_limits[new_class - 1] - host.cpu_allocated + free_cpu),
-        min(
-            host.memory_capacity,
-            host.memory_limits[new_class - 1] - host.memory_allocated + free_memory,
-        ),
-    )
+            new_class = min(host_class, key.cls)
+            free_cpu, free_memory = _killable(tally, key.cls, key.job)
+        rooms.append(
+            (
+                min(cpu_capacity, cpu_limits[new_class - 1] - cpu_allocated + free_cpu),
+                min(memory_capacity, memory_limits[new_class - 1] - memory_allocated + free_memory),
+            )
+        )
+    return tuple(rooms)
 
 
 def all_room_keys() -> tuple[RoomKey, ...]:
@@ -84,3 +106,7 @@ def all_room_keys() -> tuple[RoomKey, ...]:
     keys += [RoomKey(RoomKind.CUT, cls) for cls in (1, 2, 3, 4)]
     keys += [RoomKey(RoomKind.KILL, cls, job) for cls in (1, 2, 3, 4) for job in (False, True)]
     return tuple(keys)
+
+
+ROOM_KEYS: tuple[RoomKey, ...] = all_room_keys()
+ROOM_INDEX: dict[RoomKey, int] = {key: index for index, key in enumerate(ROOM_KEYS)}

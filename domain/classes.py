@@ -86,4 +86,5 @@ def after_cut(original: int, cut: Fraction) -> int:
 
     Rounding up means a task is never cut beyond its allowance.
     """
-    return math.ceil(original * (1 - cut))
+    # ceil(original x (1 - n/d)) in integers: exact, and much cheaper than Fraction arithmetic
+    return -(-original * (cut.denominator - cut.numerator) // cut.denominator)

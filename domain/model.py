@@ -7,10 +7,11 @@ request it runs, so a killed and rescheduled task keeps its identity.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
+from domain.capacity import compute_rooms
 from domain.classes import check_class
 from domain.errors import ValidationError
 from domain.regions import Region, total_utilization
@@ -145,6 +146,22 @@ class HostView:
     cpu_limits: tuple[int, ...]
     memory_limits: tuple[int, ...]
     address: str = ""
+    # The room of every pass (domain.capacity.ROOM_KEYS order), derived from the fields above
+    # whenever a view is made, so a changed copy can never carry stale rooms.
+    rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "rooms",
+            compute_rooms(
+                self.tally,
+                self.cpu_capacity,
+                self.memory_capacity,
+                self.cpu_limits,
+                self.memory_limits,
+            ),
+        )
 
     @property
     def util(self) -> float:

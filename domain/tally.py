@@ -22,9 +22,12 @@ tasks one by one makes it fit" always agree.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from domain.classes import ClassTable, after_cut
-from domain.model import Task, TaskType
+
+if TYPE_CHECKING:  # the model imports this module's layout through domain.capacity
+    from domain.model import Task
 
 TALLY_SIZE = 20
 COUNT, CPU, MEM = 0, 4, 8
@@ -69,7 +72,7 @@ def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
     values[COUNT + index] = 1
     values[CPU + index] = task.cpu_shares
     values[MEM + index] = task.memory
-    if task.cls == 4 and task.type is TaskType.SERVICE:
+    if task.cls == 4 and task.type == "service":
         values[SVC4_CPU] = task.cpu_shares
         values[SVC4_MEM] = task.memory
     for new_class in (1, 2, 3):

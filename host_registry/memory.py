@@ -3,19 +3,19 @@ tests use, with the same behaviour as the Redis store.
 
 Hosts sit in one sorted list per (region, class) — ``None`` is the list of empty hosts — keyed
 by (U, host id) ascending, so a descending walk is ``reversed``. To answer "nothing fits" fast
-at 10,000 hosts, each list keeps, per room key (domain.capacity), an upper bound of the room of
-its hosts: raised whenever a host enters or changes, made exact again whenever a walk visits
-the whole list. A list whose bound is below the request is skipped without being read.
+at 10,000 hosts, each list also knows, per room key (domain.capacity), the largest room of its
+hosts (kept exact in heaps): a list that cannot hold the request is skipped without being read.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from domain.booking import book
-from domain.capacity import RoomKey, room
+from domain.capacity import ROOM_INDEX, ROOM_KEYS
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
@@ -29,22 +29,28 @@ GroupKey = tuple[Region, int | None]
 
 
 class _Group:
-    """One (region, class) list: sorted entries plus room bounds."""
+    """One (region, class) list: hosts sorted by (U, id), and the exact largest room per key.
 
-    __slots__ = ("bounds", "entries", "version")
+    The largest CPU and memory room of the list's hosts, for every room key, sit in max-heaps
+    with lazy deletion: an entry belongs to a view object, and once the host has a newer view
+    (or left the list) the entry is dropped when it reaches the top. The heaps are rebuilt
+    when they grow well past the list's size.
+    """
+
+    __slots__ = ("entries", "heaps", "pushed")
 
     def __init__(self) -> None:
         self.entries: list[tuple[float, str]] = []
-        self.bounds: dict[RoomKey, tuple[int, int]] = {}
-        self.version = 0
+        # heaps[key index][0 for CPU, 1 for memory]: (-room, sequence, host id, view)
+        self.heaps: list[tuple[list[_HeapItem], list[_HeapItem]]] = [([], []) for _ in ROOM_KEYS]
+        self.pushed = 0
 
-    def insert(self, view: HostView) -> None:
+    def insert(self, view: HostView, views: dict[str, HostView]) -> None:
         bisect.insort(self.entries, (view.util, view.id))
-        self.version += 1
-        for key, (bound_cpu, bound_memory) in self.bounds.items():
-            cpu, memory = room(view, key)
-            if cpu > bound_cpu or memory > bound_memory:
-                self.bounds[key] = (max(cpu, bound_cpu), max(memory, bound_memory))
+        if self.pushed > 4 * len(self.entries) + 64:
+            self._rebuild(views)
+        else:
+            self._push(view)
 
     def remove(self, view: HostView) -> None:
         entry = (view.util, view.id)
@@ -52,7 +58,35 @@ class _Group:
         if index == len(self.entries) or self.entries[index] != entry:
             raise RuntimeError(f"host {view.id} missing from its list")  # a broken invariant
         del self.entries[index]
-        self.version += 1
+
+    def largest_room(self, index: int, views: dict[str, HostView]) -> tuple[int, int]:
+        """The largest CPU room and the largest memory room (maybe of two hosts) for a key."""
+        cpu_heap, memory_heap = self.heaps[index]
+        return _top(cpu_heap, views), _top(memory_heap, views)
+
+    def _push(self, view: HostView) -> None:
+        self.pushed += 1
+        for (cpu_heap, memory_heap), (cpu, memory) in zip(self.heaps, view.rooms, strict=True):
+            heapq.heappush(cpu_heap, (-cpu, self.pushed, view.id, view))
+            heapq.heappush(memory_heap, (-memory, self.pushed, view.id, view))
+
+    def _rebuild(self, views: dict[str, HostView]) -> None:
+        self.heaps = [([], []) for _ in ROOM_KEYS]
+        self.pushed = 0
+        for _, host_id in self.entries:
+            self._push(views[host_id])
+
+
+_HeapItem = tuple[int, int, str, HostView]
+
+
+def _top(heap: list[_HeapItem], views: dict[str, HostView]) -> int:
+    while heap:
+        negative, _, host_id, view = heap[0]
+        if views.get(host_id) is view:
+            return -negative
+        heapq.heappop(heap)  # a replaced view, or a host that left the list
+    return -1
 
 
 class MemoryStore:
@@ -80,50 +114,28 @@ class MemoryStore:
     def bounds(self) -> RegionBounds:
         return self._bounds
 
-    def hosts(
-        self,
-        region: Region,
-        host_class: int | None,
-        *,
-        ascending: bool,
-        room_key: RoomKey | None = None,
-        need: tuple[int, int] = (0, 0),
-    ) -> Iterator[HostView]:
-        group = self._groups.get((region, host_class))
-        if group is None or not group.entries:
-            return
-        need_cpu, need_memory = need
-        if room_key is not None:
-            bound = group.bounds.get(room_key)
-            if bound is not None and (bound[0] < need_cpu or bound[1] < need_memory):
-                return
-        version = group.version
-        best_cpu = best_memory = -1
-        entries = group.entries if ascending else reversed(group.entries)
-        views = self._views
-        for _, host_id in entries:
-            view = views[host_id]
-            if room_key is not None:
-                cpu, memory = room(view, room_key)
-                best_cpu = max(best_cpu, cpu)
-                best_memory = max(best_memory, memory)
-                if cpu < need_cpu or memory < need_memory:
-                    continue
-            yield view
-        if room_key is not None and group.version == version:
-            # The whole list was read and nothing changed meanwhile: the bound is now exact.
-            group.bounds[room_key] = (best_cpu, best_memory)
-
     def candidates(self, segments: Sequence[Segment]) -> Iterator[tuple[int, HostView]]:
-        for index, segment in enumerate(segments):
-            for view in self.hosts(
-                segment.region,
-                segment.host_class,
-                ascending=segment.ascending,
-                room_key=segment.room_key,
-                need=segment.need,
-            ):
-                yield index, view
+        views, groups = self._views, self._groups
+        for position, segment in enumerate(segments):
+            group = groups.get((segment.region, segment.host_class))
+            if group is None or not group.entries:
+                continue
+            entries = group.entries if segment.ascending else reversed(group.entries)
+            room_key = segment.room_key
+            if room_key is None:
+                for _, host_id in entries:
+                    yield position, views[host_id]
+                continue
+            need_cpu, need_memory = segment.need
+            index = ROOM_INDEX[room_key]
+            best_cpu, best_memory = group.largest_room(index, views)
+            if best_cpu < need_cpu or best_memory < need_memory:
+                continue  # no host of this list can take it: skipped without reading it
+            for _, host_id in entries:
+                view = views[host_id]
+                cpu, memory = view.rooms[index]
+                if cpu >= need_cpu and memory >= need_memory:
+                    yield position, view
 
     def all_hosts(self) -> Iterator[HostView]:
         for host_id in sorted(self._views):
@@ -280,4 +292,4 @@ class MemoryStore:
         if old is not None:
             self._group(old).remove(old)
         self._views[new.id] = new
-        self._group(new).insert(new)
+        self._group(new).insert(new, self._views)
