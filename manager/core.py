@@ -403,11 +403,23 @@ class Manager:
             self.backend.remove(info.task_id)  # left over from an earlier run
             return
         task = self.store.task(info.task_id)
-        if info.state in (TaskState.COMPLETE, TaskState.FAILED) and task is not None:
+        is_job = record.spec["type"] == TaskType.JOB.value
+        done = info.state in (TaskState.COMPLETE, TaskState.FAILED)
+        # Only jobs end on a task state: a service's newest task is briefly 'failed' between a
+        # crash and the restart Swarm gives it; a service ends when stopped or when it vanishes.
+        if done and is_job and task is not None:
             finished = info.state is TaskState.COMPLETE and not info.exit_code
-            status = EndStatus.FINISHED if finished else EndStatus.FAILED
-            if record.spec["type"] == TaskType.JOB.value or info.state is TaskState.FAILED:
-                self._end_from_swarm(info, status)
+            self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
+        elif done and is_job and self.by_swarm:  # finished before it was ever booked
+            self.backend.remove(info.task_id)
+            final = RequestStatus.COMPLETED if not info.exit_code else RequestStatus.FAILED
+            self.records.update(
+                info.task_id,
+                f"ended (exit code {info.exit_code})",
+                status=final,
+                host=info.node_id,
+                exit_code=info.exit_code,
+            )
         elif self.by_swarm:
             self._follow_swarm(info, record, task)
 

@@ -225,7 +225,7 @@ class SwarmBackend:
         """Our services, each with the state of its newest task."""
         with docker_errors("list services"):
             services = self.client.services.list(filters={"label": LABEL_TASK})
-            found = [self._describe(service) for service in services]
+            found = [self._describe(s) for s in services if s.name.startswith(self.prefix)]
         return [info for info in found if info is not None]
 
     def _describe(self, service: Any) -> ServiceInfo | None:

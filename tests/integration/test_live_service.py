@@ -309,3 +309,17 @@ def test_swarm_policy_lets_swarm_place_and_refuses_what_it_cannot_start(live: Li
     record = live.wait_status("second", "rejected", timeout_s=30)
     assert "Swarm could not start it" in record["history"][-1]["event"]
     assert not live.docker.services.list(filters={"name": f"{live.prefix}-second"})
+
+
+def test_a_crashing_service_keeps_its_place_while_swarm_restarts_it(live: Live) -> None:
+    live.submit("flaky", 3, "service", 300, "32m", ["sh", "-c", "sleep 2; exit 1"])
+    first = live.running("flaky").id
+    poll(lambda: any(c.id != first for c in live.containers("flaky")), 60,
+         "Swarm to restart the service in a new container")
+    poll(lambda: any(e["event"].startswith("container exited (code 1)")
+                     for e in live.request("flaky")["history"]), 30,
+         "the agent's report of the exit")
+    live.wait_resources("flaky", (300, 32 * 2**20))  # the new container got its shares too
+    record = live.request("flaky")
+    assert record["status"] == "running"
+    assert live.get("/hosts")[0]["cpu_allocated"] == 300
