@@ -10,6 +10,8 @@ Wired into ``manager/cli.py`` through :func:`register`. Actions::
     greenswarm bench power-tables
     greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR [...]
     greenswarm bench profile [--out FILE] [--docker URL] [...]
+    greenswarm bench replay --trace FILE --manager URL --speedup K --policy-label NAME
+                            --out DIR [...]
 
 Every handler returns an exit code; errors of the project (``GreenSwarmError``) propagate to
 ``manager.cli.main``, which prints them and exits with 2.
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from benchmarks.energy import DEFAULT_POWER_TABLE, POWER_TABLES
+from benchmarks.replay.cli import add_replay
 from benchmarks.sim.cli import add_profile, add_simulate
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -225,6 +228,7 @@ BENCH_ACTIONS: tuple[ActionRegistrar, ...] = (
     _add_power_tables,
     add_simulate,
     add_profile,
+    add_replay,
 )
 
 

@@ -14,23 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STATE_DIR=${GREENSWARM_STATE_DIR:-/var/lib/greenswarm}
-TOKEN_FILE="$STATE_DIR/token"
+LAB_NAME=lab-demo
+# shellcheck source=scripts/lab-lib.sh
+source scripts/lab-lib.sh     # STATE_DIR, TOKEN_FILE, PROJECT, STACK, DOCKER, log, die, compose...
 RUN_FILE="$STATE_DIR/demo-run"
-IMAGE_FILE="$STATE_DIR/demo-image-id"
-PROJECT=greenswarm            # docker-compose project
-STACK=greenswarm-node         # docker stack of the per-node services
-DOCKER=/usr/bin/docker        # Debian's client (the engine is 20.10)
-NODES=3
-NODE_CPUS=1
-NODE_MEMORY=2g
-MANAGER_PORT=8080
-BRIDGE_ADDRESS=10.123.0.1     # the lab's bridge: where the nodes reach the manager
-IMAGE=greenswarm/greenswarm:latest
-started=$(date +%s)
-
-log() { printf '[%4ss] %s\n' "$(($(date +%s) - started))" "$*"; }
-die() { echo "lab-demo: $*" >&2; exit 1; }
 show() { printf '  $ %s\n' "$*"; "$@"; }
 
 usage() {
@@ -52,37 +39,11 @@ if [ "$purge" = 1 ] && [ "$down" = 0 ]; then
 fi
 [ "$(id -u)" -eq 0 ] || die "run it as root (sudo bash scripts/lab-demo.sh): the lab creates network namespaces, cgroups and daemons"
 
-compose() {
-    if [ -x /usr/bin/docker-compose ]; then
-        docker-compose -p "$PROJECT" "$@"
-    else
-        "$DOCKER" compose -p "$PROJECT" "$@"
-    fi
-}
-
-# -- settings shared by compose, the stack and the CLI ----------------------------------------
-token() {
-    install -d -m 0700 "$STATE_DIR"
-    if [ ! -s "$TOKEN_FILE" ]; then
-        (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))' \
-            > "$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
-        log "generated a bearer token in $TOKEN_FILE (mode 0600)"
-    fi
-    chmod 0600 "$TOKEN_FILE"
-    GREENSWARM_TOKEN=$(cat "$TOKEN_FILE")
-    export GREENSWARM_TOKEN
-}
-export GREENSWARM_URL="http://127.0.0.1:$MANAGER_PORT"          # CLI and helper
-export GREENSWARM_LISTEN_PORT="$MANAGER_PORT"
-export GREENSWARM_NODE_LABEL=greenswarm.lab.node                  # hosts: the lab nodes only
-export GREENSWARM_MANAGER_URL="http://$BRIDGE_ADDRESS:$MANAGER_PORT"
 # Short monitor windows so that the demo sees regions change within seconds (defaults: 3 s
 # samples, 30 s host and 45 s task windows).
 export GREENSWARM_MONITOR_HOST_INTERVAL_S=1 GREENSWARM_MONITOR_HOST_WINDOW_S=5
 export GREENSWARM_MONITOR_TASK_INTERVAL_S=1 GREENSWARM_MONITOR_TASK_WINDOW_S=5
 export GREENSWARM_SYNC_INTERVAL_S=2 GREENSWARM_RETRY_INTERVAL_S=5
-
-helper() { .venv/bin/python scripts/lab_demo.py "$@"; }
 
 # -- --down ------------------------------------------------------------------------------------
 if [ "$down" = 1 ]; then
@@ -97,19 +58,12 @@ if [ "$down" = 1 ]; then
         log "stopping the demo's requests"
         helper reset --prefix demo || true
     fi
-    if "$DOCKER" stack ls --format '{{.Name}}' 2>/dev/null | grep -qx "$STACK"; then
-        log "removing the stack $STACK"
-        "$DOCKER" stack rm "$STACK"
-    fi
-    log "stopping the manager and Redis (compose project $PROJECT)"
     if [ "$purge" = 1 ]; then
-        compose down -v --remove-orphans
+        lab_take_down --purge
         rm -f "$RUN_FILE" "$IMAGE_FILE"
     else
-        compose down --remove-orphans
+        lab_take_down --keep
     fi
-    log "taking the lab down"
-    .venv/bin/python -m benchmarks.lab down
     kept="the token stays in $TOKEN_FILE"
     if "$DOCKER" volume inspect "${PROJECT}_redis-data" >/dev/null 2>&1; then
         kept="$kept, the request records in the volume ${PROJECT}_redis-data"
@@ -119,43 +73,10 @@ if [ "$down" = 1 ]; then
 fi
 
 # -- 1. packages, lab, images ------------------------------------------------------------------
-log "setup (Debian packages, .venv)"
-bash scripts/setup.sh
-# shellcheck disable=SC1091
-source .venv/bin/activate
-token
-log "lab: $NODES nodes of $NODE_CPUS CPU and $NODE_MEMORY (first run: builds the images, minutes)"
-.venv/bin/python -m benchmarks.lab up --nodes "$NODES" --node-cpus "$NODE_CPUS" \
-    --node-memory "$NODE_MEMORY"
-# `lab up` builds the project image only when it is missing; this rebuilds it when the source
-# changed and loads it into the nodes (about 1 s when nothing changed).
-images_report=$(.venv/bin/python -m benchmarks.lab images)
-grep -E 'built|loading' <<<"$images_report" || true
-image_id=$("$DOCKER" image inspect --format '{{.Id}}' "$IMAGE")
+lab_up  # also activates .venv for the commands below
 
 # -- 2. manager + Redis, then the per-node services --------------------------------------------
-log "manager and Redis: docker-compose -p $PROJECT up -d (host network, port $MANAGER_PORT)"
-compose up -d
-log "agent and monitor on every node: docker stack deploy $STACK"
-stack_existed=0
-if "$DOCKER" stack ls --format '{{.Name}}' | grep -qx "$STACK"; then
-    stack_existed=1
-fi
-"$DOCKER" stack deploy --resolve-image never -c docker-stack.yml -c docker-stack.lab.yml "$STACK"
-# The services name the image by its tag, so a rebuilt image does not change their spec.
-if [ "$stack_existed" = 1 ] && [ "$(cat "$IMAGE_FILE" 2>/dev/null || true)" != "$image_id" ]; then
-    log "the project image changed: restarting the node services on it"
-    for service in agent monitor; do
-        timeout 180 "$DOCKER" service update --force --quiet --detach=false \
-            "${STACK}_$service" >/dev/null
-    done
-fi
-echo "$image_id" > "$IMAGE_FILE"
-log "waiting for the manager to see the $NODES hosts, each reported by its own monitor"
-helper ready --hosts "$NODES" --timeout-s 180 || {
-    compose logs --tail 20 manager >&2 || true
-    die "the manager does not see $NODES reported hosts (see above, and: $DOCKER service logs ${STACK}_monitor)"
-}
+lab_stack_up
 
 # -- 3. the demo's requests --------------------------------------------------------------------
 run=$(( $(cat "$RUN_FILE" 2>/dev/null || echo 0) + 1 ))

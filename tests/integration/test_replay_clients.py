@@ -1,0 +1,147 @@
+"""The replay's RESP client and service clients against real servers on 127.0.0.1: the
+session's redis-server, and an HTTP server answering like the time server image."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
+from benchmarks.replay.feed import RoundResult, ServiceTarget
+from benchmarks.replay.resp import (
+    RespClient,
+    RespError,
+    RespProtocolError,
+    encode_command,
+    read_reply,
+)
+from benchmarks.trace import Workload
+from tests.support.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.redis
+
+
+def test_commands_are_encoded_as_arrays_of_bulk_strings() -> None:
+    assert encode_command("SET", "k", b"v\r\n", 12) == (
+        b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nv\r\n\r\n$2\r\n12\r\n")
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    (b"+OK\r\n", b"OK"),
+    (b":42\r\n", 42),
+    (b"$5\r\nhello\r\n", b"hello"),
+    (b"$0\r\n\r\n", b""),
+    (b"$-1\r\n", None),
+    (b"*2\r\n$1\r\na\r\n:1\r\n", [b"a", 1]),
+    (b"*-1\r\n", None),
+])
+def test_replies_are_parsed(raw: bytes, value: object) -> None:
+    assert read_reply(io.BytesIO(raw)) == value
+
+
+@pytest.mark.parametrize("raw", [b"", b"+OK", b"$5\r\nhel", b"?x\r\n", b":x\r\n"])
+def test_broken_replies_are_protocol_errors(raw: bytes) -> None:
+    with pytest.raises(RespProtocolError):
+        read_reply(io.BytesIO(raw))
+
+
+def test_set_get_and_errors_against_a_real_redis(redis_srv: RedisServer) -> None:
+    with RespClient("127.0.0.1", redis_srv.port) as client:
+        assert client.command("SET", "replay:test:k", b"x" * 1024) == b"OK"
+        assert client.command("GET", "replay:test:k") == b"x" * 1024
+        assert client.command("GET", "replay:test:missing") is None
+        assert client.command("DEL", "replay:test:k") == 1
+        with pytest.raises(RespError, match="unknown command"):
+            client.command("NO-SUCH-COMMAND")
+        assert client.command("PING") == b"PONG"  # the connection survives an error reply
+
+
+def test_the_redis_round_waits_for_data_then_sets_and_gets(redis_srv: RedisServer) -> None:
+    with RespClient("127.0.0.1", redis_srv.port) as admin:
+        rounds = RedisRound(keys=3, timeout_s=5.0)
+        try:
+            admin.command("SET", "key:0", "value")  # "loaded": DBSIZE > 0
+            assert rounds.ready("127.0.0.1", redis_srv.port)
+            rounds.run("127.0.0.1", redis_srv.port, 5)
+            # Only key:0 .. key:2 are written, with 1 KiB values: the data set keeps its size.
+            assert admin.command("EXISTS", "key:0", "key:1", "key:2") == 3
+            assert admin.command("EXISTS", "key:3") == 0
+            assert admin.command("STRLEN", "key:1") == 1024
+        finally:
+            rounds.close()
+            admin.command("DEL", "key:0", "key:1", "key:2")
+
+
+class _TimeHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps({"epoch_s": time.time()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TimeHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _collect(results: queue.SimpleQueue[RoundResult]) -> list[RoundResult]:
+    out = []
+    while not results.empty():
+        out.append(results.get())
+    return out
+
+
+def test_a_service_client_sends_rounds_at_its_interval(http_port: int) -> None:
+    HttpRound(2.0).ready("127.0.0.1", http_port)
+    results: queue.SimpleQueue[RoundResult] = queue.SimpleQueue()
+    target = ServiceTarget("ts", Workload.TIMESERVER, 20, "127.0.0.1", http_port, 0)
+    client = ServiceClient(target, 0.25, results, timeout_s=2.0)
+    client.start()
+    time.sleep(1.1)
+    client.stop()
+    assert client.join(5.0)
+    rounds = _collect(results)
+    assert 3 <= len(rounds) <= 6, rounds
+    assert all(r.ok and r.ready and r.rate == 20 and r.request_id == "ts" for r in rounds)
+    starts = [r.at_wall_s for r in rounds]
+    assert all(0.2 <= b - a <= 0.4 for a, b in itertools.pairwise(starts)), starts
+
+
+def test_a_client_reports_not_ready_until_the_service_answers_and_follows_a_move(
+    http_port: int,
+) -> None:
+    closed = free_port()  # nothing listens there
+    results: queue.SimpleQueue[RoundResult] = queue.SimpleQueue()
+    target = ServiceTarget("ts", Workload.TIMESERVER, 5, "127.0.0.1", closed, 0)
+    client = ServiceClient(target, 0.1, results, timeout_s=1.0)
+    client.start()
+    time.sleep(0.35)
+    client.retarget("127.0.0.1", http_port)  # "killed and rescheduled" elsewhere
+    time.sleep(0.4)
+    client.stop()
+    assert client.join(5.0)
+    rounds = _collect(results)
+    assert rounds[0].ready is False and rounds[0].ok is False
+    assert rounds[-1].ready and rounds[-1].ok
+    first_ok = next(i for i, r in enumerate(rounds) if r.ok)
+    assert all(not r.ready for r in rounds[:first_ok])
