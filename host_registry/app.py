@@ -30,7 +30,12 @@ class StandaloneEvents:
         self.store.remove_host(host_id)
 
     def task_ended(
-        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+        self,
+        task_id: str,
+        status: EndStatus,
+        exit_code: int | None,
+        service_id: str | None = None,
+        oom: bool = False,
     ) -> bool:
         try:
             self.store.end_task(task_id)

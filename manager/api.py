@@ -25,13 +25,11 @@ def manager() -> Manager:
 
 @blueprint.post("/requests")
 def submit() -> tuple[Response, int]:
-    record, decision = manager().submit(json_body())
-    return jsonify(
-        {
-            "request": record.to_json(),
-            "decision": decision.to_dict() if decision is not None else None,
-        }
-    ), 201
+    record, decision, decision_ms = manager().submit(json_body())
+    answer = None
+    if decision is not None:  # decision_ms: the scheduler's own time, Docker work excluded
+        answer = {**decision.to_dict(), "decision_ms": round(decision_ms, 3)}
+    return jsonify({"request": record.to_json(), "decision": answer}), 201
 
 
 @blueprint.get("/requests/<request_id>")

@@ -104,7 +104,9 @@ class Manager:
 
     # -- requests (called from REST threads) ------------------------------------------------
 
-    def submit(self, body: Any) -> tuple[RequestRecord, Decision | None]:
+    def submit(self, body: Any) -> tuple[RequestRecord, Decision | None, float]:
+        """The record, the decision (None under the 'swarm' policy), and how long the
+        scheduler took to decide and book it, in milliseconds (Docker work excluded)."""
         hosts = list(self.store.all_hosts())
         if not hosts:
             raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
@@ -117,16 +119,18 @@ class Manager:
 
     def _submit(
         self, request: Request, spec: dict[str, Any], queue: bool
-    ) -> tuple[RequestRecord, Decision | None]:
+    ) -> tuple[RequestRecord, Decision | None, float]:
         if self.records.exists(request.id):
             raise ConflictError(f"a request named {request.id!r} already exists")
         self.records.create(request.id, spec)
         if self.by_swarm:
             self._hand_to_swarm(request, spec)
-            return self.records.get(request.id), None
+            return self.records.get(request.id), None, 0.0
+        started = time.perf_counter()
         outcome = self.scheduler.submit(request, self.clock(), queue=queue)
+        decision_ms = (time.perf_counter() - started) * 1000
         self._carry_out(outcome)
-        return self.records.get(request.id), outcome.decision_for(request.id)
+        return self.records.get(request.id), outcome.decision_for(request.id), decision_ms
 
     def stop_request(self, request_id: str) -> RequestRecord:
         return self.loop.call(lambda: self._stop_request(request_id))
@@ -150,12 +154,22 @@ class Manager:
     # -- events from the registries and agents ----------------------------------------------
 
     def task_ended(
-        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+        self,
+        task_id: str,
+        status: EndStatus,
+        exit_code: int | None,
+        service_id: str | None = None,
+        oom: bool = False,
     ) -> bool:
-        return self.loop.call(lambda: self._task_ended(task_id, status, exit_code, service_id))
+        return self.loop.call(lambda: self._task_ended(task_id, status, exit_code, service_id, oom))
 
     def _task_ended(
-        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None
+        self,
+        task_id: str,
+        status: EndStatus,
+        exit_code: int | None,
+        service_id: str | None,
+        oom: bool = False,
     ) -> bool:
         """Free a task's room when its container is done; False when the report is stale."""
         try:
@@ -170,7 +184,12 @@ class Manager:
             EndStatus.FINISHED,
             EndStatus.FAILED,
         ):
-            self.records.update(task_id, f"container exited (code {exit_code}); Swarm restarts it")
+            why = ", out of memory" if oom else ""
+            self.records.update(
+                task_id,
+                f"container exited (code {exit_code}{why}); Swarm restarts it",
+                oom=oom or None,
+            )
             return False
         _, outcome = self.scheduler.task_ended(task_id, self.clock())
         self.backend.remove(task_id)
@@ -178,7 +197,14 @@ class Manager:
             EndStatus.FINISHED: RequestStatus.COMPLETED,
             EndStatus.FAILED: RequestStatus.FAILED,
         }.get(status, RequestStatus.STOPPED)
-        self.records.update(task_id, f"ended: {status.value}", status=final, exit_code=exit_code)
+        why = " (out of memory)" if oom else ""
+        self.records.update(
+            task_id,
+            f"ended: {status.value}{why}",
+            status=final,
+            exit_code=exit_code,
+            oom=oom or None,
+        )
         self._carry_out(outcome)
         return True
 
@@ -523,9 +549,14 @@ class ManagerEvents:
         self.manager.host_removed(host_id)
 
     def task_ended(
-        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+        self,
+        task_id: str,
+        status: EndStatus,
+        exit_code: int | None,
+        service_id: str | None = None,
+        oom: bool = False,
     ) -> bool:
-        return self.manager.task_ended(task_id, status, exit_code, service_id)
+        return self.manager.task_ended(task_id, status, exit_code, service_id, oom)
 
     def kill(self, task_id: str) -> None:
         self.manager.kill(task_id)

@@ -83,12 +83,14 @@ class ManagerLink:
             return None
         return Desired(str(body["host"]), int(body["cpu_shares"]), int(body["memory"]))
 
-    def report_end(self, task_id: str, exit_code: int, service_id: str | None) -> None:
-        status = "finished" if exit_code == 0 else "failed"
+    def report_end(
+        self, task_id: str, exit_code: int, service_id: str | None, oom: bool = False
+    ) -> None:
+        status = "finished" if exit_code == 0 and not oom else "failed"
         self._call(
             "POST",
             f"/registry/tasks/{task_id}/end",
-            {"status": status, "exit_code": exit_code, "service_id": service_id},
+            {"status": status, "exit_code": exit_code, "service_id": service_id, "oom": oom},
         )
 
     def report_resources(self, task_id: str, cpu_shares: int, memory: int) -> None:
@@ -247,9 +249,11 @@ class Agent:
     def _exited(self, container: Any) -> None:
         """Report one exited container of ours, then remove it and its anonymous volumes."""
         task_id = container.labels.get(LABEL_TASK)
-        exit_code = int(container.attrs.get("State", {}).get("ExitCode", -1))
+        state = container.attrs.get("State", {})
+        exit_code = int(state.get("ExitCode", -1))
+        oom = bool(state.get("OOMKilled", False))  # the kernel killed it at its memory limit
         try:
-            self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL))
+            self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL), oom)
         except UnavailableError as exc:
             log.warning("could not report the exit of %s (%s); will retry", task_id, exc)
             return  # keep the container: the next reconciliation reports it

@@ -33,7 +33,12 @@ class RegistryEvents(Protocol):
     def host_removed(self, host_id: str) -> None: ...
 
     def task_ended(
-        self, task_id: str, status: EndStatus, exit_code: int | None, service_id: str | None = None
+        self,
+        task_id: str,
+        status: EndStatus,
+        exit_code: int | None,
+        service_id: str | None = None,
+        oom: bool = False,
     ) -> bool:
         """False when the report is stale (an earlier placement of the same task)."""
         ...
@@ -110,7 +115,7 @@ def task_end(task_id: str) -> tuple[Response, int]:
     """Message 10: the node's agent saw the task's container exit. ``service_id`` names the
     placement the container belonged to, so a late report cannot end a newer placement."""
     body = json_body()
-    allow_only(body, {"status", "exit_code", "service_id"})
+    allow_only(body, {"status", "exit_code", "service_id", "oom"})
     raw_status = required(body, "status")
     if raw_status not in {s.value for s in EndStatus}:
         raise ValidationError("status", "must be one of " + ", ".join(s.value for s in EndStatus))
@@ -120,8 +125,11 @@ def task_end(task_id: str) -> tuple[Response, int]:
     service_id = body.get("service_id")
     if service_id is not None and (not isinstance(service_id, str) or len(service_id) > 128):
         raise ValidationError("service_id", "must be a Swarm service id")
+    oom = body.get("oom", False)
+    if not isinstance(oom, bool):
+        raise ValidationError("oom", "must be true or false")
     ended = registry().events.task_ended(
-        check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id
+        check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id, oom
     )
     return jsonify({"task": task_id, "ended": ended}), 200
 

@@ -323,3 +323,12 @@ def test_a_crashing_service_keeps_its_place_while_swarm_restarts_it(live: Live) 
     record = live.request("flaky")
     assert record["status"] == "running"
     assert live.get("/hosts")[0]["cpu_allocated"] == 300
+
+
+def test_an_out_of_memory_kill_is_reported_as_such(live: Live) -> None:
+    # dd keeps 64 MiB in one buffer: a 16 MiB limit makes the kernel kill it.
+    live.submit("greedy", 3, "job", 100, "16m", ["dd", "if=/dev/zero", "of=/dev/null",
+                                                  "bs=64M", "count=4"])
+    record = live.wait_status("greedy", "failed")
+    ended = record["history"][-1]
+    assert ended["event"] == "ended: failed (out of memory)" and ended.get("oom") is True

@@ -125,6 +125,7 @@ BAD = [
     ("PUT", "/registry/tasks/utilization", {"host": "h", "tasks": "all"}, "tasks"),
     ("PUT", "/registry/tasks/t/resources", {"cpu_shares": 1, "memory": 10}, "cpu_shares"),
     ("POST", "/registry/tasks/t/end", {"status": "exploded"}, "status"),
+    ("POST", "/registry/tasks/t/end", {"status": "failed", "oom": "yes"}, "oom"),
     ("POST", "/registry/placements", {"request": {"id": "n", "class": 7, "type": "job",
                                                   "cpu_shares": 10, "memory": 10}, "host": "h"},
      "request.class"),
