@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from benchmarks.lab.settings import LabSettings, settings_from_env
+from tests.support.live import leave_leftover_test_swarm
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_NODES = 2
@@ -75,10 +76,15 @@ def lab_up_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="module")
-def lab(lab_settings: LabSettings, lab_up_args: tuple[str, ...]) -> Iterator[Lab]:
+def lab(
+    lab_settings: LabSettings, lab_up_args: tuple[str, ...], docker_socket: str
+) -> Iterator[Lab]:
+    """The lab on the session's engine (``docker_socket``), after undoing what an interrupted
+    run of the live tests may have left on it (their loopback swarm, which the lab refuses)."""
     reason = _skip_reason(lab_settings)
     if reason:
         pytest.skip(reason)
+    leave_leftover_test_swarm(docker_socket)
     try:
         done = lab_cli(*lab_up_args, timeout_s=UP_TIMEOUT_S)
         assert done.returncode == 0, f"lab up failed:\n{done.stdout}\n{done.stderr}"

@@ -22,12 +22,41 @@ CAPACITY_CPU = 2048
 CAPACITY_MEMORY = 4 * 2**30
 
 
+# Marks the node of a swarm these tests created, so that a run killed before its clean-up
+# (machine restart, SIGKILL) can be recognised and undone by the next one; never set on a
+# swarm somebody else created.
+TEST_SWARM_LABEL = "greenswarm.tests.single-node-swarm"
+
+
+def _is_test_swarm(client: Any) -> bool:
+    info = client.info()["Swarm"]
+    if info["LocalNodeState"] != "active" or not info.get("ControlAvailable"):
+        return False
+    labels = client.nodes.get(info["NodeID"]).attrs["Spec"].get("Labels") or {}
+    return labels.get(TEST_SWARM_LABEL) == "1"
+
+
+def leave_leftover_test_swarm(socket_path: str) -> bool:
+    """Leave a single-node swarm an interrupted test run left on the engine; True if one was.
+
+    Only a swarm carrying TEST_SWARM_LABEL is touched."""
+    client = docker.DockerClient(base_url=f"unix://{socket_path}")
+    try:
+        if not _is_test_swarm(client):
+            return False
+        client.swarm.leave(force=True)
+        return True
+    finally:
+        client.close()
+
+
 @contextlib.contextmanager
 def single_node_swarm(socket_path: str) -> Iterator[str]:
     """The engine's Swarm node id; the swarm is created on loopback (and left afterwards) only
-    when the engine was in none. The node's capacity labels are set, then restored."""
+    when the engine was in none, or in one an interrupted run of these tests left behind. The
+    node's capacity labels are set, then restored."""
     client = docker.DockerClient(base_url=f"unix://{socket_path}")
-    created = False
+    created = _is_test_swarm(client)
     if client.info()["Swarm"]["LocalNodeState"] != "active":
         client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
         created = True
@@ -41,6 +70,8 @@ def single_node_swarm(socket_path: str) -> Iterator[str]:
             "greenswarm.capacity.memory_bytes": str(CAPACITY_MEMORY),
         }
     )
+    if created:
+        labels[TEST_SWARM_LABEL] = "1"
     node.update({**old_spec, "Labels": labels})
     try:
         yield node_id
