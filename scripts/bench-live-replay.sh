@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Live comparison of policies on the local lab (DESIGN 7.2), next to the simulator.
 #
-#   sudo bash scripts/bench-live-replay.sh [--policies energy,spread,binpack] [--speedup 10]
+#   bash scripts/bench-live-replay.sh [--policies energy,spread,binpack] [--speedup 10]
 #       [--duration-s 1800] [--seed 1] [--trace FILE] [--out DIR] [--keep-lab] [--keep-records]
 #
 # 1. the lab (3 nodes of 1 CPU and 2 GiB), the manager and Redis, an agent and a monitor on

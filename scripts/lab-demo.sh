@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command: greenswarm on a real 3-node Docker Swarm on this machine.
 #
-#   sudo bash scripts/lab-demo.sh                 set up, start everything, run the demo
-#   sudo bash scripts/lab-demo.sh --down          stop the demo, the stack and the lab
-#   sudo bash scripts/lab-demo.sh --down --purge  ... and delete Redis' volume (every record)
+#   bash scripts/lab-demo.sh                 set up, start everything, run the demo
+#   bash scripts/lab-demo.sh --down          stop the demo, the stack and the lab
+#   bash scripts/lab-demo.sh --down --purge  ... and delete Redis' volume (every record)
 #
 # It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, benchmarks/lab),
 # the manager and Redis (docker-compose.yml), the agent and monitor on every node
@@ -160,7 +160,7 @@ web_address=$("$DOCKER" node inspect --format '{{.Status.Addr}}' "$web_node" 2>/
 echo
 echo "== Look further (the services keep running; the jobs are done)"
 look() { printf '  %-62s # %s\n' "$1" "$2"; }
-look "export GREENSWARM_TOKEN=\$(sudo cat $TOKEN_FILE)" "for submit and stop (DELETE)"
+look "export GREENSWARM_TOKEN=\$(cat $TOKEN_FILE)" "for submit and stop (DELETE)"
 look "source .venv/bin/activate" "the greenswarm CLI"
 look "greenswarm status" "every request (greenswarm status $p-encode: its history)"
 look "greenswarm hosts" "regions, classes, use and bookings"
@@ -171,6 +171,6 @@ look "$DOCKER stack ps $STACK" "the agent and monitor of every node"
 look "$DOCKER -H unix:///run/greenswarm/lab/$packed.sock ps" "a node's own engine"
 look "docker-compose -p $PROJECT logs manager" "the manager's log"
 look "python -m benchmarks.lab status" "the lab's nodes"
-echo "Run it again: sudo bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
-echo "Stop it all:  sudo bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"
+echo "Run it again: bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
+echo "Stop it all:  bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"
 log "demo done"
