@@ -1,10 +1,10 @@
 """The monitor's own CPU use with N idle task containers (design section 8: < 1% of one core).
 
-Starts N busybox ``sleep`` containers labelled ``greenswarm.task``, a stand-in registry on the
-loopback (answers messages 11-13 like the real one), and the monitor as its own process
-(``python -m monitor``) with the default intervals unless told otherwise; after a warm-up, reads
-utime + stime of the monitor from ``/proc/<pid>/stat`` over ``--duration-s`` and prints the
-monitor's CPU use in percent of one core. Everything it started is stopped (by pid) and removed
+Starts N busybox ``sleep`` containers labelled ``greenswarm.task``, the real registry
+(``greenswarm registry`` on a redis-server of its own, on the loopback), and the monitor as its
+own process (``python -m monitor``) with the default intervals unless told otherwise; after a
+warm-up, reads utime + stime of the monitor from ``/proc/<pid>/stat`` over ``--duration-s``
+and prints the monitor's CPU use in percent of one core. Everything it started is stopped (by pid) and removed
 (by container id) at the end, also on failure.
 
     python benchmarks/monitor_overhead.py --containers 20 --duration-s 60
@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
-import shutil
+import socket
 import subprocess
 import sys
-import tarfile
-import threading
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,78 +41,69 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-class _Counts:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_path: dict[str, int] = {}
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    def add(self, method: str, path: str) -> None:
-        key = f"{method} {path if 'tasks' in path or path.endswith('hosts') else 'host util'}"
-        with self.lock:
-            self.by_path[key] = self.by_path.get(key, 0) + 1
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 @contextlib.contextmanager
-def stand_in_registry() -> Iterator[tuple[str, _Counts]]:
-    counts = _Counts()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            counts.add(self.command, self.path)
-            if self.path == "/registry/tasks/utilization":
-                status, answer = 200, {"updated": [t["id"] for t in body["tasks"]], "unknown": []}
-            else:
-                status, answer = (201 if self.command == "POST" else 200), body
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_POST = do_PUT = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def registry(work: Path) -> Iterator[str]:
+    """The real Host and Task Registry (``greenswarm registry``) on a redis-server of its own,
+    both on the loopback and stopped by pid; yields the registry's URL."""
+    redis_port, registry_port = _free_port(), _free_port()
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(work),
+         "--appendonly", "yes", "--save", "", "--logfile", str(work / "redis.log")])
+    environment = {**os.environ, "GREENSWARM_TOKEN": TOKEN,
+                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with open(work / "registry.log", "ab") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "manager.cli", "registry", "--listen",
+             f"127.0.0.1:{registry_port}", "--redis-url", f"redis://127.0.0.1:{redis_port}/0",
+             "--log-level", "WARNING"], cwd=REPO, env=environment, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{registry_port}"
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", counts
+        deadline = time.monotonic() + 30.0
+        while not _answers(f"{url}/registry/hosts"):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit(f"the registry did not start; see {work / 'registry.log'}")
+            time.sleep(0.2)
+        yield url
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        _stop(server)
+        _stop(redis)
 
 
-def ensure_image(client: Any) -> None:
-    """Import a static-busybox image when the engine does not have it (no registry needed)."""
-    import docker
+def _answers(url: str) -> bool:
+    import requests
 
     try:
-        client.images.get(IMAGE)
-        return
-    except docker.errors.ImageNotFound:
-        pass
-    binary = shutil.which("busybox")
-    if binary is None:
-        raise SystemExit(f"{IMAGE} is missing and busybox is not installed")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for directory in ("bin", "tmp", "proc", "sys", "dev", "etc"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        tar.add(binary, arcname="bin/busybox")
-        for applet in ("sh", "sleep"):
-            link = tarfile.TarInfo(f"bin/{applet}")
-            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
-            tar.addfile(link)
-    repository, tag = IMAGE.split(":")
-    client.api.import_image_from_data(buffer.getvalue(), repository=repository, tag=tag,
-                                      changes=['CMD ["sh"]', "ENV PATH=/bin"])
+        return requests.get(url, timeout=2.0).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def registered_hosts(url: str) -> list[dict[str, Any]]:
+    import requests
+
+    hosts: list[dict[str, Any]] = requests.get(f"{url}/registry/hosts", timeout=5.0).json()
+    return hosts
+
+
+def ensure_image() -> None:
+    """greenswarm/busybox through the lab's image builder (cached; seconds when missing)."""
+    subprocess.run([sys.executable, "-m", "benchmarks.lab", "images", "--images", "minimal"],
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
 
 
 @contextlib.contextmanager
@@ -151,12 +139,7 @@ def monitor_process(registry_url: str, docker_socket: str,
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        _stop(process)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
 
     client = docker.DockerClient(base_url=f"unix://{args.docker_socket}", version="1.41")
     try:
-        ensure_image(client)
+        ensure_image()
         with (
+            tempfile.TemporaryDirectory(prefix="monitor-overhead-") as work,
             idle_containers(client, args.containers) as containers,
-            stand_in_registry() as (url, counts),
+            registry(Path(work)) as url,
             monitor_process(url, args.docker_socket, args.monitor_args) as process,
         ):
             time.sleep(args.warmup_s)
@@ -197,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                 "measured_s": round(end_s - start_s, 1),
                 "monitor_cpu_s": round(after_s - before_s, 3),
                 "monitor_args": args.monitor_args,
-                "registry_requests": dict(sorted(counts.by_path.items())),
+                "registered_hosts": [
+                    {k: h.get(k) for k in ("id", "cpu_util", "memory_util")}
+                    for h in registered_hosts(url)],
             }
     finally:
         client.close()
@@ -206,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"monitor CPU: {result['monitor_cpu_percent_of_one_core']:.2f} % of one core "
               f"({result['containers']} idle containers, {result['measured_s']} s measured, "
-              f"{result['monitor_cpu_s']} CPU-s; registry requests {result['registry_requests']})")
+              f"{result['monitor_cpu_s']} CPU-s; as registered {result['registered_hosts']})")
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Live latency benchmark on a single-node swarm of this machine's engine: starts Redis, the
-# manager and an agent (stopped by pid at the end), runs benchmarks.live_latency, and leaves
-# the swarm again if it had to create it. Extra arguments go to the benchmark.
+# Live latency benchmark on a single-node swarm of this machine's engine: starts the engine if it
+# is not running, imports greenswarm/busybox if missing, starts Redis, the manager and an agent
+# (all stopped by pid at the end), runs benchmarks.live_latency, and leaves the swarm again if
+# it had to create it. Run it as root. Extra arguments go to the benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -10,14 +11,27 @@ source .venv/bin/activate
 work=$(mktemp -d)
 pids=()
 created_swarm=0
+dockerd_pid=
+DOCKER=/usr/bin/docker
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [ "$created_swarm" = 1 ]; then docker swarm leave --force >/dev/null 2>&1 || true; fi
+    if [ "$created_swarm" = 1 ]; then $DOCKER swarm leave --force >/dev/null 2>&1 || true; fi
+    if [ -n "$dockerd_pid" ]; then
+        kill "$dockerd_pid" 2>/dev/null || true
+        for _ in $(seq 60); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.5; done
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
-DOCKER=/usr/bin/docker
+if ! $DOCKER info >/dev/null 2>&1; then
+    mkdir -p /var/log/greenswarm
+    dockerd --pidfile /run/greenswarm-bench-dockerd.pid >>/var/log/greenswarm/dockerd-bench.log 2>&1 &
+    dockerd_pid=$!
+    for _ in $(seq 120); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
+    $DOCKER info >/dev/null || { echo "dockerd did not start (/var/log/greenswarm/dockerd-bench.log)" >&2; exit 1; }
+fi
+python -m benchmarks.lab images --images minimal >/dev/null
 if [ "$($DOCKER info --format '{{.Swarm.LocalNodeState}}')" != "active" ]; then
     $DOCKER swarm init --advertise-addr 127.0.0.1 >/dev/null
     created_swarm=1

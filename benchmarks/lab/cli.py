@@ -3,7 +3,7 @@
     greenswarm lab up [--nodes N] [--node-cpus C] [--node-memory M] [--images all|minimal|none]
     greenswarm lab down [--purge]
     greenswarm lab status [--json]
-    greenswarm lab images [--force]
+    greenswarm lab images [--force] [--images all|minimal]
 
 Wired into the main CLI by ``register(subparsers)``; also runnable as ``python -m benchmarks.lab``.
 Heavy imports happen inside the handlers.
@@ -59,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                                 "running nodes)")
     images.add_argument("--force", action="store_true",
                         help="rebuild from scratch (new debootstrap, no build cache)")
+    images.add_argument("--images", choices=[str(ImageSet.ALL), str(ImageSet.MINIMAL)],
+                        default=str(ImageSet.ALL),
+                        help="all (default) or minimal (greenswarm/busybox only, seconds)")
     images.set_defaults(handler=_images)
 
 
@@ -112,7 +115,7 @@ def _images(args: argparse.Namespace) -> int:
     from benchmarks.lab import lab
     from domain.units import format_bytes
 
-    results = lab.images_command(_settings(), args.force, _report)
+    results = lab.images_command(_settings(), args.force, _report, ImageSet(args.images))
     width = max((len(r.tag) for r in results), default=0)
     for r in results:
         print(f"{r.tag.ljust(width)}  {r.image_id[7:19]}  {format_bytes(r.size_bytes):>9}  "

@@ -263,19 +263,20 @@ def build_images(settings: LabSettings, image_set: ImageSet, force: bool, report
     return results
 
 
-def images_command(settings: LabSettings, force: bool, report: Report) -> list[images.ImageResult]:
-    """`lab images`: build everything on the main engine, then load it into running nodes."""
+def images_command(settings: LabSettings, force: bool, report: Report,
+                   image_set: ImageSet = ImageSet.ALL) -> list[images.ImageResult]:
+    """`lab images`: build ``image_set`` on the main engine, then load it into running nodes."""
     require_root()
     with lab_lock(settings.paths):
         if not engine.ping(settings.engine.main_url):
             raise LabUnavailableError(
                 f"the main Docker engine does not answer on {settings.engine.main_url}; start "
                 "it or run `greenswarm lab up`")
-        results = build_images(settings, ImageSet.ALL, force, report)
+        results = build_images(settings, image_set, force, report)
         state = load_state(settings.paths)
         nodes = [n for n in (state.nodes if state else ()) if engine.ping(n.socket_url)]
         if nodes:
-            images.load_into_nodes(settings, nodes, images.node_tags(settings, ImageSet.ALL),
+            images.load_into_nodes(settings, nodes, images.node_tags(settings, image_set),
                                    report)
         return results
 

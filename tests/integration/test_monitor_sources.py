@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import subprocess
@@ -14,15 +15,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import requests
+from werkzeug.serving import make_server
 
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
+from host_registry.app import create_registry_app
+from host_registry.redis_store import RedisStore
 from monitor.cgroups import CgroupVersion, detect_version
 from monitor.client import HostRegistration, RegistryClient
 from monitor.core import BackoffPolicy, HostUpdate, TaskBatch, TaskUtil, UtilSample
@@ -30,7 +34,7 @@ from monitor.host_sources import CgroupHostSource, HostCapacity
 from monitor.identity import HostIdentity, resolve_identity
 from monitor.service import Monitor, Timings
 from monitor.tasks import TASK_LABEL, ContainerSampler, ReadPath, TaskContainer
-from tests.support.servers import free_port, wait_for
+from tests.support.servers import RedisServer, free_port, redis_server, wait_for
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024**2
@@ -344,111 +348,107 @@ def test_refuses_to_start_without_a_token() -> None:
     assert "GREENSWARM_TOKEN is empty" in completed.stderr
 
 
-# --- the registry client and the loop against a real HTTP registry ----------------------------
+# --- the registry client and the loop against the real registry --------------------------------
 
 TOKEN = "t0ken"
 
 
+class Recorder:
+    """WSGI middleware that records every request the registry answers (method, path, JSON
+    body, status): an observer in front of the real app, not a replacement for it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str, Any, int]] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(raw)
+
+        def recording_start_response(status: str, headers: Any, *rest: Any) -> Any:
+            with self.lock:
+                self.log.append((environ["REQUEST_METHOD"], environ["PATH_INFO"],
+                                 json.loads(raw) if raw else None, int(status.split()[0])))
+            return start_response(status, headers, *rest)
+
+        return self.app(environ, recording_start_response)
+
+
 @dataclass
-class FakeRegistry:
-    """A tiny registry on 127.0.0.1 that speaks messages 11-13 (not a mock of our client: a
-    server with the protocol's statuses, which tests can make fail)."""
+class LiveRegistry:
+    """The real Host and Task Registry (``create_registry_app`` on a ``RedisStore``) on a
+    redis-server of its own, served on 127.0.0.1 from this process. Its outages are real:
+    stopping that redis-server makes the registry answer 503."""
 
-    known_tasks: set[str] = field(default_factory=set)
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    log: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    fail_status: int | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, Any]:
-        with self.lock:
-            if auth != f"Bearer {TOKEN}":
-                return 401, {"error": "unauthorized"}
-            if self.fail_status is not None:
-                return self.fail_status, {"error": "down"}
-            self.log.append((method, path, body))
-            if method == "POST" and path == "/registry/hosts":
-                value = body.get("cpu_util")
-                if not (isinstance(value, float | int) and 0 <= value <= 1):
-                    return 400, {"error": "invalid", "field": "cpu_util", "message": "a number"}
-                created = body["id"] not in self.hosts
-                self.hosts[body["id"]] = dict(body)
-                return (201 if created else 200), self.hosts[body["id"]]
-            if method == "PUT" and path == "/registry/tasks/utilization":
-                ids = [t["id"] for t in body["tasks"]]
-                return 200, {"updated": [i for i in ids if i in self.known_tasks],
-                             "unknown": [i for i in ids if i not in self.known_tasks]}
-            parts = path.strip("/").split("/")
-            if method == "PUT" and len(parts) == 4 and parts[3] == "utilization":
-                host = self.hosts.get(parts[2])
-                if host is None:
-                    return 404, {"error": "not found"}
-                host.update(body)
-                return 200, host
-            return 404, {"error": "no route"}
+    redis: RedisServer
+    store: RedisStore
+    recorder: Recorder
+    url: str
 
     def host_puts(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [b for m, p, b in self.log if m == "PUT" and p.startswith("/registry/hosts/")]
+        """The bodies of the host updates the registry accepted (200), in order."""
+        with self.recorder.lock:
+            return [b for m, p, b, status in self.recorder.log
+                    if m == "PUT" and p.startswith("/registry/hosts/") and status == 200]
+
+    def host(self, host_id: str) -> dict[str, Any] | None:
+        response = requests.get(f"{self.url}/registry/hosts/{host_id}", timeout=5.0)
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def place(self, task_id: str, host_id: str) -> None:
+        body = {"request": {"id": task_id, "class": 4, "type": "job", "cpu_shares": 64,
+                            "memory": 2**20}, "host": host_id}
+        response = requests.post(f"{self.url}/registry/placements", json=body, timeout=5.0,
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+        assert response.status_code == 201, response.text
 
 
 @pytest.fixture
-def registry() -> Iterator[tuple[FakeRegistry, str]]:
-    state = FakeRegistry()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
-            status, answer = state.handle(self.command, self.path,
-                                          self.headers.get("Authorization"), body)
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_POST = do_PUT = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def registry() -> Iterator[LiveRegistry]:
+    with redis_server() as redis_srv:
+        store = RedisStore.from_url(redis_srv.url, prefix="monitor-test")
+        recorder = Recorder(create_registry_app(store, TOKEN))
+        server = make_server("127.0.0.1", 0, recorder, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield LiveRegistry(redis_srv, store, recorder, f"http://127.0.0.1:{server.port}")
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
 
 REGISTRATION = HostRegistration("n1", "10.123.0.2", 1024, 2 * 1024**3, 0.25, 0.5)
 
 
-def test_client_speaks_the_protocol(registry: tuple[FakeRegistry, str]) -> None:
-    state, url = registry
-    client = RegistryClient(url, TOKEN)
+def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
+    client = RegistryClient(registry.url, TOKEN)
     with pytest.raises(NotFoundError):
         client.update_host("n1", HostUpdate(cpu_util=0.5))
     assert client.register_host(REGISTRATION) is True
     assert client.register_host(REGISTRATION) is False
     client.update_host("n1", HostUpdate(memory_util=0.75, power_w=42.0))
-    assert state.hosts["n1"]["memory_util"] == 0.75 and state.hosts["n1"]["power_w"] == 42.0
-    assert state.hosts["n1"]["cpu_util"] == 0.25
-    state.known_tasks = {"a"}
+    assert registry.host_puts()[-1] == {"memory_util": 0.75, "power_w": 42.0}
+    host = registry.host("n1")
+    assert host is not None and host["memory_util"] == 0.75 and host["cpu_util"] == 0.25
+    assert host["cpu_capacity"] == 1024 and host["address"] == "10.123.0.2"
+    registry.place("a", "n1")
     result = client.update_tasks("n1", TaskBatch((TaskUtil("a", 0.5, 0.5), TaskUtil("b", 0, 0))))
     assert (result.updated, result.unknown) == (("a",), ("b",))
     with pytest.raises(ValidationError) as caught:
-        client.register_host(HostRegistration("n1", "x", 1, 1, 1.5, 0.0))
+        client.register_host(HostRegistration("n1", "x", 1024, 2**30, 1.5, 0.0))
     assert caught.value.field == "cpu_util"  # the registry's 400, translated
     with pytest.raises(ValidationError):  # refused before sending, not "unreachable"
         client.register_host(HostRegistration("n1", "x", 1, 1, float("nan"), 0.0))
     with pytest.raises(AuthError):
-        RegistryClient(url, "wrong").register_host(REGISTRATION)
-    state.fail_status = 503
+        RegistryClient(registry.url, "wrong").register_host(REGISTRATION)
+    registry.redis.stop()  # the registry's Redis is down: it answers 503
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
     client.close()
@@ -500,44 +500,48 @@ def running(monitor: Monitor) -> Iterator[Monitor]:
 
 
 def test_loop_registers_sends_thresholded_updates_and_survives_outages(
-    registry: tuple[FakeRegistry, str],
+    registry: LiveRegistry,
 ) -> None:
-    state, url = registry
-    state.known_tasks = {"a"}
     host, tasks = ScriptedHost(), ScriptedTasks()
     monitor = Monitor(
-        HostIdentity("n1", "10.123.0.2"), host, RegistryClient(url, TOKEN, read_timeout_s=2.0),
+        HostIdentity("n1", "10.123.0.2"), host,
+        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
         timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0,
         backoff=BackoffPolicy(base_s=0.05, cap_s=0.2), task_sampler=tasks,
     )
     with running(monitor):
-        wait_for(lambda: len(state.host_puts()) >= 1, 10.0, "the first host update")
-        assert state.hosts["n1"]["cpu_capacity"] == 2048
-        assert state.host_puts()[0].keys() == {"cpu_util", "memory_util"}
+        wait_for(lambda: len(registry.host_puts()) >= 1, 10.0, "the first host update")
+        registered = registry.host("n1")
+        assert registered is not None and registered["cpu_capacity"] == 2048
+        assert registry.host_puts()[0].keys() == {"cpu_util", "memory_util"}
+        registry.place("a", "n1")
         wait_for(lambda: monitor.counters.task_batches_sent >= 1, 10.0, "the first task batch")
         # a small move is not sent
         host.cpu_util = 0.25
         windows = monitor.counters.host_windows
         wait_for(lambda: monitor.counters.host_windows >= windows + 3, 10.0, "three windows")
-        assert len(state.host_puts()) == 1
-        # the registry goes down; the host moves twice; only the latest value arrives later
-        state.fail_status = 503
+        assert len(registry.host_puts()) == 1
+        # the registry's Redis goes down (503s); the host moves twice; only the latest value
+        # arrives once it is back (append-only file: nothing the registry had is lost)
+        registry.redis.stop()
         host.cpu_util = 0.6
         wait_for(lambda: monitor.counters.send_failures >= 2, 10.0, "failed sends")
         host.cpu_util, host.memory_util = 0.9, 0.8
         windows = monitor.counters.host_windows
         wait_for(lambda: monitor.counters.host_windows >= windows + 2, 10.0, "two windows")
-        state.fail_status = None
-        wait_for(lambda: len(state.host_puts()) >= 2, 10.0, "the update after the outage")
+        assert len(registry.host_puts()) == 1
+        registry.redis.start()
+        wait_for(lambda: len(registry.host_puts()) >= 2, 10.0, "the update after the outage")
         time.sleep(0.5)
-        puts = state.host_puts()
+        puts = registry.host_puts()
         assert len(puts) == 2
         assert puts[1] == {"cpu_util": 0.9, "memory_util": 0.8}
-        # the registry forgot the host (restart without persistence): re-register, retry once
-        with state.lock:
-            state.hosts.clear()
+        answer = registry.host("n1")
+        assert answer is not None and answer["cpu_util"] == 0.9
+        # the registry forgot the host (Redis emptied): re-register, retry once
+        registry.store.flush()
         host.cpu_util = 0.1
-        wait_for(lambda: "n1" in state.hosts and state.hosts["n1"].get("cpu_util") == 0.1, 10.0,
+        wait_for(lambda: (registry.host("n1") or {}).get("cpu_util") == 0.1, 10.0,
                  "re-registration and the retried update")
     assert monitor.counters.registrations >= 2
     assert monitor.registered
