@@ -1,6 +1,6 @@
 """The monitor against real things: a cgroup subtree created under /sys/fs/cgroup with a process
 burning CPU in it, real busybox containers on the Docker engine (cgroup files and the stats API),
-and a small HTTP registry on the loopback speaking the registry protocol (messages 11-13)."""
+and the real Host and Task Registry (on a redis-server of its own) for messages 11-13."""
 
 from __future__ import annotations
 
