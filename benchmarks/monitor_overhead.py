@@ -4,8 +4,8 @@ Starts N busybox ``sleep`` containers labelled ``greenswarm.task``, the real reg
 (``greenswarm registry`` on a redis-server of its own, on the loopback), and the monitor as its
 own process (``python -m monitor``) with the default intervals unless told otherwise; after a
 warm-up, reads utime + stime of the monitor from ``/proc/<pid>/stat`` over ``--duration-s``
-and prints the monitor's CPU use in percent of one core. Everything it started is stopped (by pid) and removed
-(by container id) at the end, also on failure.
+and prints the monitor's CPU use in percent of one core. Everything it started is stopped (by
+pid) and removed (by container id) at the end, also on failure.
 
     python benchmarks/monitor_overhead.py --containers 20 --duration-s 60
 """
