@@ -23,6 +23,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from benchmarks.argtypes import positive_float, positive_int
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from benchmarks.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 from benchmarks.replay.cli import add_replay
@@ -30,26 +31,6 @@ from benchmarks.sim.cli import add_profile, add_simulate
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
 ActionRegistrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
 
 
 def add_hosts_argument(parser: argparse.ArgumentParser, default: str = THESIS_HOSTS_SPEC) -> None:
@@ -84,10 +65,10 @@ def _add_generate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--seed", type=int, required=True, help="random seed (an integer)")
     parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
     add_hosts_argument(parser)
-    parser.add_argument("--duration-s", type=_positive_float, default=3600.0, metavar="S",
+    parser.add_argument("--duration-s", type=positive_float, default=3600.0, metavar="S",
                         help="arrival window in seconds (default: 3600)")
     parser.add_argument(
-        "--arrival-rate", type=_positive_float, default=None, metavar="PER_S",
+        "--arrival-rate", type=positive_float, default=None, metavar="PER_S",
         help="requests per second while sending (default: 2/s scaled with the cluster: "
         "2 x hosts / 5 for thesis-sized hosts)",
     )
@@ -132,12 +113,12 @@ def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         help="input CSV file(s), read in order as one stream")
     parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
     add_hosts_argument(parser)
-    parser.add_argument("--duration-s", type=_positive_float, default=None, metavar="S",
+    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="keep only arrivals in the first S seconds")
-    parser.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="keep only the first N requests")
     parser.add_argument(
-        "--resource-scale", type=_positive_float, default=None, metavar="F",
+        "--resource-scale", type=positive_float, default=None, metavar="F",
         help="alibaba only: multiply every pod's CPU and memory by F (default: 1)",
     )
     parser.set_defaults(handler=_convert)

@@ -16,6 +16,7 @@ from typing import Any
 import requests
 
 from domain.errors import GreenSwarmError, UnavailableError, ValidationError
+from domain.settings import shared_token
 from domain.units import format_bytes
 
 FINAL = {"completed", "failed", "rejected", "stopped"}
@@ -65,12 +66,28 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 class Api:
+    """The manager's REST API for a client; the token as every process reads it
+    (GREENSWARM_TOKEN, else GREENSWARM_TOKEN_FILE)."""
+
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self.session = requests.Session()
-        token = os.environ.get("GREENSWARM_TOKEN", "")
+        token = shared_token(os.environ)
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def get(self, path: str) -> Any:
+        return self.call("GET", path)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)
+
+    def answers(self) -> bool:
+        """The manager answers /healthz with status ok."""
+        try:
+            return bool(self.get("/healthz").get("status") == "ok")
+        except GreenSwarmError:
+            return False
 
     def call(self, method: str, path: str, body: object = None) -> Any:
         try:

@@ -13,37 +13,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
-import requests
+from domain.errors import GreenSwarmError
+from manager.client_cmd import Api
 
 FINAL = {"completed", "failed", "rejected", "stopped"}
 DOCKER = os.environ.get("GREENSWARM_DOCKER_CLI", "/usr/bin/docker")
-
-
-class Api:
-    def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
-        self.session = requests.Session()
-        token = os.environ.get("GREENSWARM_TOKEN", "")
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
-
-    def get(self, path: str) -> Any:
-        response = self.session.get(self.url + path, timeout=10)
-        response.raise_for_status()
-        return response.json()
-
-    def delete(self, path: str) -> Any:
-        response = self.session.delete(self.url + path, timeout=60)
-        response.raise_for_status()
-        return response.json()
-
-    def answers(self) -> bool:
-        try:
-            return bool(self.get("/healthz").get("status") == "ok")
-        except (requests.RequestException, ValueError):
-            return False
 
 
 def node_names() -> dict[str, str]:
@@ -72,7 +47,7 @@ def wait(check: Callable[[], bool], timeout_s: float, what: str) -> bool:
         try:
             if check():
                 return True
-        except (requests.RequestException, ValueError, KeyError):
+        except (GreenSwarmError, KeyError):
             pass
         time.sleep(1.0)
     print(f"lab-demo: timed out after {timeout_s:.0f} s waiting for {what}", file=sys.stderr)
@@ -94,7 +69,7 @@ def cmd_ready(api: Api, args: argparse.Namespace) -> int:
             return False
         hosts = api.get("/hosts")
         reported = [h for h in hosts if h["cpu_util"] > 0 or h["memory_util"] > 0]
-        return len(hosts) == args.hosts and len(reported) == args.hosts
+        return bool(len(hosts) == args.hosts and len(reported) == args.hosts)
     return 0 if wait(ready, args.timeout_s, f"{args.hosts} hosts reported by their monitors") \
         else 1
 
@@ -256,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](api, args)
-    except requests.RequestException as exc:
+    except GreenSwarmError as exc:
         print(f"lab-demo: the manager at {args.url} failed: {exc}", file=sys.stderr)
         return 1
 

@@ -19,28 +19,16 @@ import json
 import os
 import sys
 
+from benchmarks.argtypes import positive_float
 from benchmarks.replay.driver import RECORDS_FILE, REPLAY_FILE
 
 DEFAULT_SPEEDUP = 10.0
 
 
 def _speedup(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 1000:
+    value = positive_float(text)
+    if value > 1000:
         raise argparse.ArgumentTypeError(f"must be in (0, 1000], got {text!r}")
-    return value
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
 
 
@@ -66,7 +54,7 @@ def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--policy-label", required=True, metavar="NAME",
                         help="name of the run in the report, e.g. live-energy")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--duration-s", type=_positive, default=None, metavar="S",
+    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="trace seconds to replay (default: the trace's duration)")
     parser.add_argument("--token-file", metavar="F", default=None,
                         help="file holding the bearer token (default: $GREENSWARM_TOKEN, else "
@@ -80,7 +68,7 @@ def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--id-prefix", default="", metavar="P",
                         help="prepended to every request id (default: none)")
     add_power_table_argument(parser)
-    parser.add_argument("--wait-hosts-s", type=_positive, default=60.0, metavar="S",
+    parser.add_argument("--wait-hosts-s", type=positive_float, default=60.0, metavar="S",
                         help="wait this long for the manager to know the trace's number of "
                         "hosts (default: 60)")
     parser.add_argument("--progress", action="store_true",

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from benchmarks.argtypes import positive_float
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from domain.errors import ValidationError
 
@@ -46,16 +47,6 @@ def _policies(text: str) -> list[str]:
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError("a policy is listed twice")
     return names
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
 
 
 class ProgressBar:
@@ -110,7 +101,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         metavar="LIST", help="comma-separated policies (default: "
                         f"{','.join(DEFAULT_POLICIES)})")
     add_hosts_argument(parser)
-    parser.add_argument("--duration-s", type=_positive_float, default=None, metavar="S",
+    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
                         "(default: the trace's duration, 3600 for --workload)")
     add_power_table_argument(parser)
@@ -217,9 +208,9 @@ def add_profile(actions: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "works too)")
     parser.add_argument("--workloads", default="ffmpeg,redis,dl,timeserver", metavar="LIST",
                         help="workloads to measure (the others keep their defaults)")
-    parser.add_argument("--makespan-s", type=_positive_float, default=30.0, metavar="S",
+    parser.add_argument("--makespan-s", type=positive_float, default=30.0, metavar="S",
                         help="makespan of the measured jobs (default: 30)")
-    parser.add_argument("--service-s", type=_positive_float, default=40.0, metavar="S",
+    parser.add_argument("--service-s", type=positive_float, default=40.0, metavar="S",
                         help="how long each service run is sampled (default: 40)")
     parser.add_argument("--rates", default="20,40,80", metavar="LIST",
                         help="client requests per 10 s, one service run each (default: "
