@@ -53,9 +53,6 @@ class HostKeys:
     def bound(self, region: Region, host_class: int | None) -> str:
         return f"{self.prefix}:bound:{region.value}:{host_class or EMPTY}"
 
-    def all_lists(self) -> list[str]:
-        return [self.region_list(r, c) for r in Region for c in (None, 1, 2, 3, 4)]
-
     def pending_entry(self, request_id: str) -> str:
         return f"{self.prefix}:pending:{request_id}"
 

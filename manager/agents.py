@@ -33,9 +33,6 @@ class AgentClient:
         )
         return CutResult(int(body["cpu_shares"]), int(body["memory"]))
 
-    def kill(self, agent_url: str, task_id: str) -> None:
-        self._send("POST", f"{agent_url}/agent/tasks/{task_id}/kill", {})
-
     def _send(self, method: str, url: str, payload: dict[str, object]) -> dict[str, Any]:
         try:
             response = self._session.request(method, url, json=payload, timeout=self._timeout_s)

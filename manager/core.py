@@ -86,7 +86,8 @@ class Manager:
         self.loop.stop()
 
     def _tick(self) -> None:
-        next_sync = next_retry = 0.0
+        next_sync = time.monotonic() + self.settings.sync_interval_s  # start() just did one
+        next_retry = 0.0
         while not self._stop.wait(0.5):
             now = time.monotonic()
             if now >= next_sync:
@@ -215,7 +216,6 @@ class Manager:
         task = self.store.task(task_id)
         if task is None:
             raise NotFoundError(f"no running task {task_id!r}")
-        self.backend.remove(task_id)
         self.store.end_task(task_id)
         self._mark_killed(task_id, f"killed on {task.host} on request")
         outcome = self.scheduler.reschedule([task], self.clock(), PendingReason.VICTIM)
@@ -232,15 +232,13 @@ class Manager:
 
     def _retry(self) -> None:
         self._state.retry_queued = False
-        if self.store.pending():
-            self._carry_out(self.scheduler.retry_pending(self.clock()))
+        self._carry_out(self.scheduler.retry_pending(self.clock()))
 
     # -- carrying out decisions -------------------------------------------------------------
 
     def _carry_out(self, outcome: Outcome) -> None:
         for decision in outcome.applied:
             for victim in decision.kills:
-                self.backend.remove(victim)
                 self._mark_killed(
                     victim, f"killed on {decision.host} to make room for {decision.request.id}"
                 )
@@ -262,6 +260,9 @@ class Manager:
             self.records.update(refused.request.id, refused.reason, status=RequestStatus.REJECTED)
 
     def _mark_killed(self, task_id: str, event: str) -> None:
+        """A task was taken off its host (kill, or its host left): its service goes now, so a
+        later placement never meets the old one (and nothing runs unbooked meanwhile)."""
+        self.backend.remove(task_id)
         record = self.records.get(task_id)
         kills = sum(1 for item in record.history if item.get("event", "").startswith("killed"))
         self.records.update(task_id, event, kills=kills + 1)
@@ -269,8 +270,6 @@ class Manager:
     def _start(self, decision: Decision) -> None:
         request_id, host = decision.request.id, decision.host or ""
         record = self.records.get(request_id)
-        if record.service_id:
-            self.backend.remove(request_id)  # a rescheduled task: its old service goes first
         try:
             service_id = self.backend.create(
                 Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory)

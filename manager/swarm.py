@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -29,7 +29,7 @@ LABEL_CLASS = "greenswarm.class"
 LABEL_TYPE = "greenswarm.type"
 LABEL_CPU = "greenswarm.cpu_shares"  # what the container should get, read by the agent
 LABEL_MEMORY = "greenswarm.memory"
-LABEL_SPEC = "greenswarm.spec"  # the whole request, JSON, for reconciliation
+LABEL_SPEC = "greenswarm.spec"  # the whole request, JSON, for whoever inspects the service
 CAPACITY_CPU_LABEL = "greenswarm.capacity.cpu_shares"
 CAPACITY_MEMORY_LABEL = "greenswarm.capacity.memory_bytes"
 AGENT_URL_LABEL = "greenswarm.agent.url"
@@ -97,7 +97,6 @@ class Placement:
     node_id: str | None
     cpu_shares: int
     memory: int
-    labels: Mapping[str, str] = field(default_factory=dict)
     reserve: bool = False  # the 'swarm' policy: reservations = request, Swarm places
     constraints: tuple[str, ...] = ()  # extra Swarm constraints (the 'swarm' policy)
 
@@ -113,14 +112,6 @@ class SwarmBackend:
     def ping(self) -> bool:
         with docker_errors("ping"):
             return bool(self.client.ping())
-
-    def local_node_id(self) -> str:
-        with docker_errors("docker info"):
-            info = self.client.info()
-        node_id = info.get("Swarm", {}).get("NodeID") or ""
-        if not node_id:
-            raise UnavailableError("this Docker engine is not part of a Swarm")
-        return str(node_id)
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -173,7 +164,6 @@ class SwarmBackend:
         labels = {
             **container_labels,
             LABEL_SPEC: json.dumps(spec, sort_keys=True),
-            **placement.labels,
         }
         if placement.reserve:
             resources = Resources(

@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -353,7 +352,3 @@ class Agent:
             with contextlib.suppress(Exception):
                 self._events.close()
 
-    def wait_stopped(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            time.sleep(0.05)
