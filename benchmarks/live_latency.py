@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 import uuid
 from datetime import datetime
@@ -21,6 +20,9 @@ from pathlib import Path
 
 import docker
 import requests
+
+from benchmarks.metrics import Stats
+from domain.settings import shared_token
 
 
 def started_at(clients: list[docker.DockerClient], task_id: str) -> float | None:
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-dir", default="/run/greenswarm/lab")
     parser.add_argument("--timeout-s", type=float, default=60.0)
     args = parser.parse_args(argv)
-    headers = {"Authorization": f"Bearer {os.environ.get('GREENSWARM_TOKEN', '')}"}
+    headers = {"Authorization": f"Bearer {shared_token(os.environ)}"}
     clients = engines(args.docker_socket, Path(args.lab_dir))
     run = uuid.uuid4().hex[:6]
     latencies: list[float] = []
@@ -75,11 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for name in names:
             requests.delete(f"{args.url}/requests/{name}", headers=headers, timeout=60)
-    ordered = sorted(latencies)
-    print(f"request -> running container, {len(ordered)} requests: "
-          f"p50 {statistics.median(ordered):.2f} s, "
-          f"p90 {ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]:.2f} s, "
-          f"max {ordered[-1]:.2f} s, mean {statistics.fmean(ordered):.2f} s")
+    stats = Stats.of(latencies)
+    if not stats.count:
+        raise SystemExit("no request was placed and started: nothing to measure")
+    print(f"request -> running container, {stats.count} requests: "
+          f"p50 {stats.p50:.2f} s, p90 {stats.p90:.2f} s, max {stats.max:.2f} s, "
+          f"mean {stats.mean:.2f} s")
     return 0
 
 

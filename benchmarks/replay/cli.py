@@ -88,15 +88,8 @@ def run_replay(args: argparse.Namespace) -> int:
     from domain.settings import shared_token
 
     label = check_policy_name(args.policy_label)
-    if args.token_file:
-        try:
-            with open(args.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-        except OSError as exc:
-            raise ValidationError("token-file", f"cannot read {args.token_file}: "
-                                  f"{exc.strerror or exc}") from None
-    else:
-        token = shared_token(os.environ)
+    environ = {"GREENSWARM_TOKEN_FILE": args.token_file} if args.token_file else os.environ
+    token = shared_token(environ)
     if not token:
         raise ValidationError("token", "no bearer token: give --token-file, or set "
                               "GREENSWARM_TOKEN or GREENSWARM_TOKEN_FILE")
