@@ -254,9 +254,16 @@ def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
                 if host["cpu_allocated"] > limit:
                     violations.append(f"{host['cpu_allocated']} > {limit} (class {host['class']})")
 
+    reads: list[int] = []
+    errors: list[BaseException] = []
+
     def reader() -> None:
-        while not stop.is_set():
-            check()
+        try:
+            while not stop.is_set():
+                check()
+                reads.append(1)
+        except BaseException as exc:  # reported by the test, not lost with the thread
+            errors.append(exc)
 
     def submit(number: int) -> None:
         rng = random.Random(number)
@@ -275,6 +282,8 @@ def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
         worker.join(timeout=120)
     stop.set()
     watcher.join(timeout=30)
+    assert not errors, errors[:1]
+    assert len(reads) > 1, "the reader must have checked while the submissions ran"
     check()
     assert answers.count(201) == 50
     assert not violations, violations[:3]

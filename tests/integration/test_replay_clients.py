@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import queue
-import threading
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ from benchmarks.replay.resp import (
     read_reply,
 )
 from benchmarks.trace import Workload
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer, free_port, stop_child, wait_for
 
 pytestmark = pytest.mark.redis
 
@@ -80,28 +81,28 @@ def test_the_redis_round_waits_for_data_then_sets_and_gets(redis_srv: RedisServe
             admin.command("DEL", "key:0", "key:1", "key:2")
 
 
-class _TimeHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps({"epoch_s": time.time()}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
+TIMESERVER = Path(__file__).resolve().parents[2] / "benchmarks/images/timeserver/server.py"
 
 
 @pytest.fixture
 def http_port() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TimeHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    """The real time server of the timeserver image, as a process on a free port."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(TIMESERVER)], env={"PORT": str(port)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        yield server.server_address[1]
+        wait_for(lambda: _answers(port), 15.0, "the time server")
+        yield port
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_child(process)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 def _collect(results: queue.SimpleQueue[RoundResult]) -> list[RoundResult]:

@@ -101,6 +101,12 @@ def test_kill_chains_end_and_every_victim_is_accounted_for() -> None:
     queued = {e.request.id for e in outcome.queued}
     assert victims == placed_again | queued
     assert not placed_again & queued
+    # worked by hand: 'strict' (class 1, 1100) fits only by killing both tasks of h0; the
+    # class-3 victim u0 then kills the class-4 t1 on h1; t0 and t1 find no room and wait
+    first = outcome.applied[0]
+    assert (first.request.id, first.pass_, first.host, first.kills) == (
+        "strict", Pass.KILL, "h0", ("t0", "u0"))
+    assert victims == {"t0", "u0", "t1"} and placed_again == {"u0"} and queued == {"t0", "t1"}
 
 
 # -- registry updates of 3.8 ------------------------------------------------------------------
@@ -120,9 +126,11 @@ def test_cut_shrinks_allocation_but_not_class_or_region() -> None:
     outcome = sched.submit(req(2, cpu=100, mem=10, id="n"), now=0.0)
     decision = outcome.applied[0]
     assert decision.pass_ is Pass.CUT and decision.cuts
-    cut_total = sum(c.cpu_freed for c in decision.cuts)
     host = store.host("h")
-    assert host.cpu_allocated == 1500 - cut_total + 100
+    # by hand: c4 is cut by t(4) - t(2) = 1/3 -> ceil(500 * 2/3) = 334; c3 by t(3) - t(2) = 1/6
+    # -> ceil(1000 * 5/6) = 834; plus the new 100
+    assert {c.task: c.cpu_shares for c in decision.cuts} == {"c4": 334, "c3": 834}
+    assert host.cpu_allocated == 334 + 834 + 100
     assert host.region is Region.LEE and host.host_class == 2
     for cut in decision.cuts:
         task = store.task(cut.task)
