@@ -6,23 +6,17 @@ Everything started here is stopped by its pid; nothing is ever stopped by name.
 from __future__ import annotations
 
 import contextlib
-import io
-import os
 import shutil
-import signal
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 BUSYBOX_IMAGE = "greenswarm/busybox:latest"
-BUSYBOX_APPLETS = ("sh", "sleep", "yes", "cat", "echo", "dd", "head", "httpd", "nc", "true",
-                   "false", "ls", "date", "wc", "tail", "mkdir", "rm", "env")
 
 
 def free_port() -> int:
@@ -50,21 +44,6 @@ def stop_child(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> Non
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=10)
-
-
-def stop_pid(pid: int, timeout_s: float = 15.0) -> None:
-    """SIGTERM, wait (bounded), then SIGKILL: one process that is not our child, by its pid."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
 
 
 @dataclass
@@ -155,37 +134,14 @@ def docker_engine() -> Iterator[str]:
         stop_child(process, timeout_s=30.0)
 
 
-def busybox_rootfs_tar() -> bytes:
-    """A tar of a root file system holding the static busybox and its applets."""
-    binary = shutil.which("busybox")
-    if binary is None:
-        raise RuntimeError("busybox is not installed: run scripts/setup.sh")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for directory in ("bin", "tmp", "etc", "proc", "sys", "dev"):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
-            tar.addfile(info)
-        tar.add(binary, arcname="bin/busybox")
-        for applet in BUSYBOX_APPLETS:
-            link = tarfile.TarInfo(f"bin/{applet}")
-            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
-            tar.addfile(link)
-    return buffer.getvalue()
-
-
 def ensure_busybox_image(socket_path: str = DOCKER_SOCKET) -> str:
-    """Import greenswarm/busybox:latest into the engine when it is missing; returns its tag."""
-    import docker  # imported here so unit tests need no Docker SDK
+    """greenswarm/busybox:latest on the engine at ``socket_path``, from the lab's own image
+    builder (the same image the lab and the benchmarks use; rebuilt only when missing or
+    when the machine's busybox changed). Returns its tag."""
+    from benchmarks.lab.images import Builder
+    from benchmarks.lab.settings import settings_from_env
 
-    client = docker.DockerClient(base_url=f"unix://{socket_path}")
-    try:
-        client.images.get(BUSYBOX_IMAGE)
-    except docker.errors.ImageNotFound:
-        client.api.import_image_from_data(
-            busybox_rootfs_tar(), repository="greenswarm/busybox", tag="latest",
-            changes=['CMD ["sh"]', "ENV PATH=/bin"],
-        )
-    finally:
-        client.close()
-    return BUSYBOX_IMAGE
+    settings = settings_from_env()
+    settings = replace(settings, engine=replace(settings.engine, main_socket=Path(socket_path)))
+    settings.paths.log_dir.mkdir(parents=True, exist_ok=True)
+    return Builder(settings, lambda line: None).busybox().tag
