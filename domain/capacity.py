@@ -45,11 +45,6 @@ def fits(host: HostView, cpu: int, memory: int, new_class: int) -> bool:
     )
 
 
-def killable(host: HostView, request_class: int, request_is_job: bool) -> tuple[int, int]:
-    """CPU and memory held by the tasks a request may kill on ``host`` (DESIGN 3.6)."""
-    return _killable(host.tally, request_class, request_is_job)
-
-
 def _killable(t: tuple[int, ...], request_class: int, request_is_job: bool) -> tuple[int, int]:
     if request_class < 4:
         first = request_class  # offset of class request_class + 1

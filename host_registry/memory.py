@@ -272,6 +272,9 @@ class MemoryStore:
     def pending(self) -> list[PendingEntry]:
         return [self._pending[request_id] for _, request_id in self._pending_order]
 
+    def is_pending(self, request_id: str) -> bool:
+        return request_id in self._pending
+
     def remove_pending(self, request_id: str) -> bool:
         entry = self._pending.pop(request_id, None)
         if entry is None:

@@ -422,6 +422,10 @@ class RedisStore:
         keys = [self.host_keys.pending_entry(member.split(":", 1)[1]) for member in members]
         return [pending_from_hash(fields) for fields in self._read_hashes(keys) if fields]
 
+    def is_pending(self, request_id: str) -> bool:
+        with redis_errors():
+            return bool(self._redis.exists(self.host_keys.pending_entry(request_id)))
+
     def remove_pending(self, request_id: str) -> bool:
         key = self.host_keys.pending_entry(request_id)
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from benchmarks.metrics import PolicyMetrics
 from benchmarks.sim.engine import SimResult, SimStats
 
-GIB = 1024**3
-
 
 @dataclass(frozen=True, slots=True)
 class ThesisResult:

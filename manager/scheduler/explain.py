@@ -22,7 +22,3 @@ class Notes:
                 f"cpu {host.cpu_allocated}/{host.cpu_capacity}, "
                 f"memory {host.memory_allocated}/{host.memory_capacity}): {verdict}"
             )
-
-    def add(self, line: str) -> None:
-        if self.enabled:
-            self.lines.append(line)

@@ -34,12 +34,6 @@ class Outcome:
     queued: list[PendingEntry] = field(default_factory=list)  # newly put in the pending queue
     refused: list[Decision] = field(default_factory=list)  # new requests refused outright
 
-    def extend(self, other: Outcome) -> None:
-        self.applied += other.applied
-        self.killed += other.killed
-        self.queued += other.queued
-        self.refused += other.refused
-
     def decision_for(self, request_id: str) -> Decision | None:
         for decision in (*self.applied, *self.refused):
             if decision.request.id == request_id:
@@ -59,9 +53,7 @@ class Scheduler:
 
     def submit(self, request: Request, now: float, *, queue: bool = False) -> Outcome:
         """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it."""
-        if self.store.task(request.id) is not None or any(
-            entry.request.id == request.id for entry in self.store.pending()
-        ):
+        if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
         outcome = Outcome()
         decision = self.policy.decide(request, self.store)

@@ -114,7 +114,9 @@ def test_pending_queue_survives_and_keeps_order(store: RedisStore) -> None:
     for request_id, cls in (("q3", 3), ("q1", 1), ("q2", 2)):
         scheduler.submit(req(cls, cpu=500, mem=10, id=request_id), now=5.0, queue=True)
     assert [e.request.id for e in store.pending()] == ["q1", "q2", "q3"]
+    assert store.is_pending("q1") and store.is_pending("q2")
     assert store.remove_pending("q2") and not store.remove_pending("q2")
+    assert not store.is_pending("q2") and store.is_pending("q3")
     store.end_task("wall")
     outcome = scheduler.retry_pending(now=9.0)
     assert [d.request.id for d in outcome.applied] == ["q1", "q3"]

@@ -91,6 +91,16 @@ def test_new_request_is_refused_when_nothing_places_it_unless_queued() -> None:
         sched.submit(req(1, id="wall"), now=0.0)
 
 
+def test_a_request_waiting_in_the_queue_cannot_be_submitted_again() -> None:
+    sched = scheduler(H("only", 0.2, [T("wall", 1, cpu=1200, mem=1200)]))
+    outcome = sched.submit(req(1, cpu=100, id="waits"), now=0.0, queue=True)
+    assert [e.request.id for e in outcome.queued] == ["waits"]
+    assert sched.store.is_pending("waits") and not sched.store.is_pending("wall")
+    with pytest.raises(ConflictError):
+        sched.submit(req(1, cpu=100, id="waits"), now=1.0)
+    assert [e.request.id for e in sched.store.pending()] == ["waits"]
+
+
 def test_kill_chains_end_and_every_victim_is_accounted_for() -> None:
     hosts = [H(f"h{i}", 0.9, [T(f"t{i}", 4, cpu=900, mem=10, type=SERVICE),
                               T(f"u{i}", 3, cpu=700, mem=10)]) for i in range(3)]
