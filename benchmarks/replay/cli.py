@@ -133,7 +133,7 @@ def run_replay(args: argparse.Namespace) -> int:
           f"response rounds {m.responses} (failed {c.rounds_failed}, not ready "
           f"{c.rounds_not_ready})")
     print(f"  POST round trip p50 {_ms(c.client_rtt_ms.p50)} p99 {_ms(c.client_rtt_ms.p99)}; "
-          f"manager decision+apply p50 {_ms(c.server_decision_ms.p50)} p99 "
+          f"scheduler decision p50 {_ms(c.server_decision_ms.p50)} p99 "
           f"{_ms(c.server_decision_ms.p99)}; submission lag max "
           f"{report.submit_lag_s.max or 0:.2f} s")
     if report.cleanup_errors:

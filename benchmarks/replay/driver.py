@@ -176,8 +176,8 @@ class ReplayReport:
             "notes": {
                 "time": "recorder times are trace seconds = wall seconds since the start x "
                         "speedup; response times are wall milliseconds",
-                "decision_ms": "manager time from 'submitted' to the outcome event of the "
-                               "request's history (decision + carrying it out on the Swarm)",
+                "decision_ms": "the scheduler's own time to decide and book, as POST "
+                               "/requests reports it (Docker work excluded)",
                 "scheduling_delay_ms": "client round trip of POST /requests",
                 "oom": "exit code 137 in a request's history (job ended, or service "
                        "container exited)",

@@ -7,10 +7,9 @@ recorder (benchmarks/metrics.py) as the simulator does:
 * the answer to ``POST /requests`` (:meth:`RecorderFeed.on_answer`): ``on_submit`` at the send
   time, then ``on_decision`` with the decision's host, pass, cuts (amounts removed: the task's
   resources before minus after; the request's own cut included) and kills. ``decision_ms`` is
-  the manager's own time from accepting the request to recording its outcome (the ``submitted``
-  and ``placed``/refusal events of its history: the scheduling decision plus carrying it out on
-  the Swarm, i.e. service creation, live cuts and victims' removal), ``delay_ms`` the client's
-  round trip of the POST; both are also kept in :class:`ReplayCounters`;
+  the manager's own decision time, as its answer reports it (``decision_ms``: deciding and
+  booking, Docker work excluded; the client's round trip when an answer lacks it),
+  ``delay_ms`` the client's round trip of the POST; both are also kept in :class:`ReplayCounters`;
 * request records with their history (:meth:`RecorderFeed.on_record`): new events are buffered
   and :meth:`RecorderFeed.flush` processes the events of every record in timestamp order
   (benchmarks/replay/history.py says how each is recognised):
@@ -223,10 +222,8 @@ class RecorderFeed:
         self._count("submitted")
         self._count("answered")
         rtt_ms = max(0.0, (received_wall_s - sent_wall_s) * 1000.0)
-        history = [classify(e) for e in record.get("history", [])]
-        server_ms = _server_decision_ms(history)
-        if isinstance(decision.get("decision_ms"), int | float):
-            server_ms = float(decision["decision_ms"])
+        given = decision.get("decision_ms")  # the scheduler's own time (manager/api.py)
+        server_ms = float(given) if isinstance(given, int | float) else None
         self._rtt_ms.append(rtt_ms)
         if server_ms is not None:
             self._server_ms.append(server_ms)
@@ -590,19 +587,6 @@ class RecorderFeed:
 def _unit(value: object) -> float:
     number = float(value) if isinstance(value, int | float) else 0.0
     return min(1.0, max(0.0, number)) if math.isfinite(number) else 0.0
-
-
-def _server_decision_ms(history: Sequence[HistoryEvent]) -> float | None:
-    """Manager time from 'submitted' to the request's first outcome event."""
-    submitted = next((e.t_wall_s for e in history if e.kind is EventKind.SUBMITTED), None)
-    if submitted is None:
-        return None
-    outcome = next((e.t_wall_s for e in history if e.kind in (
-        EventKind.PLACED, EventKind.REJECTED, EventKind.START_FAILED, EventKind.WAITING)
-        and e.t_wall_s >= submitted), None)
-    if outcome is None:
-        return None
-    return (outcome - submitted) * 1000.0
 
 
 _Handler = Callable[[RecorderFeed, _Tracked, HistoryEvent, bool], None]

@@ -245,6 +245,7 @@ class World:
             "placed": placed, "host": host, "pass": pass_name if placed else None,
             "request": {"cpu_shares": cpu, "memory": memory, "cut_received": 0.0},
             "cuts": cuts or [], "kills": kills or [], "reason": "",
+            "decision_ms": server_s * 1000.0,  # as manager/api.py reports it
         }
         self.feed.on_answer(sub, sent, sent + rtt_s, {"request": self.record(rid),
                                                       "decision": decision})
