@@ -13,6 +13,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 NS_PER_S = 1_000_000_000
 UJ_PER_J = 1_000_000
@@ -85,6 +86,14 @@ def quota_cores(quota_us: int | None, period_us: int | None, cpu_count: int) -> 
 def memory_used_bytes(usage_bytes: int, cache_bytes: int) -> int:
     """Memory in use without the page cache (which the kernel reclaims under pressure)."""
     return max(0, usage_bytes - max(0, cache_bytes))
+
+
+def memory_used_from_stats(memory_stats: Mapping[str, Any]) -> int:
+    """Memory in use without the page cache, from the ``memory_stats`` of Docker's stats API
+    (cgroup v1 reports the cache as ``total_cache`` or ``cache``, cgroup v2 as ``file``)."""
+    detail = memory_stats.get("stats") or {}
+    cache = int(detail.get("total_cache", detail.get("cache", detail.get("file", 0))))
+    return memory_used_bytes(int(memory_stats.get("usage", 0)), cache)
 
 
 def memory_limit_or_host(limit_bytes: int | None, host_memory_bytes: int) -> int:

@@ -38,6 +38,7 @@ from monitor.core import (
     cores_used,
     cpu_util_of_shares,
     memory_used_bytes,
+    memory_used_from_stats,
     memory_util,
     task_memory_limit_bytes,
 )
@@ -321,7 +322,4 @@ class ContainerSampler:
             raise _Vanished  # stopped: the engine has no cgroup to read any more
         at_s = datetime.fromisoformat(read).timestamp()
         usage_ns = int(((stats.get("cpu_stats") or {}).get("cpu_usage") or {})["total_usage"])
-        detail = memory_stats.get("stats") or {}
-        cache = int(detail.get("total_cache", detail.get("cache", detail.get("file", 0))))
-        used = memory_used_bytes(int(memory_stats["usage"]), cache)
-        return _Usage(CpuCounter(usage_ns, at_s), used)
+        return _Usage(CpuCounter(usage_ns, at_s), memory_used_from_stats(memory_stats))

@@ -28,7 +28,7 @@ import requests
 from domain.errors import NotFoundError, UnavailableError
 from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
-from monitor.core import memory_used_bytes
+from monitor.core import memory_used_bytes, memory_used_from_stats
 
 log = logging.getLogger(__name__)
 LABEL_TASK = "greenswarm.task"
@@ -231,9 +231,7 @@ class Agent:
                     reading = read_memory(dirs)
                     return memory_used_bytes(reading.usage_bytes, reading.cache_bytes)
         stats = container.stats(stream=False)
-        memory = stats.get("memory_stats", {})
-        cache = memory.get("stats", {}).get("total_cache", memory.get("stats", {}).get("file", 0))
-        return memory_used_bytes(int(memory.get("usage", 0)), int(cache))
+        return memory_used_from_stats(stats.get("memory_stats") or {})
 
     # -- kills and exits --------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from monitor.cgroups import (
     read_cpu_counter,
     read_memory,
 )
-from monitor.core import CpuCounter, cores_used, memory_used_bytes
+from monitor.core import CpuCounter, cores_used, memory_used_bytes, memory_used_from_stats
 
 MIB = 1024**2
 GIB = 1024**3
@@ -125,12 +125,9 @@ class _Sampler:
         memory_stats = stats.get("memory_stats") or {}
         if "usage" not in memory_stats:
             return None
-        detail = memory_stats.get("stats") or {}
-        cache = int(detail.get("total_cache", detail.get("cache", detail.get("file", 0))))
         usage_ns = int(stats["cpu_stats"]["cpu_usage"]["total_usage"])
         read_at = dt.datetime.fromisoformat(str(stats["read"])).timestamp()
-        return CpuCounter(usage_ns, read_at), memory_used_bytes(int(memory_stats["usage"]),
-                                                                 cache)
+        return CpuCounter(usage_ns, read_at), memory_used_from_stats(memory_stats)
 
 
 def _host_port(container: Any, port: int) -> int:

@@ -47,6 +47,7 @@ from monitor.core import (
     energy_delta_uj,
     memory_limit_or_host,
     memory_used_bytes,
+    memory_used_from_stats,
     memory_util,
     moved,
     power_w,
@@ -349,6 +350,11 @@ def test_cpu_util_of_cores_and_memory() -> None:
     assert cpu_util_of_cores(1.0, 0.0) == 0.0
     assert memory_used_bytes(100, 30) == 70
     assert memory_used_bytes(100, 300) == 0
+    # the stats API's cache field by cgroup layout: v1 total_cache (or cache), v2 file
+    assert memory_used_from_stats({"usage": 100, "stats": {"total_cache": 30, "cache": 5}}) == 70
+    assert memory_used_from_stats({"usage": 100, "stats": {"cache": 40}}) == 60
+    assert memory_used_from_stats({"usage": 100, "stats": {"file": 25}}) == 75
+    assert memory_used_from_stats({"usage": 100}) == 100
     assert memory_util(GIB // 4, GIB) == 0.25
     assert memory_util(2 * GIB, GIB) == 1.0
     assert memory_util(5, 0) == 0.0
