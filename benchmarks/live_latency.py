@@ -22,12 +22,13 @@ import docker
 import requests
 
 from benchmarks.metrics import Stats
+from domain.labels import LABEL_TASK
 from domain.settings import shared_token
 
 
 def started_at(clients: list[docker.DockerClient], task_id: str) -> float | None:
     for client in clients:
-        for container in client.containers.list(filters={"label": f"greenswarm.task={task_id}"}):
+        for container in client.containers.list(filters={"label": f"{LABEL_TASK}={task_id}"}):
             stamp = container.attrs["State"]["StartedAt"]
             # Docker writes nanoseconds; datetime takes microseconds.
             head, _, rest = stamp.partition(".")

@@ -26,9 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from domain.labels import LABEL_TASK
+
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "greenswarm/busybox:latest"
-TASK_LABEL = "greenswarm.task"
 TOKEN = "monitor-overhead-bench"
 
 
@@ -116,7 +117,7 @@ def idle_containers(client: Any, count: int) -> Iterator[list[str]]:
         for index in range(count):
             container = client.containers.run(
                 IMAGE, ["sleep", "86400"], detach=True, cpu_shares=256, mem_limit="64m",
-                labels={TASK_LABEL: f"bench-{run}-{index}"},
+                labels={LABEL_TASK: f"bench-{run}-{index}"},
             )
             started.append(container.id)
         yield started

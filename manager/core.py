@@ -17,6 +17,7 @@ from typing import Any
 
 from domain.decision import Decision, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
+from domain.labels import AGENT_URL_LABEL
 from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
 from host_registry.redis_store import RedisStore
@@ -28,7 +29,7 @@ from manager.scheduler.policies import make_policy
 from manager.scheduler.service import Outcome, Scheduler
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
-from manager.swarm import AGENT_URL_LABEL, Placement, ServiceInfo, SwarmBackend, TaskState
+from manager.swarm import Placement, ServiceInfo, SwarmBackend, TaskState
 from task_registry.api import EndStatus
 
 log = logging.getLogger(__name__)

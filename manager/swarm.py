@@ -21,19 +21,20 @@ import docker.errors
 from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
 
 from domain.errors import NotFoundError, UnavailableError, ValidationError
+from domain.labels import (
+    CAPACITY_CPU_LABEL,
+    CAPACITY_MEMORY_LABEL,
+    DOCKER_API_VERSION,
+    LABEL_CLASS,
+    LABEL_CPU,
+    LABEL_MEMORY,
+    LABEL_SPEC,
+    LABEL_TASK,
+    LABEL_TYPE,
+)
 
 log = logging.getLogger(__name__)
 
-LABEL_TASK = "greenswarm.task"
-LABEL_CLASS = "greenswarm.class"
-LABEL_TYPE = "greenswarm.type"
-LABEL_CPU = "greenswarm.cpu_shares"  # what the container should get, read by the agent
-LABEL_MEMORY = "greenswarm.memory"
-LABEL_SPEC = "greenswarm.spec"  # the whole request, JSON, for whoever inspects the service
-CAPACITY_CPU_LABEL = "greenswarm.capacity.cpu_shares"
-CAPACITY_MEMORY_LABEL = "greenswarm.capacity.memory_bytes"
-AGENT_URL_LABEL = "greenswarm.agent.url"
-API_VERSION = "1.41"  # Docker 20.10 and every later engine speak it
 
 
 class TaskState(StrEnum):
@@ -103,7 +104,7 @@ class Placement:
 
 class SwarmBackend:
     def __init__(self, base_url: str, service_prefix: str = "gs-") -> None:
-        self.client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=30)
+        self.client = docker.DockerClient(base_url=base_url, version=DOCKER_API_VERSION, timeout=30)
         self.prefix = service_prefix
 
     def service_name(self, task_id: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from domain.labels import DOCKER_API_VERSION
 from monitor.settings import HostSourceKind, LogLevel, MonitorSettings, load_settings
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 # Docker 20.10's API; fixed so the client connects lazily (the monitor starts, and keeps
 # sampling the host, while the engine is down) and so one-shot stats are available.
-DOCKER_API_VERSION = "1.41"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,6 +24,7 @@ import docker
 import requests
 
 from domain.errors import UnavailableError
+from domain.labels import LABEL_TASK
 from monitor.cgroups import (
     CgroupDirs,
     CgroupVersion,
@@ -45,7 +46,7 @@ from monitor.core import (
 
 log = logging.getLogger(__name__)
 
-TASK_LABEL = "greenswarm.task"
+TASK_LABEL = LABEL_TASK
 DEFAULT_CGROUP_PARENTS: tuple[str, ...] = ("docker",)
 _NEVER_READ = "0001-01-01T00:00:00Z"
 STATS_WORKERS = 8

@@ -26,16 +26,13 @@ import docker.errors
 import requests
 
 from domain.errors import NotFoundError, UnavailableError
+from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
 from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes, memory_used_from_stats
 
 log = logging.getLogger(__name__)
-LABEL_TASK = "greenswarm.task"
-LABEL_TYPE = "greenswarm.type"
-LABEL_CPU = "greenswarm.cpu_shares"
 SERVICE_ID_LABEL = "com.docker.swarm.service.id"
-API_VERSION = "1.41"
 
 
 @dataclass(frozen=True)
@@ -122,7 +119,7 @@ class Agent:
     def __init__(self, settings: AgentSettings, link: ManagerLink) -> None:
         self.settings = settings
         self.link = link
-        self.client = docker.DockerClient(base_url=settings.docker_url, version=API_VERSION)
+        self.client = docker.DockerClient(base_url=settings.docker_url, version=DOCKER_API_VERSION)
         self.node_id = settings.node_id or self._swarm_node_id()
         self._cgroup_root = Path(settings.cgroup_root)
         self._cgroup_version = detect_version(self._cgroup_root)

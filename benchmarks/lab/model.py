@@ -14,6 +14,7 @@ from typing import Any
 
 from benchmarks.lab.errors import LabError
 from benchmarks.lab.settings import LabSettings
+from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL
 
 STATE_VERSION = 1
 
@@ -22,8 +23,8 @@ LABEL_NODE = "greenswarm.lab.node"
 LABEL_SOCKET = "greenswarm.lab.socket"
 LABEL_ADDRESS = "greenswarm.lab.address"
 LABEL_CGROUP = "greenswarm.lab.cgroup"
-LABEL_CPU_SHARES = "greenswarm.capacity.cpu_shares"
-LABEL_MEMORY_BYTES = "greenswarm.capacity.memory_bytes"
+LABEL_CPU_SHARES = CAPACITY_CPU_LABEL
+LABEL_MEMORY_BYTES = CAPACITY_MEMORY_LABEL
 
 
 class CgroupVersion(StrEnum):
