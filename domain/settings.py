@@ -33,12 +33,14 @@ def load_settings(
             names.insert(0, aliases[item.name])
         raw = next((environ[name] for name in names if name in environ), None)
         if raw is not None:
-            values[item.name] = _convert(names[-1], raw, item.type)
+            values[item.name] = parse_setting(names[-1], raw, item.type)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return cls(**values)
 
 
-def _convert(name: str, raw: str, kind: object) -> object:
+def parse_setting(name: str, raw: str, kind: object) -> object:
+    """``raw`` read as a field of type ``kind`` (int, float, bool; anything else stays text);
+    a ValidationError naming ``name`` when it cannot be."""
     type_name = kind if isinstance(kind, str) else getattr(kind, "__name__", "")
     try:
         if type_name == "int":
@@ -46,9 +48,9 @@ def _convert(name: str, raw: str, kind: object) -> object:
         if type_name == "float":
             return float(raw)
         if type_name == "bool":
-            if raw.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+            if raw.lower() not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
                 raise ValueError(raw)
-            return raw.lower() in {"1", "true", "yes"}
+            return raw.lower() in {"1", "true", "yes", "on"}
     except ValueError:
         raise ValidationError(name, f"cannot read {raw!r} as {type_name}") from None
     return raw

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from domain.errors import ValidationError
-from domain.settings import shared_token
+from domain.settings import parse_setting, shared_token
 
 ENV_PREFIX = "GREENSWARM_MONITOR_"
 DEFAULT_REGISTRY_URL = "http://127.0.0.1:8080"
@@ -98,17 +98,13 @@ def _convert(name: str, raw: object) -> object:
     if not isinstance(raw, str):
         return raw
     try:
-        if kind == "float":
-            return float(raw)
-        if kind == "bool":
-            return raw.strip().lower() in ("1", "true", "yes", "on")
         if kind == "HostSourceKind":
             return HostSourceKind(raw.strip().lower())
         if kind == "LogLevel":
             return LogLevel(raw.strip().upper())
     except ValueError:
         raise ValidationError(name, f"cannot read {raw!r}") from None
-    return raw
+    return parse_setting(name, raw.strip(), kind)
 
 
 def load_settings(

@@ -649,6 +649,10 @@ def test_settings_bad_environment_value_names_the_field() -> None:
     with pytest.raises(ValidationError) as caught:
         load_settings({"GREENSWARM_MONITOR_THRESHOLD_PP": "ten"})
     assert caught.value.field == "threshold_pp"
+    with pytest.raises(ValidationError) as caught:  # a typo is refused, not read as "no"
+        load_settings({"GREENSWARM_MONITOR_INSECURE_NO_TOKEN": "ture"})
+    assert caught.value.field == "insecure_no_token"
+    assert load_settings({"GREENSWARM_MONITOR_INSECURE_NO_TOKEN": "on"}).insecure_no_token
 
 
 def test_empty_token_is_refused_unless_insecure() -> None:
