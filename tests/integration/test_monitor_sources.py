@@ -27,7 +27,7 @@ from werkzeug.serving import make_server
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
-from monitor.cgroups import CgroupVersion, detect_version
+from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.client import HostRegistration, RegistryClient
 from monitor.core import BackoffPolicy, HostUpdate, TaskBatch, TaskUtil, UtilSample
 from monitor.host_sources import CgroupHostSource, HostCapacity
@@ -230,15 +230,14 @@ def _measure(sampler: ContainerSampler, task_ids: set[str], seconds: float) -> d
     return sampler.read(refs)
 
 
-def _wait_for_memory(container_id: str, at_least_bytes: int) -> None:
-    path = CGROUP_ROOT / "memory" / "docker" / container_id / "memory.usage_in_bytes"
-
-    def ready() -> bool:
-        try:
-            return int(path.read_text()) >= at_least_bytes
-        except OSError:
-            return True  # not this layout: the sampler's own numbers will tell
-    wait_for(ready, 20.0, f"container {container_id[:12]} to fill its memory")
+def _wait_for_memory(docker_client: Any, container_id: str, at_least_bytes: int) -> None:
+    """Until the container's own cgroup (found from its pid, v1 or v2) holds the bytes."""
+    pid = int(docker_client.containers.get(container_id).attrs["State"]["Pid"])
+    text = Path(f"/proc/{pid}/cgroup").read_text()
+    dirs = dirs_from_proc_cgroup(text, CGROUP_ROOT, detect_version(CGROUP_ROOT))
+    assert dirs is not None, f"no cgroup found for container {container_id[:12]}"
+    wait_for(lambda: read_memory(dirs).usage_bytes >= at_least_bytes, 20.0,
+             f"container {container_id[:12]} to fill its memory")
 
 
 @pytest.mark.docker
@@ -253,7 +252,7 @@ def test_task_sampling_from_cgroup_files_and_stats_api(
     busy_id, busy = start_container(["sh", "-c", "yes > /dev/null"], cpu_shares=512)
     idle_id, idle = start_container(["sleep", "300"])
     _, unlabelled = start_container(["sleep", "300"], labelled=False)
-    _wait_for_memory(fat_id, 30_000_000)
+    _wait_for_memory(docker_client, fat_id, 30_000_000)
     time.sleep(0.5)  # past the peak of the command substitution
     host_memory = psutil.virtual_memory().total
     ours = {busy, idle, fat}
