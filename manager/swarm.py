@@ -81,10 +81,8 @@ class ServiceInfo:
     id: str
     name: str
     task_id: str  # our request id
-    labels: Mapping[str, str]
     state: TaskState
     node_id: str | None
-    container_id: str | None
     exit_code: int | None
     message: str
 
@@ -213,43 +211,33 @@ class SwarmBackend:
         return True
 
     def services(self) -> list[ServiceInfo]:
-        """Our services, each with the state of its newest task."""
+        """Our services, each with the state of its newest task (two Docker calls in all)."""
         with docker_errors("list services"):
-            services = self.client.services.list(filters={"label": LABEL_TASK})
-            found = [self._describe(s) for s in services if s.name.startswith(self.prefix)]
+            services = [s for s in self.client.services.list(filters={"label": LABEL_TASK})
+                        if s.name.startswith(self.prefix)]
+            tasks: dict[str, list[dict[str, Any]]] = {}
+            if services:
+                for task in self.client.api.tasks():
+                    tasks.setdefault(str(task.get("ServiceID", "")), []).append(task)
+        found = [self._describe(s.attrs, tasks.get(s.id, [])) for s in services]
         return [info for info in found if info is not None]
 
-    def _describe(self, service: Any) -> ServiceInfo | None:
-        attrs = service.attrs
+    @staticmethod
+    def _describe(attrs: Mapping[str, Any], tasks: list[dict[str, Any]]) -> ServiceInfo | None:
         labels = attrs.get("Spec", {}).get("Labels", {}) or {}
         task_id = labels.get(LABEL_TASK)
         if not task_id:
             return None
-        try:
-            tasks = service.tasks()
-        except docker.errors.NotFound:
-            return None
         newest = max(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), default=None)
-        state, node_id, container_id, exit_code, message = TaskState.PENDING, None, None, None, ""
+        state, node_id, exit_code, message = TaskState.PENDING, None, None, ""
         if newest is not None:
             status = newest.get("Status", {})
-            raw = status.get("State", "")
-            state = _task_state(raw)
+            state = _task_state(status.get("State", ""))
             node_id = newest.get("NodeID")
-            container = status.get("ContainerStatus", {})
-            container_id = container.get("ContainerID")
-            exit_code = container.get("ExitCode")
+            exit_code = status.get("ContainerStatus", {}).get("ExitCode")
             message = status.get("Err") or status.get("Message", "")
         return ServiceInfo(
-            attrs["ID"],
-            attrs["Spec"]["Name"],
-            task_id,
-            labels,
-            state,
-            node_id,
-            container_id,
-            exit_code,
-            message,
+            attrs["ID"], attrs["Spec"]["Name"], task_id, state, node_id, exit_code, message
         )
 
     def close(self) -> None:
