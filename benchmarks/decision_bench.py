@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks.metrics import Stats
+from benchmarks.workload import ThesisWorkloadConfig
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.store import ClusterStore
@@ -31,11 +32,11 @@ from manager.scheduler.policies import Policy, make_policy
 CPU_SHARES = 8 * 1024
 MEMORY_BYTES = 12 * 2**30
 TASKS_PER_HOST = 20
-CLASS_MIX = ((1, 0.10), (2, 0.30), (3, 0.45), (4, 0.15))
+CLASS_WEIGHTS = ThesisWorkloadConfig().class_weights  # DESIGN 7.1's class mix
 
 
 def draw_class(rng: random.Random) -> int:
-    return rng.choices([c for c, _ in CLASS_MIX], weights=[w for _, w in CLASS_MIX])[0]
+    return rng.choices((1, 2, 3, 4), weights=CLASS_WEIGHTS)[0]
 
 
 def populate(store: ClusterStore, hosts: int, seed: int) -> None:
@@ -89,16 +90,12 @@ class Timing:
     label: str
     samples_ms: list[float]
 
-    def quantile(self, q: float) -> float:
-        ordered = sorted(self.samples_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
     def row(self) -> str:
-        mean_ms = statistics.fmean(self.samples_ms)
+        stats = Stats.of(self.samples_ms)  # the percentiles every benchmark report uses
         return (
-            f"{self.label:<44} n={len(self.samples_ms):>5}  "
-            f"p50={self.quantile(0.50):8.3f} ms  p99={self.quantile(0.99):8.3f} ms  "
-            f"max={max(self.samples_ms):8.3f} ms  mean={mean_ms:7.3f} ms"
+            f"{self.label:<44} n={stats.count:>5}  "
+            f"p50={stats.p50:8.3f} ms  p99={stats.p99:8.3f} ms  "
+            f"max={stats.max:8.3f} ms  mean={stats.mean:7.3f} ms"
         )
 
 

@@ -77,6 +77,7 @@ class WindowAccumulator:
         self.cpu_integral += self.cpu * dt
         self.alive_s += dt
         interval = self.interval_s
+        # instants_between(a, t, ...), inlined: this runs for every utilization change
         n = math.floor((t - self.phase_s) / interval + _EPS) - math.floor(
             (a - self.phase_s) / interval + _EPS
         )
