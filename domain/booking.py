@@ -71,4 +71,4 @@ def book(
         pending_s=pending_s,
     )
     tally = combine(tally, contribution(placed, classes))
-    return Booking(replace(host, tally=tally), tuple(killed), tuple(cut), placed)
+    return Booking(host.with_tally(tally), tuple(killed), tuple(cut), placed)

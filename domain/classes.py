@@ -47,6 +47,7 @@ class ClassTable:
     model: OverbookingModel = OverbookingModel.THESIS
     _tolerance: dict[int, Fraction] = field(init=False, repr=False, compare=False)
     _max_factor: dict[int, Fraction] = field(init=False, repr=False, compare=False)
+    _cuts: dict[tuple[int, int], Fraction] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         tol = {c: 1 - Fraction(100, CLASS_LABEL_PERCENT[c]) for c in CLASSES}
@@ -56,6 +57,9 @@ class ClassTable:
             factor = {c: Fraction(CLASS_LABEL_PERCENT[c], 100) for c in CLASSES}
         object.__setattr__(self, "_tolerance", tol)
         object.__setattr__(self, "_max_factor", factor)
+        # Fraction arithmetic is slow and these are asked for on every decision: computed once.
+        cuts = {(a, b): max(Fraction(0), tol[a] - tol[b]) for a in CLASSES for b in CLASSES}
+        object.__setattr__(self, "_cuts", cuts)
 
     def tolerance(self, cls: int) -> Fraction:
         """t(c): the share of a class-c task's resources that may be cut."""
@@ -73,8 +77,9 @@ class ClassTable:
         return math.floor(capacity * self._max_factor[cls])
 
     def request_cut(self, request_class: int, host_class: int) -> Fraction:
-        """The cut a request of ``request_class`` takes on a stricter host (0 if none)."""
-        return max(Fraction(0), self.tolerance(request_class) - self.tolerance(host_class))
+        """The cut a request of ``request_class`` takes on a stricter host (0 if none):
+        max(0, t(request_class) - t(host_class))."""
+        return self._cuts[request_class, host_class]
 
     def availability_objective(self, cls: int) -> Fraction:
         """Default availability objective of a class: 1 - t(c) (1, 5/6, 2/3, 1/2)."""

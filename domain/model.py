@@ -167,6 +167,19 @@ class HostView:
     def util(self) -> float:
         return total_utilization(self.cpu_util, self.memory_util)
 
+    def with_tally(self, tally: tuple[int, ...]) -> HostView:
+        """This host with other books (``dataclasses.replace``, without its field lookups:
+        a store makes one on every change)."""
+        return HostView(self.id, self.cpu_capacity, self.memory_capacity, self.cpu_util,
+                        self.memory_util, self.region, tally, self.cpu_limits,
+                        self.memory_limits, self.address)
+
+    def with_utilization(self, cpu_util: float, memory_util: float, region: Region) -> HostView:
+        """This host with another measured utilization and the region it puts it in."""
+        return HostView(self.id, self.cpu_capacity, self.memory_capacity, cpu_util,
+                        memory_util, region, self.tally, self.cpu_limits, self.memory_limits,
+                        self.address)
+
     @property
     def cpu_allocated(self) -> int:
         t = self.tally

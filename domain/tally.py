@@ -55,7 +55,7 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
     """
     if task.cls <= new_class:
         return None
-    total = classes.tolerance(task.cls) - classes.tolerance(new_class)
+    total = classes.request_cut(task.cls, new_class)  # t(tk) - t(nc), > 0 as tk > nc
     if total <= task.cut_received:
         return None
     cpu = min(task.cpu_shares, after_cut(task.original_cpu_shares, total))
