@@ -105,3 +105,11 @@ def all_room_keys() -> tuple[RoomKey, ...]:
 
 ROOM_KEYS: tuple[RoomKey, ...] = all_room_keys()
 ROOM_INDEX: dict[RoomKey, int] = {key: index for index, key in enumerate(ROOM_KEYS)}
+# The same indices without building a key: SIMPLE, CUT by new class, KILL by (class, job).
+SIMPLE_INDEX = ROOM_INDEX[SIMPLE_ROOM]
+CUT_INDEX: dict[int, int] = {c: ROOM_INDEX[RoomKey(RoomKind.CUT, c)] for c in (1, 2, 3, 4)}
+KILL_INDEX: dict[tuple[int, bool], int] = {
+    (c, job): ROOM_INDEX[RoomKey(RoomKind.KILL, c, job)]
+    for c in (1, 2, 3, 4)
+    for job in (False, True)
+}

@@ -6,9 +6,9 @@ the simulator only ever talk to these two protocols.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from domain.capacity import RoomKey
 from domain.classes import ClassTable
@@ -114,4 +114,27 @@ class ClusterStore(ClusterReader, Protocol):
 
     def is_pending(self, request_id: str) -> bool:
         """Whether the request waits in the pending queue (without reading the queue)."""
+        ...
+
+
+@runtime_checkable
+class ChangeLog(Protocol):
+    """Which hosts changed, for a store whose every change happens in this process.
+
+    A mark is a point in the store's history. The scheduler notes one when a pending request
+    fails, and on the next retry decides it again only if a host changed since then could take
+    it: a host's fit for a request depends on that host's own books alone, so a request that
+    fitted no host cannot fit now on a host that did not change. The in-memory store keeps
+    such a log; the Redis store does not (other processes write to it), so every retry there
+    is a full decision.
+    """
+
+    def change_mark(self) -> int:
+        """The current point in the history."""
+        ...
+
+    def changed_since(self, mark: int) -> Collection[HostView] | None:
+        """The hosts added or changed after ``mark``, as they are now (hosts that left are
+        not listed: they take nothing); None when the log no longer reaches back that far
+        (then anything may have changed)."""
         ...

@@ -3,15 +3,15 @@ tests use, with the same behaviour as the Redis store.
 
 Hosts sit in one sorted list per (region, class) — ``None`` is the list of empty hosts — keyed
 by (U, host id) ascending, so a descending walk is ``reversed``. To answer "nothing fits" fast
-at 10,000 hosts, each list also knows, per room key (domain.capacity), the largest room of its
-hosts (kept exact in heaps): a list that cannot hold the request is skipped without being read.
+at 10,000 hosts, and to find the few hosts with room among many full ones, each list is cut
+into blocks that know, per room key (domain.capacity), the largest room of their hosts: a
+block or a whole list that cannot hold the request is skipped without reading its hosts.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import replace
 
 from domain.booking import book
@@ -26,71 +26,119 @@ from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine, contribution
 
 GroupKey = tuple[Region, int | None]
+# How many host changes the change log keeps (domain.store.ChangeLog); older marks read as
+# "anything may have changed".
+CHANGE_LOG_LIMIT = 1 << 16
+
+
+# Hosts per block of a list (see _Group); a block is split at twice this size.
+BLOCK_SIZE = 32
 
 
 class _Group:
-    """One (region, class) list: hosts sorted by (U, id), and the exact largest room per key.
+    """One (region, class) list: hosts sorted by (U, id), in blocks that know their largest room.
 
-    The largest CPU and memory room of the list's hosts, for every room key, sit in max-heaps
-    with lazy deletion: an entry belongs to a view object, and once the host has a newer view
-    (or left the list) the entry is dropped when it reaches the top. The heaps are rebuilt
-    when they grow well past the list's size.
+    The list is cut into consecutive blocks of at most 2 x BLOCK_SIZE entries (a block that
+    falls below BLOCK_SIZE / 2 joins a neighbour when both fit in BLOCK_SIZE). For every room
+    key a block caches the largest CPU room and the largest memory room of its hosts (maybe of
+    two hosts); a change in a block drops its cache, which is recomputed, per key, when next
+    asked. A walk skips every block (and so every list) whose largest room is below the need,
+    and reads the hosts of the others only.
     """
 
-    __slots__ = ("entries", "heaps", "pushed")
+    __slots__ = ("blocks", "firsts", "rooms", "size")
 
     def __init__(self) -> None:
-        self.entries: list[tuple[float, str]] = []
-        # heaps[key index][0 for CPU, 1 for memory]: (-room, sequence, host id, view)
-        self.heaps: list[tuple[list[_HeapItem], list[_HeapItem]]] = [([], []) for _ in ROOM_KEYS]
-        self.pushed = 0
+        self.blocks: list[list[_Entry]] = []
+        self.firsts: list[_Entry] = []  # the first entry of each block, for bisection
+        # rooms[block][key index]: the block's (largest CPU room, largest memory room), or None
+        self.rooms: list[list[tuple[int, int] | None]] = []
+        self.size = 0
 
-    def insert(self, view: HostView, views: dict[str, HostView]) -> None:
-        bisect.insort(self.entries, (view.util, view.id))
-        if self.pushed > 4 * len(self.entries) + 64:
-            self._rebuild(views)
+    def insert(self, view: HostView) -> None:
+        entry = (view.util, view.id, view)
+        self.size += 1
+        if not self.blocks:
+            self.blocks.append([entry])
+            self.firsts.append(entry)
+            self.rooms.append([None] * len(ROOM_KEYS))
+            return
+        b = max(0, bisect.bisect_right(self.firsts, entry) - 1)
+        block = self.blocks[b]
+        bisect.insort(block, entry)
+        self.firsts[b] = block[0]
+        if len(block) > 2 * BLOCK_SIZE:
+            self.blocks[b : b + 1] = [block[:BLOCK_SIZE], block[BLOCK_SIZE:]]
+            self.firsts[b : b + 1] = [block[0], block[BLOCK_SIZE]]
+            self.rooms[b : b + 1] = [[None] * len(ROOM_KEYS), [None] * len(ROOM_KEYS)]
         else:
-            self._push(view)
+            self.rooms[b] = [None] * len(ROOM_KEYS)
 
     def remove(self, view: HostView) -> None:
-        entry = (view.util, view.id)
-        index = bisect.bisect_left(self.entries, entry)
-        if index == len(self.entries) or self.entries[index] != entry:
+        entry = (view.util, view.id, view)
+        b = bisect.bisect_right(self.firsts, entry) - 1
+        block = self.blocks[b] if b >= 0 else []
+        index = bisect.bisect_left(block, entry)
+        if index == len(block) or block[index][2] is not view:
             raise RuntimeError(f"host {view.id} missing from its list")  # a broken invariant
-        del self.entries[index]
+        del block[index]
+        self.size -= 1
+        if not block:
+            del self.blocks[b], self.firsts[b], self.rooms[b]
+            return
+        self.firsts[b] = block[0]
+        self.rooms[b] = [None] * len(ROOM_KEYS)
+        if len(block) < BLOCK_SIZE // 2:  # merge a small block into a neighbour that has room
+            for left in (b, b - 1):
+                if 0 <= left < len(self.blocks) - 1 and (
+                    len(self.blocks[left]) + len(self.blocks[left + 1]) <= BLOCK_SIZE
+                ):
+                    self.blocks[left : left + 2] = [self.blocks[left] + self.blocks[left + 1]]
+                    del self.firsts[left + 1], self.rooms[left + 1]
+                    self.rooms[left] = [None] * len(ROOM_KEYS)
+                    break
 
-    def largest_room(self, index: int, views: dict[str, HostView]) -> tuple[int, int]:
-        """The largest CPU room and the largest memory room (maybe of two hosts) for a key."""
-        cpu_heap, memory_heap = self.heaps[index]
-        return _top(cpu_heap, views), _top(memory_heap, views)
+    def host_ids(self) -> list[str]:
+        return [host_id for block in self.blocks for _, host_id, _ in block]
 
-    def _push(self, view: HostView) -> None:
-        self.pushed += 1
-        for (cpu_heap, memory_heap), (cpu, memory) in zip(self.heaps, view.rooms, strict=True):
-            heapq.heappush(cpu_heap, (-cpu, self.pushed, view.id, view))
-            heapq.heappush(memory_heap, (-memory, self.pushed, view.id, view))
+    def fitting(
+        self, index: int, need_cpu: int, need_memory: int, ascending: bool
+    ) -> Iterator[HostView]:
+        """The hosts whose room for key ``index`` holds the need, in list order (or reversed)."""
+        order = range(len(self.blocks)) if ascending else range(len(self.blocks) - 1, -1, -1)
+        for b in order:
+            if b >= len(self.blocks):
+                return  # the caller changed the list between two hosts: stop reading it
+            best = self.rooms[b][index]
+            if best is None:
+                best = self._block_room(b, index)
+            if best[0] < need_cpu or best[1] < need_memory:
+                continue  # no host of this block can take it
+            block = self.blocks[b]
+            for _, _, view in block if ascending else reversed(block):
+                cpu, memory = view.rooms[index]
+                if cpu >= need_cpu and memory >= need_memory:
+                    yield view
 
-    def _rebuild(self, views: dict[str, HostView]) -> None:
-        self.heaps = [([], []) for _ in ROOM_KEYS]
-        self.pushed = 0
-        for _, host_id in self.entries:
-            self._push(views[host_id])
+    def _block_room(self, b: int, index: int) -> tuple[int, int]:
+        best_cpu = best_memory = -1
+        for _, _, view in self.blocks[b]:
+            cpu, memory = view.rooms[index]
+            if cpu > best_cpu:
+                best_cpu = cpu
+            if memory > best_memory:
+                best_memory = memory
+        best = (best_cpu, best_memory)
+        self.rooms[b][index] = best
+        return best
 
 
-_HeapItem = tuple[int, int, str, HostView]
-
-
-def _top(heap: list[_HeapItem], views: dict[str, HostView]) -> int:
-    while heap:
-        negative, _, host_id, view = heap[0]
-        if views.get(host_id) is view:
-            return -negative
-        heapq.heappop(heap)  # a replaced view, or a host that left the list
-    return -1
+_Entry = tuple[float, str, HostView]
 
 
 class MemoryStore:
-    """Hosts, tasks and the pending queue in process memory (implements ClusterStore)."""
+    """Hosts, tasks and the pending queue in process memory (implements ClusterStore, and
+    ChangeLog: every host change is logged)."""
 
     def __init__(
         self, classes: ClassTable | None = None, bounds: RegionBounds | None = None
@@ -103,6 +151,8 @@ class MemoryStore:
         self._host_tasks: dict[str, dict[str, Task]] = {}
         self._pending: dict[str, PendingEntry] = {}
         self._pending_order: list[tuple[tuple[float, int, str], str]] = []
+        self._changes: list[str] = []  # host ids in the order their views changed
+        self._changes_base = 0  # the mark of _changes[0]
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -115,27 +165,21 @@ class MemoryStore:
         return self._bounds
 
     def candidates(self, segments: Sequence[Segment]) -> Iterator[tuple[int, HostView]]:
-        views, groups = self._views, self._groups
+        groups = self._groups
         for position, segment in enumerate(segments):
             group = groups.get((segment.region, segment.host_class))
-            if group is None or not group.entries:
+            if group is None or not group.size:
                 continue
-            entries = group.entries if segment.ascending else reversed(group.entries)
             room_key = segment.room_key
             if room_key is None:
-                for _, host_id in entries:
-                    yield position, views[host_id]
+                views = [view for block in group.blocks for _, _, view in block]
+                for view in views if segment.ascending else reversed(views):
+                    yield position, view
                 continue
             need_cpu, need_memory = segment.need
             index = ROOM_INDEX[room_key]
-            best_cpu, best_memory = group.largest_room(index, views)
-            if best_cpu < need_cpu or best_memory < need_memory:
-                continue  # no host of this list can take it: skipped without reading it
-            for _, host_id in entries:
-                view = views[host_id]
-                cpu, memory = view.rooms[index]
-                if cpu >= need_cpu and memory >= need_memory:
-                    yield position, view
+            for view in group.fitting(index, need_cpu, need_memory, segment.ascending):
+                yield position, view
 
     def all_hosts(self) -> Iterator[HostView]:
         for host_id in sorted(self._views):
@@ -159,10 +203,20 @@ class MemoryStore:
     def tasks(self) -> list[Task]:
         return sorted(self._tasks.values(), key=lambda t: t.id)
 
+    def change_mark(self) -> int:
+        return self._changes_base + len(self._changes)
+
+    def changed_since(self, mark: int) -> Collection[HostView] | None:
+        if mark < self._changes_base:
+            return None
+        views = self._views
+        changed = set(self._changes[mark - self._changes_base :])
+        return [views[host_id] for host_id in changed if host_id in views]
+
     def group_members(self, region: Region, host_class: int | None) -> list[str]:
         """Host ids of one list, ascending: for consistency checks."""
         group = self._groups.get((region, host_class))
-        return [host_id for _, host_id in group.entries] if group else []
+        return group.host_ids() if group else []
 
     # -- hosts ------------------------------------------------------------------------------
 
@@ -193,6 +247,7 @@ class MemoryStore:
             del self._tasks[task.id]
         self._group(view).remove(view)
         del self._views[host_id]
+        self._changed(host_id)
         return tasks
 
     def update_host_utilization(
@@ -200,9 +255,7 @@ class MemoryStore:
     ) -> HostView:
         old = self.host(host_id)
         util = max(cpu_util, memory_util)
-        view = replace(
-            old, cpu_util=cpu_util, memory_util=memory_util, region=self._bounds.classify(util)
-        )
+        view = old.with_utilization(cpu_util, memory_util, self._bounds.classify(util))
         self._replace_view(old, view)
         return view
 
@@ -230,7 +283,7 @@ class MemoryStore:
         host = self.host(task.host)
         self._host_tasks[host.id][task.id] = self._tasks[task.id] = task
         tally = combine(host.tally, contribution(task, self._classes))
-        self._replace_view(host, replace(host, tally=tally))
+        self._replace_view(host, host.with_tally(tally))
 
     def resize_task(self, task_id: str, cpu_shares: int, memory: int) -> Task:
         task = self._tasks.get(task_id)
@@ -241,7 +294,7 @@ class MemoryStore:
         tally = combine(host.tally, contribution(task, self._classes), -1)
         tally = combine(tally, contribution(resized, self._classes))
         self._tasks[task_id] = self._host_tasks[task.host][task_id] = resized
-        self._replace_view(host, replace(host, tally=tally))
+        self._replace_view(host, host.with_tally(tally))
         return resized
 
     def end_task(self, task_id: str) -> Task:
@@ -251,7 +304,7 @@ class MemoryStore:
         del self._host_tasks[task.host][task_id]
         host = self._views[task.host]
         tally = combine(host.tally, contribution(task, self._classes), -1)
-        self._replace_view(host, replace(host, tally=tally))
+        self._replace_view(host, host.with_tally(tally))
         return task
 
     def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
@@ -295,4 +348,13 @@ class MemoryStore:
         if old is not None:
             self._group(old).remove(old)
         self._views[new.id] = new
-        self._group(new).insert(new, self._views)
+        self._group(new).insert(new)
+        self._changed(new.id)
+
+    def _changed(self, host_id: str) -> None:
+        changes = self._changes
+        changes.append(host_id)
+        if len(changes) > CHANGE_LOG_LIMIT:
+            half = len(changes) // 2
+            del changes[:half]
+            self._changes_base += half

@@ -53,7 +53,7 @@ from benchmarks.sim.profiles import Profiles, UsageProfile
 from benchmarks.trace import TraceHeader, TraceRequest
 from domain.classes import ClassTable
 from domain.decision import Decision
-from domain.model import HostSpec, Request, TaskType
+from domain.model import HostSpec, HostView, Request, TaskType
 from domain.regions import RegionBounds
 from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
@@ -92,6 +92,9 @@ class SimConfig:
     empty_hosts: EmptyHosts = EmptyHosts.LAST
     classes: ClassTable | None = None
     bounds: RegionBounds | None = None
+    # Retries skip waiting requests no changed host could take (manager.scheduler.service);
+    # False decides every retry in full (same outcome, slower: for comparisons).
+    skip_unchanged_retries: bool = True
     # Test aid: after every event, compare the simulator's books with the store (slow).
     check_invariants: bool = False
 
@@ -151,6 +154,11 @@ class TimedPolicy:
         decision = self.inner.decide(request, view, exclude=exclude, explain=explain)
         self.log.append((request.id, (time.perf_counter_ns() - start) / 1e6, decision.placed))
         return decision
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        return self.inner.may_place(request, hosts, classes)
 
 
 class _Run:
@@ -247,7 +255,9 @@ class Simulation:
         self.store = MemoryStore(config.classes, config.bounds)
         inner = make_policy(config.policy, empty_hosts=config.empty_hosts, seed=config.seed)
         self.policy = TimedPolicy(inner)
-        self.scheduler = Scheduler(self.store, self.policy)
+        self.scheduler = Scheduler(
+            self.store, self.policy, skip_unchanged=config.skip_unchanged_retries
+        )
         self._pass_names = PolicyName(config.policy) is PolicyName.ENERGY
         self.recorder = MetricsRecorder.for_trace(
             config.policy, header, power_model=config.power_model,

@@ -8,9 +8,10 @@ ties go to the node with fewest containers, then to the smallest id.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from domain.classes import ClassTable
 from domain.decision import Decision, Pass
 from domain.model import HostView, Request
 from domain.store import ClusterReader
@@ -36,6 +37,16 @@ def _qualifying(
         ) * 100 / host.memory_capacity
         notes.host(name, host, f"qualifies, score {score:.1f}")
         yield score, host
+
+
+def _unreserved_fit(request: Request, hosts: Iterable[HostView], classes: ClassTable) -> bool:
+    """A baseline's ``may_place``: exactly its own test, without overbooking."""
+    cpu, memory = request.cpu_shares, request.memory
+    return any(
+        host.cpu_allocated + cpu <= host.cpu_capacity
+        and host.memory_allocated + memory <= host.memory_capacity
+        for host in hosts
+    )
 
 
 def _place(request: Request, host: HostView, name: str, why: str, notes: Notes) -> Decision:
@@ -90,6 +101,8 @@ class ScoredPolicy:
         score = -best[0] if self.highest else best[0]
         return _place(request, best_host, self.name, f"scores {score:.1f}", notes)
 
+    may_place = staticmethod(_unreserved_fit)
+
 
 SPREAD = ScoredPolicy("spread", highest=False)
 BINPACK = ScoredPolicy("binpack", highest=True)
@@ -120,3 +133,5 @@ class RandomPolicy:
             return _refuse(request, self.name, notes)
         host = self._rng.choice(hosts)
         return _place(request, host, self.name, f"drawn among {len(hosts)} that fit", notes)
+
+    may_place = staticmethod(_unreserved_fit)

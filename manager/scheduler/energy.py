@@ -7,13 +7,21 @@ store can skip lists that cannot hold the request; each host is still checked he
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
-from domain.capacity import SIMPLE_ROOM, RoomKey, RoomKind, fits
-from domain.classes import CLASSES, after_cut
+from domain.capacity import (
+    CUT_INDEX,
+    KILL_INDEX,
+    SIMPLE_INDEX,
+    SIMPLE_ROOM,
+    RoomKey,
+    RoomKind,
+    fits,
+)
+from domain.classes import CLASSES, ClassTable, after_cut
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
@@ -52,6 +60,40 @@ class EnergyPolicy:
             f"of class {request.cls}, even with cuts and kills",
             tuple(run.notes.lines),
         )
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        """Whether one of the passes would take ``request`` on one of ``hosts``, each judged
+        as the passes below judge a host: by its region, class and rooms (which are exact)."""
+        rc = request.cls
+        need = (request.cpu_shares, request.memory)
+        # The request as cut on a stricter host of class hc (3.5 step 2), for hc < rc.
+        cut_needs = {}
+        for stricter in range(1, rc):
+            cut = classes.request_cut(rc, stricter)
+            cut_needs[stricter] = (after_cut(need[0], cut), after_cut(need[1], cut))
+        cut_index = CUT_INDEX[rc]
+        kill_index = KILL_INDEX[rc, request.type is TaskType.JOB]
+        for host in hosts:
+            hc, region, rooms = host.host_class, host.region, host.rooms
+            if hc is None:  # an empty host: the simple pass, outside EED
+                if region is not Region.EED and _within(need, rooms[SIMPLE_INDEX]):
+                    return True
+                continue
+            if region is not Region.EED:  # the simple and cut passes
+                if hc < rc:  # the cut request covers the simple pass
+                    if _within(cut_needs[hc], rooms[SIMPLE_INDEX]):
+                        return True
+                elif _within(need, rooms[cut_index]):  # covers the simple pass when hc == rc
+                    return True
+            if region is not Region.LEE and _within(need, rooms[kill_index]):  # the kill pass
+                return True
+        return False
+
+
+def _within(need: tuple[int, int], room: tuple[int, int]) -> bool:
+    return need[0] <= room[0] and need[1] <= room[1]
 
 
 class _Run:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from enum import StrEnum
 from typing import Protocol
 
+from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ValidationError
-from domain.model import Request
+from domain.model import HostView, Request
 from domain.store import ClusterReader
 from manager.scheduler.baselines import BINPACK, SPREAD, RandomPolicy
 from manager.scheduler.energy import EmptyHosts, EnergyPolicy
@@ -33,6 +34,13 @@ class Policy(Protocol):
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision: ...
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        """False only when ``decide`` could place ``request`` on none of ``hosts`` as they are
+        now, whatever the other hosts; judged from the hosts' views alone (cheap)."""
+        ...
 
 
 def make_policy(name: str, *, empty_hosts: EmptyHosts = EmptyHosts.LAST, seed: int = 0) -> Policy:

@@ -14,7 +14,7 @@ from domain.decision import Decision
 from domain.errors import ConflictError
 from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
-from domain.store import ClusterStore
+from domain.store import ChangeLog, ClusterStore
 from manager.scheduler.policies import Policy
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
@@ -43,11 +43,22 @@ class Outcome:
 
 class Scheduler:
     def __init__(
-        self, store: ClusterStore, policy: Policy, *, retry_limit: int = DEFAULT_RETRY_LIMIT
+        self,
+        store: ClusterStore,
+        policy: Policy,
+        *,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
+        skip_unchanged: bool = True,
     ) -> None:
         self.store = store
         self.policy = policy
         self.retry_limit = retry_limit
+        # With a store that logs its changes: where each waiting request last failed, so a
+        # retry can tell "no changed host could take it" without deciding (see retry_pending).
+        self._log: ChangeLog | None = (
+            store if skip_unchanged and isinstance(store, ChangeLog) else None
+        )
+        self._failed_at: dict[str, int] = {}
 
     # -- new requests ---------------------------------------------------------------------
 
@@ -89,11 +100,18 @@ class Scheduler:
 
         An entry is skipped when one at least as small, of the same class and type, already
         failed in this round (every pass is monotone in the request size); at most
-        ``retry_limit`` entries are decided per round.
+        ``retry_limit`` entries are tried per round.
+
+        With a store that logs its changes (``domain.store.ChangeLog``), an entry that failed
+        before is decided again only if a host that changed since could take it
+        (``Policy.may_place``): whether a host takes a request depends on that host's books
+        alone, so the other hosts would refuse it again. Such an entry counts as tried and
+        failed, exactly as if it had been decided: the outcome is the same either way.
         """
         outcome = Outcome()
         failed: list[tuple[int, str, int, int]] = []
         attempts = 0
+        marks = self._failed_at
         for entry in self.store.pending():
             if attempts >= self.retry_limit:
                 break
@@ -105,15 +123,31 @@ class Scheduler:
                 and memory <= request.memory
                 for cls, kind, cpu, memory in failed
             ):
-                continue
+                continue  # not tried: the mark of its last failure still holds
             attempts += 1
-            decision = self.policy.decide(request, self.store)
-            if not decision.placed:
-                failed.append((request.cls, request.type, request.cpu_shares, request.memory))
-                continue
-            self.store.remove_pending(request.id)
-            self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
+            if self._may_place_now(request, marks.get(request.id)):
+                decision = self.policy.decide(request, self.store)
+                if decision.placed:
+                    marks.pop(request.id, None)
+                    self.store.remove_pending(request.id)
+                    self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
+                    continue
+            failed.append((request.cls, request.type, request.cpu_shares, request.memory))
+            if self._log is not None:
+                marks[request.id] = self._log.change_mark()
+        if len(marks) > 2 * attempts + 1024:  # forget requests that left the queue otherwise
+            self._failed_at = {rid: m for rid, m in marks.items() if self.store.is_pending(rid)}
         return outcome
+
+    def _may_place_now(self, request: Request, failed_at: int | None) -> bool:
+        """False when ``request`` failed at mark ``failed_at`` and no host changed since
+        could take it; True when it may fit, or when that cannot be told."""
+        if self._log is None or failed_at is None:
+            return True
+        changed = self._log.changed_since(failed_at)
+        if changed is None:
+            return True
+        return self.policy.may_place(request, changed, self.store.classes)
 
     # -- internals ------------------------------------------------------------------------
 

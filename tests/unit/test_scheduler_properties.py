@@ -2,6 +2,8 @@
 
 Every step is driven through the real Scheduler and MemoryStore; after each step the store's
 books (allocations, tallies, classes, region lists) are recomputed from its tasks and compared.
+A twin scheduler on its own store takes the same steps with ``skip_unchanged=False`` (every
+retry decided in full): the outcomes of both must be identical, step by step.
 """
 
 from __future__ import annotations
@@ -72,6 +74,10 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.classes = ClassTable()
         self.store = CheckedStore(self.classes)
         self.scheduler = Scheduler(self.store, make_policy(self.policy_name, seed=7))
+        self.twin_store = MemoryStore(self.classes)
+        self.twin = Scheduler(
+            self.twin_store, make_policy(self.policy_name, seed=7), skip_unchanged=False
+        )
         self.now = 0.0
         self.next_id = 0
         self.host_count = 0
@@ -85,7 +91,8 @@ class SchedulingMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.host_count < 8)
     def add_host(self, cpu: int, util: float) -> None:
         self.host_count += 1
-        self.store.add_host(HostSpec(f"h{self.host_count}", cpu, cpu * 1000), util, util / 2)
+        for store in (self.store, self.twin_store):
+            store.add_host(HostSpec(f"h{self.host_count}", cpu, cpu * 1000), util, util / 2)
 
     @rule(cls=classes_, kind=types_, cpu=st.integers(2, 3000), mem_k=st.integers(1, 3000),
           queue=st.booleans())
@@ -94,7 +101,7 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.now += 1.0
         request = Request(f"r{self.next_id}", cls, kind, cpu, mem_k * 1000)
         outcome = self.scheduler.submit(request, self.now, queue=queue)
-        self.check_outcome(outcome)
+        self.check_outcome(outcome, self.twin.submit(request, self.now, queue=queue))
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.store.tasks()))
@@ -102,33 +109,38 @@ class SchedulingMachine(RuleBasedStateMachine):
         task = data.draw(st.sampled_from(self.store.tasks()))
         self.now += 5.0
         _, outcome = self.scheduler.task_ended(task.id, self.now)
-        self.check_outcome(outcome)
+        self.check_outcome(outcome, self.twin.task_ended(task.id, self.now)[1])
 
     @rule(data=st.data(), cpu=utilization, memory=utilization)
     def host_utilization(self, data: st.DataObject, cpu: float, memory: float) -> None:
         host = data.draw(st.sampled_from([h.id for h in self.store.all_hosts()]))
-        self.store.update_host_utilization(host, cpu, memory)
+        for store in (self.store, self.twin_store):
+            store.update_host_utilization(host, cpu, memory)
 
     @rule(data=st.data(), cpu=utilization, memory=utilization)
     @precondition(lambda self: bool(self.store.tasks()))
     def task_utilization(self, data: st.DataObject, cpu: float, memory: float) -> None:
         task = data.draw(st.sampled_from(self.store.tasks()))
-        self.store.update_task_utilization(task.id, cpu, memory)
+        for store in (self.store, self.twin_store):
+            store.update_task_utilization(task.id, cpu, memory)
 
     @rule()
     def retry(self) -> None:
         self.now += 1.0
-        self.check_outcome(self.scheduler.retry_pending(self.now))
+        self.check_outcome(self.scheduler.retry_pending(self.now),
+                           self.twin.retry_pending(self.now))
 
     @rule(data=st.data())
     @precondition(lambda self: len(list(self.store.all_hosts())) > 1)
     def lose_host(self, data: st.DataObject) -> None:
         host = data.draw(st.sampled_from([h.id for h in self.store.all_hosts()]))
-        self.check_outcome(self.scheduler.host_lost(host, self.now))
+        self.check_outcome(self.scheduler.host_lost(host, self.now),
+                           self.twin.host_lost(host, self.now))
 
     # -- checks on each outcome ---------------------------------------------------------------
 
-    def check_outcome(self, outcome: Outcome) -> None:
+    def check_outcome(self, outcome: Outcome, twin: Outcome) -> None:
+        assert outcome_key(outcome) == outcome_key(twin), "skipping a retry changed an outcome"
         pending = {entry.request.id: entry for entry in self.store.pending()}
         for victim in outcome.killed:
             running = self.store.task(victim.id)
@@ -165,6 +177,11 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert self.store.tasks_on(host.id) == expected
 
     @invariant()
+    def twin_has_the_same_books(self) -> None:
+        assert self.store.tasks() == self.twin_store.tasks()
+        assert self.store.pending() == self.twin_store.pending()
+
+    @invariant()
     def no_host_beyond_its_class_limit(self) -> None:
         for host in self.store.all_hosts():
             if host.host_class is None:
@@ -193,6 +210,13 @@ class SchedulingMachine(RuleBasedStateMachine):
         assert keys == sorted(keys)
         assert not {e.request.id for e in entries} & {t.id for t in self.store.tasks()}
         assert all(e.pending_s >= 0.0 and e.executed_s >= 0.0 for e in entries)
+
+
+def outcome_key(outcome: Outcome) -> object:
+    return ([(d.to_dict(), d.new_class) for d in outcome.applied],
+            [t.id for t in outcome.killed],
+            [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
+            [d.to_dict() for d in outcome.refused])
 
 
 SETTINGS = settings(max_examples=200, stateful_step_count=40, deadline=None,

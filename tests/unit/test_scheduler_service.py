@@ -1,14 +1,20 @@
 """Rescheduling of victims, the pending queue (DESIGN 3.7) and registry updates (3.8)."""
 
+from collections.abc import Iterable
 from fractions import Fraction as F
+from typing import Any
 
 import pytest
 
-from domain.decision import Pass
+import host_registry.memory as memory_module
+from domain.classes import ClassTable
+from domain.decision import Decision, Pass
 from domain.errors import ConflictError, NotFoundError
-from domain.model import HostSpec
+from domain.model import HostSpec, HostView, Request
 from domain.pending import PendingReason
 from domain.regions import Region
+from domain.store import ClusterReader
+from host_registry.memory import MemoryStore
 from manager.scheduler.policies import make_policy
 from manager.scheduler.service import Scheduler
 from tests.builders import JOB, SERVICE, H, T, build, req
@@ -185,3 +191,84 @@ def test_add_host_is_idempotent_and_keeps_tasks() -> None:
     store = build(H("h", 0.3, [T("a", 2, cpu=300, mem=10)]))
     store.add_host(HostSpec("h", 1200, 1200))
     assert store.host("h").cpu_allocated == 300 and store.host("h").util == 0.3
+
+
+# -- retries skip what no changed host can take ----------------------------------------------
+
+class CountingPolicy:
+    """The real energy policy; counts the decisions it is asked for, by request id."""
+
+    def __init__(self) -> None:
+        self.inner = make_policy("energy")
+        self.name = self.inner.name
+        self.calls: list[str] = []
+
+    def decide(self, request: Request, view: ClusterReader, **kwargs: Any) -> Decision:
+        self.calls.append(request.id)
+        return self.inner.decide(request, view, **kwargs)
+
+    def may_place(self, request: Request, hosts: Iterable[HostView], classes: ClassTable) -> bool:
+        return self.inner.may_place(request, hosts, classes)
+
+
+def waiting_victim(skip_unchanged: bool = True) -> tuple[Scheduler, CountingPolicy]:
+    """"victim" (class 4, 1100 shares) waits: "small" and "other" have 200 shares free."""
+    policy = CountingPolicy()
+    sched = Scheduler(
+        build(
+            H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]),
+            H("small", 0.2, [T("blocker", 1, cpu=1000, mem=10)]),
+            H("other", 0.2, [T("stays", 1, cpu=1000, mem=10)]),
+        ),
+        policy,
+        skip_unchanged=skip_unchanged,
+    )
+    outcome = sched.submit(req(3, cpu=1000, mem=10, id="big"), now=10.0)
+    assert [e.request.id for e in outcome.queued] == ["victim"]
+    policy.calls.clear()
+    return sched, policy
+
+
+def test_retry_does_not_decide_when_no_changed_host_can_take_the_request() -> None:
+    sched, policy = waiting_victim()
+    sched.retry_pending(now=11.0)  # the first retry decides: nothing is known yet
+    assert policy.calls == ["victim"]
+    sched.store.update_host_utilization("other", 0.3, 0.3)  # changed, still 200 shares free
+    outcome = sched.retry_pending(now=12.0)
+    assert policy.calls == ["victim"], "decided although no changed host has room"
+    assert outcome.applied == [] and [e.request.id for e in sched.store.pending()] == ["victim"]
+    _, outcome = sched.task_ended("blocker", now=13.0)  # "small" now has room: decided, placed
+    assert policy.calls == ["victim", "victim"]
+    assert [d.request.id for d in outcome.applied] == ["victim"]
+    placed = sched.store.task("victim")
+    assert placed is not None and placed.host == "small"
+
+
+def test_retry_decides_in_full_without_the_skip_or_when_the_log_is_too_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sched, policy = waiting_victim(skip_unchanged=False)
+    for now in (11.0, 12.0, 13.0):
+        sched.retry_pending(now)
+    assert policy.calls == ["victim"] * 3
+    monkeypatch.setattr(memory_module, "CHANGE_LOG_LIMIT", 2)
+    sched, policy = waiting_victim()
+    sched.retry_pending(now=11.0)
+    for util in (0.3, 0.31, 0.32, 0.33):  # more changes than the log keeps
+        sched.store.update_host_utilization("other", util, util)
+    sched.retry_pending(now=12.0)
+    assert policy.calls == ["victim", "victim"]
+
+
+def test_change_log_lists_changed_hosts_as_they_are_now() -> None:
+    store = build(H("a", 0.2, [T("t", 2)]), H("b", 0.2), H("c", 0.2))
+    assert isinstance(store, MemoryStore)
+    mark = store.change_mark()
+    assert store.changed_since(mark) == []
+    store.update_host_utilization("a", 0.6, 0.1)
+    store.end_task("t")
+    store.remove_host("b")
+    changed = store.changed_since(mark)
+    assert changed == [store.host("a")]  # once, current view; "b" left; "c" did not change
+    assert changed is not None and changed[0].region is Region.DEE and changed[0].task_count == 0
+    assert store.changed_since(store.change_mark()) == []

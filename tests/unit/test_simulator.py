@@ -272,3 +272,24 @@ def test_same_seed_same_result_and_another_seed_another_one() -> None:
     assert first.stats.events == second.stats.events
     assert _deterministic(first.result.metrics.to_json()) != _deterministic(
         third.result.metrics.to_json())
+
+
+def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> None:
+    """The full thesis hour with and without the retry skip (manager.scheduler.service): the
+    same run, except fewer decisions (and so fewer failed reschedule attempts recorded).
+    Only the energy policy queues (its kill victims); the baselines never retry."""
+    runs = [thesis_sim("energy", seed=1, duration_s=3600.0, skip_unchanged_retries=skip).run()
+            for skip in (True, False)]
+    skipped, full = (_deterministic(r.result.metrics.to_json()) for r in runs)
+    attempts = (skipped.pop("reschedule_attempts"), full.pop("reschedule_attempts"))
+    assert skipped.pop("decisions") < full.pop("decisions")
+    assert skipped == full
+    assert runs[0].result.series.values == runs[1].result.series.values
+    stats = [r.stats.to_json() for r in runs]
+    decisions = [s.pop("decisions") for s in stats]
+    for s in stats:
+        s.pop("wall_s")
+    assert stats[0] == stats[1]
+    assert full["reschedules_placed"] > 50  # the run went through many retries
+    assert decisions[0] < decisions[1] and attempts[0] < attempts[1]
+    assert decisions[1] - decisions[0] == attempts[1] - attempts[0]
