@@ -41,23 +41,26 @@ class _Group:
     The list is cut into consecutive blocks of at most 2 x BLOCK_SIZE entries (a block that
     falls below BLOCK_SIZE / 2 joins a neighbour when both fit in BLOCK_SIZE). For every room
     key a block caches the largest CPU room and the largest memory room of its hosts (maybe of
-    two hosts); a change in a block drops its cache, which is recomputed, per key, when next
-    asked. A walk skips every block (and so every list) whose largest room is below the need,
-    and reads the hosts of the others only.
+    two hosts), and so does the whole list. A host that joins can only raise them; one that
+    leaves forgets those it may have held, which are recomputed, per key, when next asked. A
+    walk skips a list whose largest room is below the need at once, then every such block, and
+    reads the hosts of the others only.
     """
 
-    __slots__ = ("blocks", "firsts", "rooms", "size")
+    __slots__ = ("blocks", "firsts", "rooms", "size", "top")
 
     def __init__(self) -> None:
         self.blocks: list[list[_Entry]] = []
         self.firsts: list[_Entry] = []  # the first entry of each block, for bisection
         # rooms[block][key index]: the block's (largest CPU room, largest memory room), or None
         self.rooms: list[list[tuple[int, int] | None]] = []
+        self.top: list[tuple[int, int] | None] = [None] * len(ROOM_KEYS)  # the same, whole list
         self.size = 0
 
     def insert(self, view: HostView) -> None:
         entry = (view.util, view.id, view)
         self.size += 1
+        _grow(self.top, view.rooms)
         if not self.blocks:
             self.blocks.append([entry])
             self.firsts.append(entry)
@@ -72,7 +75,7 @@ class _Group:
             self.firsts[b : b + 1] = [block[0], block[BLOCK_SIZE]]
             self.rooms[b : b + 1] = [[None] * len(ROOM_KEYS), [None] * len(ROOM_KEYS)]
         else:
-            self.rooms[b] = [None] * len(ROOM_KEYS)
+            _grow(self.rooms[b], view.rooms)
 
     def remove(self, view: HostView) -> None:
         entry = (view.util, view.id, view)
@@ -83,11 +86,12 @@ class _Group:
             raise RuntimeError(f"host {view.id} missing from its list")  # a broken invariant
         del block[index]
         self.size -= 1
+        _shrink(self.top, view.rooms)
         if not block:
             del self.blocks[b], self.firsts[b], self.rooms[b]
             return
         self.firsts[b] = block[0]
-        self.rooms[b] = [None] * len(ROOM_KEYS)
+        _shrink(self.rooms[b], view.rooms)
         if len(block) < BLOCK_SIZE // 2:  # merge a small block into a neighbour that has room
             for left in (b, b - 1):
                 if 0 <= left < len(self.blocks) - 1 and (
@@ -105,6 +109,11 @@ class _Group:
         self, index: int, need_cpu: int, need_memory: int, ascending: bool
     ) -> Iterator[HostView]:
         """The hosts whose room for key ``index`` holds the need, in list order (or reversed)."""
+        top = self.top[index]
+        if top is None:
+            top = self._list_room(index)
+        if top[0] < need_cpu or top[1] < need_memory:
+            return  # no host of the list can take it
         order = range(len(self.blocks)) if ascending else range(len(self.blocks) - 1, -1, -1)
         for b in order:
             if b >= len(self.blocks):
@@ -120,6 +129,20 @@ class _Group:
                 if cpu >= need_cpu and memory >= need_memory:
                     yield view
 
+    def _list_room(self, index: int) -> tuple[int, int]:
+        best_cpu = best_memory = -1
+        for b, cached in enumerate(self.rooms):
+            best = cached[index]
+            if best is None:
+                best = self._block_room(b, index)
+            if best[0] > best_cpu:
+                best_cpu = best[0]
+            if best[1] > best_memory:
+                best_memory = best[1]
+        top = (best_cpu, best_memory)
+        self.top[index] = top
+        return top
+
     def _block_room(self, b: int, index: int) -> tuple[int, int]:
         best_cpu = best_memory = -1
         for _, _, view in self.blocks[b]:
@@ -134,6 +157,25 @@ class _Group:
 
 
 _Entry = tuple[float, str, HostView]
+_Cache = list[tuple[int, int] | None]
+
+
+def _grow(cache: _Cache, rooms: tuple[tuple[int, int], ...]) -> None:
+    """A host with ``rooms`` joined: known largest rooms can only grow."""
+    for index, known in enumerate(cache):
+        if known is not None:
+            cpu, memory = rooms[index]
+            if cpu > known[0] or memory > known[1]:
+                cache[index] = (max(cpu, known[0]), max(memory, known[1]))
+
+
+def _shrink(cache: _Cache, rooms: tuple[tuple[int, int], ...]) -> None:
+    """A host with ``rooms`` left: a largest room it may have held becomes unknown."""
+    for index, known in enumerate(cache):
+        if known is not None:
+            cpu, memory = rooms[index]
+            if cpu >= known[0] or memory >= known[1]:
+                cache[index] = None
 
 
 class MemoryStore:
