@@ -5,11 +5,14 @@ policy, in wall-clock seconds.
                                                          # 1,000 hosts for 1 h, extrapolated
     python -m benchmarks.sim_speed --large-hours 24      # the full target run (long)
     python -m benchmarks.sim_speed --skip-thesis --large-hours 0.25 --profile 25
+    python -m benchmarks.sim_speed --skip-thesis --large-hours 24 --large-rate 2
 
 Targets: the thesis hour (5 hosts) < 10 s per policy; 24 h on 1,000 hosts < 10 min. The large
 run generates the thesis workload scaled to the cluster on the fly (2 requests/s per 5 hosts,
 about 440,000 requests per hour on 1,000 hosts), so its time includes generating the requests;
-the generation alone is timed too. With ``--large-hours`` below 24 the time is extrapolated
+the generation alone is timed too. ``--large-rate R`` sets the arrival rate instead (R
+requests/s in the bursts; ``--large-rate 2`` is DESIGN 7.1's rate read literally, a lightly
+loaded cluster at 1,000 hosts). With ``--large-hours`` below 24 the time is extrapolated
 linearly to 24 h (the work per simulated hour is stationary once the cluster has filled up,
 after a few minutes). ``--profile N`` prints the N most expensive functions (cProfile) of the
 large run.
@@ -23,6 +26,7 @@ import io
 import pstats
 import time
 
+from benchmarks.argtypes import positive_float
 from benchmarks.cluster import parse_hosts_spec
 from benchmarks.sim.engine import SimConfig, SimResult, simulate
 from benchmarks.sim.profiles import load_shipped_profiles
@@ -58,13 +62,15 @@ def thesis_hour(seed: int) -> None:
               f"{'ok' if wall < THESIS_TARGET_S else 'OVER TARGET'}")
 
 
-def large(hosts: int, hours: float, seed: int, profile_top: int) -> None:
+def large(hosts: int, hours: float, seed: int, profile_top: int, rate: float | None) -> None:
     config = ThesisWorkloadConfig(hosts=parse_hosts_spec(f"{hosts}x8c12g"),
-                                  duration_s=hours * 3600.0)
+                                  duration_s=hours * 3600.0, arrival_rate_per_s=rate)
     start = time.perf_counter()
     generated = sum(1 for _ in iter_thesis_requests(seed, config))
     generation_s = time.perf_counter() - start
-    print(f"\n{hosts} hosts, {hours:g} h, energy policy: {generated:,} requests "
+    rate_note = "scaled with the cluster" if rate is None else f"{rate:g} requests/s"
+    print(f"\n{hosts} hosts, {hours:g} h, arrivals {rate_note}, energy policy: "
+          f"{generated:,} requests "
           f"(generating them alone: {generation_s:.1f} s)")
     profiler = cProfile.Profile() if profile_top else None
     start = time.perf_counter()
@@ -102,13 +108,16 @@ def main() -> None:
     parser.add_argument("--large-hosts", type=int, default=1000)
     parser.add_argument("--large-hours", type=float, default=1.0,
                         help="simulated hours of the large run (0: skip it; default 1)")
+    parser.add_argument("--large-rate", type=positive_float, default=None, metavar="R",
+                        help="arrival rate of the large run in requests/s (default: 2/s per "
+                        "5 hosts, scaled with the cluster)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print the N most expensive functions of the large run")
     args = parser.parse_args()
     if not args.skip_thesis:
         thesis_hour(args.seed)
     if args.large_hours > 0:
-        large(args.large_hosts, args.large_hours, args.seed, args.profile)
+        large(args.large_hosts, args.large_hours, args.seed, args.profile, args.large_rate)
 
 
 if __name__ == "__main__":
