@@ -200,6 +200,7 @@ class _Host:
         "booked_mem",
         "cap_cores",
         "cap_mem",
+        "changed",
         "contended",
         "contended_s",
         "contended_since",
@@ -209,6 +210,7 @@ class _Host:
         "monitor",
         "next_t",
         "phase",
+        "recount",
         "runs",
         "served",
         "task_tracker",
@@ -221,6 +223,10 @@ class _Host:
         self.cap_mem = memory_bytes
         self.phase = phase
         self.runs: dict[str, _Run] = {}
+        # Since the last recompute: runs started or changed, and whether a job left (then the
+        # next completion must be looked for among all jobs).
+        self.changed: list[_Run] = []
+        self.recount = False
         self.demand = 0.0
         self.served = 0.0
         self.mem_use = 0.0
@@ -441,7 +447,7 @@ class Simulation:
             self._push(t + request.makespan_s, _STOP, run)
         if run.mem_use > run.limit:
             self._oom_limit.append(run)
-        self._touch(host)
+        self._touch(host, run)
 
     def _remove(self, run: _Run) -> None:
         """Take a run off its host (it ended, was killed, or was killed for memory)."""
@@ -456,6 +462,7 @@ class Simulation:
         if not host.runs:  # no float residue on an empty host
             host.demand = 0.0
             host.mem_use = 0.0
+        host.recount = host.recount or run.is_job
         self._touch(host)
 
     def _cut(self, run: _Run, cpu_shares: int, memory: int, t: float) -> None:
@@ -473,7 +480,7 @@ class Simulation:
                 self._memory_cut_unapplied += limit - memory
             run.limit = limit
         run.memory = memory
-        self._touch(host)
+        self._touch(host, run)
 
     # ------------------------------------------------------------------ task events
 
@@ -492,7 +499,7 @@ class Simulation:
             self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
         if mem_use > run.limit:
             self._oom_limit.append(run)
-        self._touch(host)
+        self._touch(host, run)
 
     def _on_job_end(self, t: float, host: _Host) -> None:
         if host.next_t != t:
@@ -502,7 +509,8 @@ class Simulation:
                 if run.is_job and run.finish_t <= t + _WORK_EPS_S]
         for run in sorted(done, key=lambda r: r.id):
             self._end_run(t, run, EndStatus.FINISHED)
-        self._touch(host)  # recompute the next completion
+        host.recount = True  # look for the next completion
+        self._touch(host)
 
     def _end_run(self, t: float, run: _Run, status: EndStatus) -> None:
         self._remove(run)
@@ -552,8 +560,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ hosts
 
-    def _touch(self, host: _Host) -> None:
+    def _touch(self, host: _Host, run: _Run | None = None) -> None:
+        """``host`` changed (``run`` started on it or changed): recompute it before ``t`` ends."""
         self._touched[host.id] = host
+        if run is not None:
+            host.changed.append(run)
 
     def _settle(self, t: float) -> None:
         """Out-of-memory kills first, then CPU shares and rates of every changed host."""
@@ -574,8 +585,13 @@ class Simulation:
             self._recompute(host, t)
 
     def _recompute(self, host: _Host, t: float) -> None:
-        runs = list(host.runs.values())
         contended = host.demand > host.cap_cores + 1e-12
+        if not contended and not host.contended:
+            self._recompute_changed(host, t)
+            return
+        host.changed.clear()
+        host.recount = False
+        runs = list(host.runs.values())
         if contended:
             served_all = share_cpu(host.cap_cores, [r.demand for r in runs],
                                    [r.cpu_shares for r in runs])
@@ -607,6 +623,41 @@ class Simulation:
                     run.finish_t = t + max(0.0, run.work_left) / rate
                 if run.finish_t < next_t:
                     next_t = run.finish_t
+        host.served = total
+        host.monitor.accumulator.set(
+            t, total / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
+        )
+        if next_t != host.next_t:
+            host.next_t = next_t
+            if next_t < _INF:
+                self._push(next_t, _END, host)
+        self._dirty[host.id] = host
+
+    def _recompute_changed(self, host: _Host, t: float) -> None:
+        """``_recompute`` for a host uncontended before and after: every run is served what it
+        wants and every job runs at full speed, so only the changed runs (and the next
+        completion, when a job started or left) need a look. The same result, without reading
+        every run."""
+        next_t = host.next_t
+        for run in host.changed:
+            if not run.alive:
+                continue
+            served = run.demand
+            run.served = served
+            allocation = run.cpu_shares / SHARES_PER_CORE
+            cpu_util = served / allocation if served < allocation else 1.0
+            mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
+            acc = run.acc
+            if cpu_util != acc.cpu or mem_util != acc.memory:
+                acc.set(t, cpu_util, mem_util)
+            if run.is_job and run.finish_t < next_t:
+                next_t = run.finish_t
+        host.changed.clear()
+        runs = host.runs.values()
+        if host.recount:
+            host.recount = False
+            next_t = min([r.finish_t for r in runs if r.is_job], default=_INF)
+        total = sum([r.demand for r in runs])  # in the order _recompute adds them up
         host.served = total
         host.monitor.accumulator.set(
             t, total / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
