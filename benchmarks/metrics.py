@@ -876,22 +876,25 @@ class MetricsRecorder:
         region = self.bounds.classify(max(host.cpu, host.mem))
         host.region_s[_REGION_INDEX[region]] += dt
         power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
+        # the series, then the coverage (1.0: the bin's time this host has been accounted for)
         values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
-                  0.0 if empty else power)
+                  0.0 if empty else power, 1.0)
+        bins = host.bins
         step = self.series_step_s
+        t0 = self.t_start_s
         start = a
         while start < t:
-            index = math.floor((start - self.t_start_s) / step)
-            bin_end = min(t, self.t_start_s + (index + 1) * step)
+            index = math.floor((start - t0) / step)
+            bin_end = min(t, t0 + (index + 1) * step)
             if bin_end <= start:  # float edge: move to the next bin
                 index += 1
-                bin_end = min(t, self.t_start_s + (index + 1) * step)
+                bin_end = min(t, t0 + (index + 1) * step)
             piece = bin_end - start
-            for k in range(_N_SERIES + 1):
-                column = host.bins[k]
-                while len(column) <= index:
-                    column.append(0.0)
-                column[index] += (values[k] if k < _N_SERIES else 1.0) * piece
+            if len(bins[0]) <= index:  # all columns have the same length
+                for column in bins:
+                    column.extend([0.0] * (index + 1 - len(column)))
+            for column, value in zip(bins, values, strict=True):
+                column[index] += value * piece
             start = bin_end
         host.last_t = t
 
