@@ -144,8 +144,9 @@ def pending_from_hash(fields: Mapping[str, str]) -> PendingEntry:
 
 
 # Walks the lists of a pass from segment ARGV[3], position ARGV[4], and returns
-# {next_segment, next_position, {segment, id, segment, id, ...}} with at most ARGV[2] hosts
-# whose stored room covers the segment's need; next_segment > number of segments at the end.
+# {next_segment, next_position, {segment, host hash, segment, host hash, ...}} with at most
+# ARGV[2] hosts whose stored room covers the segment's need, each as HGETALL gives it (so a
+# page of candidates is one round trip); next_segment > number of segments at the end.
 # Each segment has two KEYS (its list and the list's bound hash) and five ARGV: '1' to walk by
 # descending U, the two room fields ('' for no filter) and the two needs. A list whose bound
 # is below the need is skipped unread; a list read to its end gets its exact bound back.
@@ -192,7 +193,7 @@ while segment <= segments do
       end
       if take then
         found[#found + 1] = segment
-        found[#found + 1] = id
+        found[#found + 1] = redis.call('HGETALL', host_prefix .. id)
         count = count + 1
         if count >= limit then return {segment, index, found} end
       end
@@ -201,6 +202,21 @@ while segment <= segments do
   segment, index = segment + 1, 0
 end
 return {segment, index, found}
+"""
+
+
+# The tasks of one host in one round trip: KEYS[1] is the host's hash, KEYS[2..] its task
+# lists in the order wanted; ARGV[1] the task key prefix. Returns false for an unknown host,
+# else each task's hash as HGETALL gives it, list by list, in each list's order.
+TASKS_ON_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local tasks = {}
+for i = 2, #KEYS do
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    tasks[#tasks + 1] = redis.call('HGETALL', ARGV[1] .. id)
+  end
+end
+return tasks
 """
 
 

@@ -31,6 +31,7 @@ from domain.tally import EMPTY_TALLY, combine, contribution
 from host_registry.keys import (
     CANDIDATES_LUA,
     CAS_LUA,
+    TASKS_ON_LUA,
     HostKeys,
     host_from_hash,
     host_to_hash,
@@ -95,6 +96,11 @@ def redis_errors() -> Iterator[None]:
         raise UnavailableError(f"Redis refused a command: {exc}") from exc
 
 
+def _as_dict(flat: list[str]) -> dict[str, str]:
+    """A hash as a Lua script returns HGETALL: [field, value, field, value, ...]."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 class RedisStore:
     """Implements domain.store.ClusterStore on one Redis database."""
 
@@ -111,6 +117,7 @@ class RedisStore:
         self.host_keys = HostKeys(prefix)
         self.task_keys = TaskKeys(prefix)
         self._candidates = client.register_script(CANDIDATES_LUA)
+        self._tasks_on = client.register_script(TASKS_ON_LUA)
         self._cas = client.register_script(CAS_LUA)
 
     @classmethod
@@ -162,11 +169,8 @@ class RedisStore:
                 segment, index, flat = self._candidates(
                     keys=keys, args=[self.host_keys.host_prefix, page, segment, index, *tail]
                 )
-                positions = [int(number) - 1 for number in flat[::2]]
-                views = self._fetch(flat[1::2])
-            for position, view in zip(positions, views, strict=True):
-                if view is not None:
-                    yield position, view
+            for number, fields in zip(flat[::2], flat[1::2], strict=True):
+                yield int(number) - 1, host_from_hash(_as_dict(fields))
             page = min(page * 4, LAST_PAGE)
 
     def all_hosts(self) -> Iterator[HostView]:
@@ -185,15 +189,13 @@ class RedisStore:
         return host_from_hash(fields)
 
     def tasks_on(self, host_id: str) -> list[Task]:
+        keys = [self.host_keys.host(host_id)]
+        keys += [self.task_keys.by_class(host_id, cls) for cls in (4, 3, 2, 1)]
         with redis_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.exists(self.host_keys.host(host_id))
-            for cls in (4, 3, 2, 1):
-                pipe.zrange(self.task_keys.by_class(host_id, cls), 0, -1)
-            exists, *id_lists = pipe.execute()
-            if not exists:
-                raise NotFoundError(f"no host {host_id!r}")
-            return self._tasks([task_id for ids in id_lists for task_id in ids])
+            hashes = self._tasks_on(keys=keys, args=[self.task_keys.task("")])
+        if hashes is None:
+            raise NotFoundError(f"no host {host_id!r}")
+        return [task_from_hash(_as_dict(fields)) for fields in hashes if fields]
 
     def task(self, task_id: str) -> Task | None:
         with redis_errors():
