@@ -607,13 +607,7 @@ class Simulation:
         next_t = _INF
         for run, served in zip(runs, served_all, strict=True):
             total += served
-            run.served = served
-            allocation = run.cpu_shares / SHARES_PER_CORE
-            cpu_util = served / allocation if served < allocation else 1.0
-            mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
-            acc = run.acc
-            if cpu_util != acc.cpu or mem_util != acc.memory:
-                acc.set(t, cpu_util, mem_util)
+            _serve(run, served, t)
             if run.is_job:
                 rate = served / run.demand if served < run.demand else 1.0
                 if rate != run.rate:
@@ -623,15 +617,7 @@ class Simulation:
                     run.finish_t = t + max(0.0, run.work_left) / rate
                 if run.finish_t < next_t:
                     next_t = run.finish_t
-        host.served = total
-        host.monitor.accumulator.set(
-            t, total / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
-        )
-        if next_t != host.next_t:
-            host.next_t = next_t
-            if next_t < _INF:
-                self._push(next_t, _END, host)
-        self._dirty[host.id] = host
+        self._recomputed(host, t, total, next_t)
 
     def _recompute_changed(self, host: _Host, t: float) -> None:
         """``_recompute`` for a host uncontended before and after: every run is served what it
@@ -642,14 +628,7 @@ class Simulation:
         for run in host.changed:
             if not run.alive:
                 continue
-            served = run.demand
-            run.served = served
-            allocation = run.cpu_shares / SHARES_PER_CORE
-            cpu_util = served / allocation if served < allocation else 1.0
-            mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
-            acc = run.acc
-            if cpu_util != acc.cpu or mem_util != acc.memory:
-                acc.set(t, cpu_util, mem_util)
+            _serve(run, run.demand, t)
             if run.is_job and run.finish_t < next_t:
                 next_t = run.finish_t
         host.changed.clear()
@@ -658,9 +637,13 @@ class Simulation:
             host.recount = False
             next_t = min([r.finish_t for r in runs if r.is_job], default=_INF)
         total = sum([r.demand for r in runs])  # in the order _recompute adds them up
-        host.served = total
+        self._recomputed(host, t, total, next_t)
+
+    def _recomputed(self, host: _Host, t: float, served: float, next_t: float) -> None:
+        """The host serves ``served`` cores from ``t`` and its next job ends at ``next_t``."""
+        host.served = served
         host.monitor.accumulator.set(
-            t, total / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
+            t, served / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
         )
         if next_t != host.next_t:
             host.next_t = next_t
@@ -745,6 +728,17 @@ class Simulation:
             running_at_end=len(self._runs),
         )
         return SimResult(result, stats)
+
+
+def _serve(run: _Run, served: float, t: float) -> None:
+    """``run`` is served ``served`` cores from ``t``: what its monitor window sees."""
+    run.served = served
+    allocation = run.cpu_shares / SHARES_PER_CORE
+    cpu_util = served / allocation if served < allocation else 1.0
+    mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
+    acc = run.acc
+    if cpu_util != acc.cpu or mem_util != acc.memory:
+        acc.set(t, cpu_util, mem_util)
 
 
 def simulate(
