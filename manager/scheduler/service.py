@@ -112,7 +112,8 @@ class Scheduler:
         failed: list[tuple[int, str, int, int]] = []
         attempts = 0
         marks = self._failed_at
-        for entry in self.store.pending():
+        entries = self.store.pending()
+        for entry in entries:
             if attempts >= self.retry_limit:
                 break
             request = entry.request
@@ -135,8 +136,9 @@ class Scheduler:
             failed.append((request.cls, request.type, request.cpu_shares, request.memory))
             if self._log is not None:
                 marks[request.id] = self._log.change_mark()
-        if len(marks) > 2 * attempts + 1024:  # forget requests that left the queue otherwise
-            self._failed_at = {rid: m for rid, m in marks.items() if self.store.is_pending(rid)}
+        if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
+            waiting = {entry.request.id for entry in entries}
+            self._failed_at = {rid: mark for rid, mark in marks.items() if rid in waiting}
         return outcome
 
     def _may_place_now(self, request: Request, failed_at: int | None) -> bool:
