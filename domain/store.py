@@ -1,7 +1,8 @@
 """The interface between the scheduling core and whatever keeps hosts and tasks.
 
-The in-memory store (host_registry.memory) and the Redis store implement it; the scheduler and
-the simulator only ever talk to these two protocols.
+The in-memory store (host_registry.memory) and the Redis store implement ClusterReader and
+ClusterStore; the scheduler and the simulator only ever talk to these protocols. The in-memory
+store also implements ChangeLog, which lets the scheduler skip hopeless retries.
 """
 
 from __future__ import annotations
