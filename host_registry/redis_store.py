@@ -170,7 +170,8 @@ class RedisStore:
                     keys=keys, args=[self.host_keys.host_prefix, page, segment, index, *tail]
                 )
             for number, fields in zip(flat[::2], flat[1::2], strict=True):
-                yield int(number) - 1, host_from_hash(_as_dict(fields))
+                if fields:  # a listed host always has its hash; skip one that does not
+                    yield int(number) - 1, host_from_hash(_as_dict(fields))
             page = min(page * 4, LAST_PAGE)
 
     def all_hosts(self) -> Iterator[HostView]:
