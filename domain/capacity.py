@@ -59,19 +59,16 @@ def room(host: HostView, key: RoomKey) -> tuple[int, int]:
     return host.rooms[ROOM_INDEX[key]]
 
 
-def compute_rooms(
-    tally: tuple[int, ...],
-    cpu_capacity: int,
-    memory_capacity: int,
-    cpu_limits: tuple[int, ...],
-    memory_limits: tuple[int, ...],
-) -> tuple[tuple[int, int], ...]:
-    """The room for every key of ``ROOM_KEYS``, in that order, from a host's books."""
-    host_class = next((c for c in (1, 2, 3, 4) if tally[c - 1]), None)
+def compute_rooms(host: HostView) -> tuple[tuple[int, int], ...]:
+    """The room for every key of ``ROOM_KEYS``, in that order, from a host's books (the view
+    calls this once, when it is made)."""
+    host_class = host.host_class
     if host_class is None:
-        return ((cpu_capacity, memory_capacity),) * len(ROOM_KEYS)
-    cpu_allocated = tally[CPU] + tally[CPU + 1] + tally[CPU + 2] + tally[CPU + 3]
-    memory_allocated = tally[MEM] + tally[MEM + 1] + tally[MEM + 2] + tally[MEM + 3]
+        return ((host.cpu_capacity, host.memory_capacity),) * len(ROOM_KEYS)
+    tally = host.tally
+    cpu_capacity, memory_capacity = host.cpu_capacity, host.memory_capacity
+    cpu_limits, memory_limits = host.cpu_limits, host.memory_limits
+    cpu_allocated, memory_allocated = host.cpu_allocated, host.memory_allocated
     rooms = []
     for key in ROOM_KEYS:
         if key.kind is RoomKind.SIMPLE:

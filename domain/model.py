@@ -151,17 +151,7 @@ class HostView:
     rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "rooms",
-            compute_rooms(
-                self.tally,
-                self.cpu_capacity,
-                self.memory_capacity,
-                self.cpu_limits,
-                self.memory_limits,
-            ),
-        )
+        object.__setattr__(self, "rooms", compute_rooms(self))
 
     @property
     def util(self) -> float:
