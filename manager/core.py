@@ -431,14 +431,14 @@ class Manager:
         task = self.store.task(info.task_id)
         is_job = record.spec["type"] == TaskType.JOB.value
         done = info.state in (TaskState.COMPLETE, TaskState.FAILED)
+        finished = info.state is TaskState.COMPLETE and not info.exit_code
         # Only jobs end on a task state: a service's newest task is briefly 'failed' between a
         # crash and the restart Swarm gives it; a service ends when stopped or when it vanishes.
         if done and is_job and task is not None:
-            finished = info.state is TaskState.COMPLETE and not info.exit_code
             self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
         elif done and is_job and self.by_swarm:  # finished before it was ever booked
             self.backend.remove(info.task_id)
-            final = RequestStatus.COMPLETED if not info.exit_code else RequestStatus.FAILED
+            final = RequestStatus.COMPLETED if finished else RequestStatus.FAILED
             self.records.update(
                 info.task_id,
                 f"ended (exit code {info.exit_code})",

@@ -216,8 +216,8 @@ class SwarmBackend:
             services = [s for s in self.client.services.list(filters={"label": LABEL_TASK})
                         if s.name.startswith(self.prefix)]
             tasks: dict[str, list[dict[str, Any]]] = {}
-            if services:
-                for task in self.client.api.tasks():
+            if services:  # only our services' tasks, not every stack's and their history
+                for task in self.client.api.tasks(filters={"service": [s.id for s in services]}):
                     tasks.setdefault(str(task.get("ServiceID", "")), []).append(task)
         found = [self._describe(s.attrs, tasks.get(s.id, [])) for s in services]
         return [info for info in found if info is not None]
