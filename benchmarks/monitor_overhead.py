@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from domain.labels import LABEL_TASK
+from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "greenswarm/busybox:latest"
@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import docker
 
-    client = docker.DockerClient(base_url=f"unix://{args.docker_socket}", version="1.41")
+    client = docker.DockerClient(
+        base_url=f"unix://{args.docker_socket}", version=DOCKER_API_VERSION
+    )
     try:
         ensure_image()
         with (

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from monitor.service import Monitor
     from monitor.tasks import ContainerSampler
 
-# Docker 20.10's API; fixed so the client connects lazily (the monitor starts, and keeps
-# sampling the host, while the engine is down) and so one-shot stats are available.
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -149,6 +146,8 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
     else:
         source = PsutilHostSource()
     docker_client = docker.DockerClient(
+        # a fixed API version: the client connects lazily (the monitor starts, and keeps
+        # sampling the host, while the engine is down) and one-shot stats are available
         base_url=settings.docker_url, version=DOCKER_API_VERSION, timeout=10
     )
     identity = resolve_identity(docker_client, settings.host_id, settings.address)

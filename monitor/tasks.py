@@ -46,7 +46,6 @@ from monitor.core import (
 
 log = logging.getLogger(__name__)
 
-TASK_LABEL = LABEL_TASK
 DEFAULT_CGROUP_PARENTS: tuple[str, ...] = ("docker",)
 _NEVER_READ = "0001-01-01T00:00:00Z"
 STATS_WORKERS = 8
@@ -126,15 +125,15 @@ class ContainerSampler:
         """Running containers that carry the task label (one Docker API call)."""
         try:
             summaries: list[dict[str, Any]] = self._client.api.containers(
-                filters={"label": TASK_LABEL}
+                filters={"label": LABEL_TASK}
             )
         except _DOCKER_ERRORS as exc:
             raise UnavailableError(f"cannot list containers: {exc}") from exc
         found: list[TaskContainer] = []
         for summary in summaries:
-            task_id = (summary.get("Labels") or {}).get(TASK_LABEL, "")
+            task_id = (summary.get("Labels") or {}).get(LABEL_TASK, "")
             if not task_id:
-                log.debug("container %s has an empty %s label", summary.get("Id"), TASK_LABEL)
+                log.debug("container %s has an empty %s label", summary.get("Id"), LABEL_TASK)
                 continue
             found.append(TaskContainer(str(summary["Id"]), str(task_id)))
         listed = {c.container_id for c in found}

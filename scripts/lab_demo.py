@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 
 from domain.errors import GreenSwarmError
-from manager.client_cmd import Api
+from domain.labels import LABEL_TASK
+from manager.client_cmd import FINAL, Api
 
-FINAL = {"completed", "failed", "rejected", "stopped"}
 DOCKER = os.environ.get("GREENSWARM_DOCKER_CLI", "/usr/bin/docker")
 
 
@@ -125,7 +125,7 @@ def _docker_resources(node: str, container_task: str) -> str:
     """CPU shares and memory limit of a task's container, read on its node's own engine."""
     socket = f"unix:///run/greenswarm/lab/{node}.sock"
     ids = subprocess.run(
-        [DOCKER, "-H", socket, "ps", "-q", "--filter", f"label=greenswarm.task={container_task}"],
+        [DOCKER, "-H", socket, "ps", "-q", "--filter", f"label={LABEL_TASK}={container_task}"],
         capture_output=True, text=True, timeout=30, check=False,
     ).stdout.split()
     if not ids:

@@ -23,8 +23,6 @@ LABEL_NODE = "greenswarm.lab.node"
 LABEL_SOCKET = "greenswarm.lab.socket"
 LABEL_ADDRESS = "greenswarm.lab.address"
 LABEL_CGROUP = "greenswarm.lab.cgroup"
-LABEL_CPU_SHARES = CAPACITY_CPU_LABEL
-LABEL_MEMORY_BYTES = CAPACITY_MEMORY_LABEL
 
 
 class CgroupVersion(StrEnum):
@@ -111,8 +109,8 @@ class NodeRecord:
         """Labels of the Swarm node: the engine's plus its capacity (updated on resize)."""
         return {
             **self.engine_labels(),
-            LABEL_CPU_SHARES: str(self.cpu_shares),
-            LABEL_MEMORY_BYTES: str(self.memory_bytes),
+            CAPACITY_CPU_LABEL: str(self.cpu_shares),
+            CAPACITY_MEMORY_LABEL: str(self.memory_bytes),
         }
 
     def to_dict(self) -> dict[str, Any]:

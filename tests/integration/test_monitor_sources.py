@@ -25,6 +25,7 @@ import requests
 from werkzeug.serving import make_server
 
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
+from domain.labels import LABEL_TASK
 from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
@@ -33,7 +34,7 @@ from monitor.core import BackoffPolicy, HostUpdate, TaskBatch, TaskUtil, UtilSam
 from monitor.host_sources import CgroupHostSource, HostCapacity
 from monitor.identity import HostIdentity, resolve_identity
 from monitor.service import Monitor, Timings
-from monitor.tasks import TASK_LABEL, ContainerSampler, ReadPath, TaskContainer
+from monitor.tasks import ContainerSampler, ReadPath, TaskContainer
 from tests.support.servers import RedisServer, free_port, redis_server, wait_for
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -206,7 +207,7 @@ def start_container(docker_client: Any, busybox_image: str) -> Iterator[StartCon
 
     def start(command: list[str], labelled: bool = True, **options: Any) -> tuple[str, str]:
         task_id = f"t-{uuid.uuid4().hex[:10]}"
-        labels = {TASK_LABEL: task_id} if labelled else {}
+        labels = {LABEL_TASK: task_id} if labelled else {}
         container = docker_client.containers.run(busybox_image, command, detach=True,
                                                  labels=labels, **options)
         started.append(container.id)
@@ -450,6 +451,7 @@ def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
     registry.redis.stop()  # the registry's Redis is down: it answers 503
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
+    assert registry.recorder.log[-1][3] == 503, registry.recorder.log[-1]
     client.close()
 
 
@@ -525,6 +527,7 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
         registry.redis.stop()
         host.cpu_util = 0.6
         wait_for(lambda: monitor.counters.send_failures >= 2, 10.0, "failed sends")
+        assert 503 in {status for _, _, _, status in registry.recorder.log}
         host.cpu_util, host.memory_util = 0.9, 0.8
         windows = monitor.counters.host_windows
         wait_for(lambda: monitor.counters.host_windows >= windows + 2, 10.0, "two windows")
