@@ -11,6 +11,7 @@ from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import RegionBounds
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
+from manager.scheduler.service import Outcome
 
 JOB, SERVICE = TaskType.JOB, TaskType.SERVICE
 
@@ -68,3 +69,11 @@ def build(
 
 def req(cls: int, cpu: int = 100, mem: int = 100, type: TaskType = JOB, id: str = "new") -> Request:
     return Request(id, cls, type, cpu, mem)
+
+
+def outcome_key(outcome: Outcome) -> object:
+    """What an outcome decided, comparable between two schedulers (differential tests)."""
+    return ([(d.to_dict(), d.new_class) for d in outcome.applied],
+            [t.id for t in outcome.killed],
+            [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
+            [d.to_dict() for d in outcome.refused])

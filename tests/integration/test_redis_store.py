@@ -19,8 +19,8 @@ from domain.tally import EMPTY_TALLY, combine, contribution
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
 from manager.scheduler.policies import make_policy
-from manager.scheduler.service import Outcome, Scheduler
-from tests.builders import H, T, build, req
+from manager.scheduler.service import Scheduler
+from tests.builders import H, T, build, outcome_key, req
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -179,13 +179,6 @@ def run_step(scheduler: Scheduler, step: str, args: tuple[object, ...], now: flo
         pick = tasks[int(float(args[0]) * len(tasks))]  # type: ignore[arg-type]
         return store.update_task_utilization(pick.id, float(args[1]), float(args[2]))  # type: ignore[arg-type]
     return outcome_key(scheduler.retry_pending(now))
-
-
-def outcome_key(outcome: Outcome) -> object:
-    return ([(d.to_dict(), d.new_class) for d in outcome.applied],
-            [t.id for t in outcome.killed],
-            [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
-            [d.to_dict() for d in outcome.refused])
 
 
 def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> None:

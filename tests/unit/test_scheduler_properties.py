@@ -27,6 +27,7 @@ from domain.tally import EMPTY_TALLY, combine, contribution
 from host_registry.memory import MemoryStore
 from manager.scheduler.policies import make_policy
 from manager.scheduler.service import Outcome, Scheduler
+from tests.builders import outcome_key
 
 utilization = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 classes_ = st.integers(min_value=1, max_value=4)
@@ -210,13 +211,6 @@ class SchedulingMachine(RuleBasedStateMachine):
         assert keys == sorted(keys)
         assert not {e.request.id for e in entries} & {t.id for t in self.store.tasks()}
         assert all(e.pending_s >= 0.0 and e.executed_s >= 0.0 for e in entries)
-
-
-def outcome_key(outcome: Outcome) -> object:
-    return ([(d.to_dict(), d.new_class) for d in outcome.applied],
-            [t.id for t in outcome.killed],
-            [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
-            [d.to_dict() for d in outcome.refused])
 
 
 SETTINGS = settings(max_examples=200, stateful_step_count=40, deadline=None,
