@@ -361,14 +361,7 @@ class Replay:
             try:
                 status, answer = self.api.submit(sub.body)
             except UnavailableError as exc:
-                run.submit_errors += 1
-                run.consecutive_submit_errors += 1
-                run.unknown_ids.add(sub.request_id)
-                self._warn(f"{sub.request_id}: not submitted: {exc}")
-                if run.consecutive_submit_errors >= self.options.max_submit_errors:
-                    raise UnavailableError(
-                        f"{run.consecutive_submit_errors} submissions in a row failed; the "
-                        f"last: {exc}") from None
+                self._submit_failed(sub.request_id, f"not submitted: {exc}")
                 continue
             received = time.time()
             if status == 201:
@@ -385,13 +378,18 @@ class Replay:
                     f"{sub.request_id} already exists on the manager: replay against a fresh "
                     "Redis prefix (GREENSWARM_REDIS_PREFIX) or give --id-prefix")
             else:
-                run.submit_errors += 1
-                run.consecutive_submit_errors += 1
-                run.unknown_ids.add(sub.request_id)
-                self._warn(f"{sub.request_id}: HTTP {status}: {answer}")
-                if run.consecutive_submit_errors >= self.options.max_submit_errors:
-                    raise UnavailableError(f"{run.consecutive_submit_errors} submissions in a "
-                                           f"row failed; the last: HTTP {status} {answer}")
+                self._submit_failed(sub.request_id, f"HTTP {status}: {answer}")
+
+    def _submit_failed(self, request_id: str, why: str) -> None:
+        """A submission got no usable answer: count it; too many in a row end the replay."""
+        run = self.run_state
+        run.submit_errors += 1
+        run.consecutive_submit_errors += 1
+        run.unknown_ids.add(request_id)
+        self._warn(f"{request_id}: {why}")
+        if run.consecutive_submit_errors >= self.options.max_submit_errors:
+            raise UnavailableError(f"{run.consecutive_submit_errors} submissions in a row "
+                                   f"failed; the last: {why}")
 
     def _stop_due(self, feed: RecorderFeed) -> None:
         for request_id in feed.due_stops(time.time()):

@@ -81,7 +81,6 @@ class ReplayCounters:
     """What the replay saw beyond the recorder's metrics (written to replay.json)."""
 
     submitted: int
-    answered: int
     refused_invalid: int  # 400 from the manager: counted as failed allocations
     placed: int
     rejected: int
@@ -133,7 +132,6 @@ class _Tracked:
     host: str | None = None
     placed_wall_s: float | None = None
     answer_placed: bool = False  # the answer reported this placement; its event is known
-    decided: bool = False
     in_run: bool = False  # the recorder holds a running run for it
     awaiting: bool = False  # a killed victim not placed again yet
     expected_cuts: int = 0  # cut events announced by POST answers, not seen yet
@@ -220,7 +218,6 @@ class RecorderFeed:
         tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes)
         self._tracked[sub.request_id] = tracked
         self._count("submitted")
-        self._count("answered")
         rtt_ms = max(0.0, (received_wall_s - sent_wall_s) * 1000.0)
         given = decision.get("decision_ms")  # the scheduler's own time (manager/api.py)
         server_ms = float(given) if isinstance(given, int | float) else None
@@ -235,7 +232,6 @@ class RecorderFeed:
             probe=sub.probe,
         )
         placed = bool(decision.get("placed"))
-        tracked.decided = True
         cuts: list[Cut] = []
         kills: list[str] = []
         host_id = decision.get("host") if placed else None
@@ -303,8 +299,7 @@ class RecorderFeed:
         if t_answer <= self.end_trace_s:
             self.recorder.on_decision(t_answer, sub.request_id, request.request_class,
                                       request.type, False, decision_ms=rtt_ms, delay_ms=rtt_ms)
-        tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes, status="rejected",
-                           decided=True)
+        tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes, status="rejected")
         self._tracked[sub.request_id] = tracked
 
     def _pass_name(self, raw: object) -> str:
@@ -552,7 +547,6 @@ class RecorderFeed:
         n = self._n.get
         return ReplayCounters(
             submitted=n("submitted", 0),
-            answered=n("answered", 0),
             refused_invalid=n("refused_invalid", 0),
             placed=n("placed", 0),
             rejected=n("rejected", 0),

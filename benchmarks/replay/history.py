@@ -78,6 +78,20 @@ class HistoryEvent:
     oom: bool = False  # the agent saw Docker's OOMKilled flag
 
 
+# The beginning of an event's text and its kind, in the order of the table above.
+_PREFIXES: tuple[tuple[str, EventKind], ...] = (
+    ("placed", EventKind.PLACED),
+    ("cut to", EventKind.CUT),
+    ("killed", EventKind.KILLED),
+    ("waiting in the pending queue", EventKind.WAITING),
+    ("ended:", EventKind.ENDED),
+    ("container exited", EventKind.EXITED),
+    ("stopped by the client", EventKind.STOPPED),
+    ("could not start", EventKind.START_FAILED),
+    ("its service disappeared", EventKind.VANISHED),
+)
+
+
 def _int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
@@ -108,32 +122,16 @@ def classify(obj: Mapping[str, object]) -> HistoryEvent:
     pass_name = None
     if text == "submitted":
         kind = EventKind.SUBMITTED
-    elif text.startswith("placed"):
-        kind = EventKind.PLACED
+    else:
+        kind = next((k for prefix, k in _PREFIXES if text.startswith(prefix)), EventKind.OTHER)
+        if kind is EventKind.OTHER and status == "rejected":
+            kind = EventKind.REJECTED
+    if kind is EventKind.PLACED:
         match = _PLACED_PASS.match(text) or _PLACED_POLICY.match(text)
         pass_name = match.group(1) if match else None
-    elif text.startswith("cut to"):
-        kind = EventKind.CUT
-    elif text.startswith("killed"):
-        kind = EventKind.KILLED
+    elif kind is EventKind.KILLED:
         room = _ROOM_FOR.search(text)
         beneficiary = room.group(1) if room else None
-    elif text.startswith("waiting in the pending queue"):
-        kind = EventKind.WAITING
-    elif text.startswith("ended:"):
-        kind = EventKind.ENDED
-    elif text.startswith("container exited"):
-        kind = EventKind.EXITED
-    elif text.startswith("stopped by the client"):
-        kind = EventKind.STOPPED
-    elif text.startswith("could not start"):
-        kind = EventKind.START_FAILED
-    elif text.startswith("its service disappeared"):
-        kind = EventKind.VANISHED
-    elif status == "rejected":
-        kind = EventKind.REJECTED
-    else:
-        kind = EventKind.OTHER
     if exit_code is None and kind in (EventKind.ENDED, EventKind.EXITED):
         found = _EXIT_CODE.search(text)
         exit_code = int(found.group(1)) if found else None
