@@ -5,9 +5,9 @@ requests one after the other and reports how long the round took (:class:`RoundR
 the profiler measured the thesis's service load (benchmarks/sim/profiler.py):
 
 * Redis (:class:`RedisRound`): per request ``SET key:<j> <1 KiB value>`` then ``GET key:<j>``
-  over one TCP connection, ``j`` cycling over the keys the image populated (``key:0`` ..
-  ``key:N-1``), so the data set keeps its size; the service is ready once ``DBSIZE`` is
-  above 0 (its data is loaded);
+  over one TCP connection (redis-py without a connection pool, as the profiler's rounds),
+  ``j`` cycling over the keys the image populated (``key:0`` .. ``key:N-1``), so the data set
+  keeps its size; the service is ready once ``DBSIZE`` is above 0 (its data is loaded);
 * the time server (:class:`HttpRound`): per request one ``GET /`` on a new connection (the
   server speaks HTTP/1.0); ready once a GET answers 200.
 
@@ -26,8 +26,9 @@ import threading
 import time
 from typing import Protocol
 
+import redis
+
 from benchmarks.replay.feed import RoundResult, ServiceTarget
-from benchmarks.replay.resp import RespClient
 from benchmarks.trace import Workload
 from domain.errors import GreenSwarmError
 
@@ -45,19 +46,22 @@ class RedisRound:
     def __init__(self, keys: int, timeout_s: float) -> None:
         self.keys = max(1, keys)
         self.timeout_s = timeout_s
-        self._client: RespClient | None = None
+        self._client: redis.Redis | None = None
         self._where: tuple[str, int] | None = None
         self._next = 0
 
-    def _connect(self, address: str, port: int) -> RespClient:
+    def _connect(self, address: str, port: int) -> redis.Redis:
         if self._client is None or self._where != (address, port):
             self.close()
-            self._client = RespClient(address, port, timeout_s=self.timeout_s)
+            self._client = redis.Redis(
+                address, port, socket_timeout=self.timeout_s,
+                socket_connect_timeout=self.timeout_s, single_connection_client=True,
+            )
             self._where = (address, port)
         return self._client
 
     def ready(self, address: str, port: int) -> bool:
-        size = self._connect(address, port).command("DBSIZE")
+        size = self._connect(address, port).dbsize()
         return isinstance(size, int) and size > 0
 
     def run(self, address: str, port: int, count: int) -> None:
@@ -65,8 +69,8 @@ class RedisRound:
         for _ in range(count):
             key = f"key:{self._next % self.keys}"
             self._next += 1
-            client.command("SET", key, _VALUE)
-            client.command("GET", key)
+            client.set(key, _VALUE)
+            client.get(key)
 
     def close(self) -> None:
         if self._client is not None:
@@ -109,7 +113,7 @@ def round_for(target: ServiceTarget, timeout_s: float) -> Round:
     raise GreenSwarmError(f"no client for the {target.workload.value} workload")
 
 
-_ERRORS = (OSError, GreenSwarmError, http.client.HTTPException)
+_ERRORS = (OSError, GreenSwarmError, http.client.HTTPException, redis.RedisError)
 
 
 class ServiceClient:

@@ -1,9 +1,8 @@
-"""The replay's RESP client and service clients against real servers on 127.0.0.1: the
-session's redis-server, and an HTTP server answering like the time server image."""
+"""The replay's service clients against real servers on 127.0.0.1: the session's
+redis-server, and the time server of the image."""
 
 from __future__ import annotations
 
-import io
 import itertools
 import queue
 import socket
@@ -14,71 +13,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
 from benchmarks.replay.feed import RoundResult, ServiceTarget
-from benchmarks.replay.resp import (
-    RespClient,
-    RespError,
-    RespProtocolError,
-    encode_command,
-    read_reply,
-)
 from benchmarks.trace import Workload
 from tests.support.servers import RedisServer, free_port, stop_child, wait_for
 
 pytestmark = pytest.mark.redis
 
 
-def test_commands_are_encoded_as_arrays_of_bulk_strings() -> None:
-    assert encode_command("SET", "k", b"v\r\n", 12) == (
-        b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nv\r\n\r\n$2\r\n12\r\n")
-
-
-@pytest.mark.parametrize(("raw", "value"), [
-    (b"+OK\r\n", b"OK"),
-    (b":42\r\n", 42),
-    (b"$5\r\nhello\r\n", b"hello"),
-    (b"$0\r\n\r\n", b""),
-    (b"$-1\r\n", None),
-    (b"*2\r\n$1\r\na\r\n:1\r\n", [b"a", 1]),
-    (b"*-1\r\n", None),
-])
-def test_replies_are_parsed(raw: bytes, value: object) -> None:
-    assert read_reply(io.BytesIO(raw)) == value
-
-
-@pytest.mark.parametrize("raw", [b"", b"+OK", b"$5\r\nhel", b"?x\r\n", b":x\r\n"])
-def test_broken_replies_are_protocol_errors(raw: bytes) -> None:
-    with pytest.raises(RespProtocolError):
-        read_reply(io.BytesIO(raw))
-
-
-def test_set_get_and_errors_against_a_real_redis(redis_srv: RedisServer) -> None:
-    with RespClient("127.0.0.1", redis_srv.port) as client:
-        assert client.command("SET", "replay:test:k", b"x" * 1024) == b"OK"
-        assert client.command("GET", "replay:test:k") == b"x" * 1024
-        assert client.command("GET", "replay:test:missing") is None
-        assert client.command("DEL", "replay:test:k") == 1
-        with pytest.raises(RespError, match="unknown command"):
-            client.command("NO-SUCH-COMMAND")
-        assert client.command("PING") == b"PONG"  # the connection survives an error reply
-
-
 def test_the_redis_round_waits_for_data_then_sets_and_gets(redis_srv: RedisServer) -> None:
-    with RespClient("127.0.0.1", redis_srv.port) as admin:
+    with redis.Redis("127.0.0.1", redis_srv.port) as admin:
         rounds = RedisRound(keys=3, timeout_s=5.0)
         try:
-            admin.command("SET", "key:0", "value")  # "loaded": DBSIZE > 0
+            admin.set("key:0", "value")  # "loaded": DBSIZE > 0
             assert rounds.ready("127.0.0.1", redis_srv.port)
             rounds.run("127.0.0.1", redis_srv.port, 5)
             # Only key:0 .. key:2 are written, with 1 KiB values: the data set keeps its size.
-            assert admin.command("EXISTS", "key:0", "key:1", "key:2") == 3
-            assert admin.command("EXISTS", "key:3") == 0
-            assert admin.command("STRLEN", "key:1") == 1024
+            assert admin.exists("key:0", "key:1", "key:2") == 3
+            assert admin.exists("key:3") == 0
+            assert admin.strlen("key:1") == 1024
         finally:
             rounds.close()
-            admin.command("DEL", "key:0", "key:1", "key:2")
+            admin.delete("key:0", "key:1", "key:2")
 
 
 TIMESERVER = Path(__file__).resolve().parents[2] / "benchmarks/images/timeserver/server.py"
