@@ -26,22 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.sim.profiles import ROUND_INTERVAL_S, WORKLOAD_IMAGES, half_memory_mib
 from benchmarks.trace import TraceRequest, Workload
 from domain.errors import ValidationError
 from domain.model import TaskType
 
-MIB = 1024**2
-ROUND_INTERVAL_TRACE_S = 10.0  # the thesis's services get their client requests every 10 s
 DEFAULT_PORT_BASE = 20000
 MAX_PORT = 65535
 
-WORKLOAD_IMAGES: Mapping[Workload, str] = {
-    Workload.FFMPEG: "greenswarm/ffmpeg:latest",
-    Workload.REDIS: "greenswarm/redis:latest",
-    Workload.DL: "greenswarm/dl:latest",
-    Workload.TIMESERVER: "greenswarm/timeserver:latest",
-    Workload.GENERIC: "greenswarm/busybox:latest",
-}
 # PID 1 of a busybox container ignores SIGTERM unless it traps it.
 _IDLE = ["sh", "-c", "trap 'exit 0' TERM; sleep 1000000 & wait"]
 
@@ -132,12 +124,7 @@ def job_makespan_wall_s(makespan_s: float, speedup: float) -> int:
 
 def round_interval_wall_s(speedup: float) -> float:
     """Wall seconds between two client rounds of a service."""
-    return ROUND_INTERVAL_TRACE_S / speedup
-
-
-def half_memory_mib(memory_bytes: int) -> int:
-    """The profiler's sizing rule: data sets of half the allocation (at least 1 MiB)."""
-    return max(1, memory_bytes // MIB // 2)
+    return ROUND_INTERVAL_S / speedup
 
 
 def build_body(

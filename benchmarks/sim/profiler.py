@@ -38,9 +38,12 @@ from typing import Any
 
 from benchmarks.sim.profiles import (
     DEFAULT_PROFILES,
+    ROUND_INTERVAL_S,
+    WORKLOAD_IMAGES,
     Profiles,
     ProfileSource,
     UsageProfile,
+    half_memory_mib,
     steps_from_series,
 )
 from benchmarks.trace import Workload
@@ -58,7 +61,6 @@ MIB = 1024**2
 GIB = 1024**3
 PROFILE_LABEL = "greenswarm.profile"
 DEFAULT_RATES: tuple[int, ...] = (20, 40, 80)
-ROUND_INTERVAL_S = 10.0
 
 Log = Callable[[str], None]
 
@@ -73,17 +75,18 @@ class Recipe:
 
 
 def recipes(memory_bytes: int, makespan_s: float) -> dict[Workload, Recipe]:
-    half_mib = str(memory_bytes // MIB // 2)
+    half_mib = str(half_memory_mib(memory_bytes))
     makespan = str(round(makespan_s))
+    images = WORKLOAD_IMAGES
     return {
-        Workload.FFMPEG: Recipe(Workload.FFMPEG, "greenswarm/ffmpeg:latest",
+        Workload.FFMPEG: Recipe(Workload.FFMPEG, images[Workload.FFMPEG],
                                 {"MAKESPAN_S": makespan}),
-        Workload.DL: Recipe(Workload.DL, "greenswarm/dl:latest",
+        Workload.DL: Recipe(Workload.DL, images[Workload.DL],
                             {"MAKESPAN_S": makespan, "DL_MEMORY_MB": half_mib}),
-        Workload.REDIS: Recipe(Workload.REDIS, "greenswarm/redis:latest",
+        Workload.REDIS: Recipe(Workload.REDIS, images[Workload.REDIS],
                                {"REDIS_DATA_MB": half_mib, "REDIS_PORT": "6379"},
                                port=6379, service=True),
-        Workload.TIMESERVER: Recipe(Workload.TIMESERVER, "greenswarm/timeserver:latest",
+        Workload.TIMESERVER: Recipe(Workload.TIMESERVER, images[Workload.TIMESERVER],
                                     {"PORT": "8080"}, port=8080, service=True),
     }
 
