@@ -19,11 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 import docker
-import requests
 
 from benchmarks.metrics import Stats
+from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
-from domain.settings import shared_token
+from manager.client_cmd import Api
 
 
 def started_at(clients: list[docker.DockerClient], task_id: str) -> float | None:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-dir", default="/run/greenswarm/lab")
     parser.add_argument("--timeout-s", type=float, default=60.0)
     args = parser.parse_args(argv)
-    headers = {"Authorization": f"Bearer {shared_token(os.environ)}"}
+    api = Api(args.url)  # the token as every process reads it
     clients = engines(args.docker_socket, Path(args.lab_dir))
     run = uuid.uuid4().hex[:6]
     latencies: list[float] = []
@@ -62,12 +62,12 @@ def main(argv: list[str] | None = None) -> int:
             name = f"lat-{run}-{number}"
             names.append(name)
             sent = time.time()
-            response = requests.post(f"{args.url}/requests", headers=headers, timeout=60, json={
+            answer = api.call("POST", "/requests", {
                 "image": args.image, "name": name, "class": 4, "type": "service",
                 "cpu_shares": 16, "memory": "8m", "command": ["sleep", "600"]})
-            response.raise_for_status()
-            if response.json()["request"]["status"] != "running":
-                print(f"{name}: {response.json()['request']['status']}; skipped")
+            status = answer["request"]["status"]
+            if status != "running":
+                print(f"{name}: {status}; skipped")
                 continue
             deadline = time.monotonic() + args.timeout_s
             while (stamp := started_at(clients, name)) is None:
@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             latencies.append(stamp - sent)
     finally:
         for name in names:
-            requests.delete(f"{args.url}/requests/{name}", headers=headers, timeout=60)
+            try:
+                api.delete(f"/requests/{name}")
+            except GreenSwarmError as exc:  # keep stopping the others
+                print(f"{name}: not stopped: {exc}")
     stats = Stats.of(latencies)
     if not stats.count:
         raise SystemExit("no request was placed and started: nothing to measure")
