@@ -96,12 +96,8 @@ finish() {
     if [ "$lab_was_up" = 1 ] || [ "$keep_lab" = 1 ]; then
         log "giving the manager and the monitors the demo's settings back"
         unset GREENSWARM_POLICY GREENSWARM_REDIS_PREFIX GREENSWARM_SERVICE_PREFIX
-        export GREENSWARM_MONITOR_HOST_INTERVAL_S=1 GREENSWARM_MONITOR_HOST_WINDOW_S=5
-        export GREENSWARM_MONITOR_TASK_INTERVAL_S=1 GREENSWARM_MONITOR_TASK_WINDOW_S=5
-        export GREENSWARM_SYNC_INTERVAL_S=2 GREENSWARM_RETRY_INTERVAL_S=5
-        compose up -d >/dev/null 2>&1
-        "$DOCKER" stack deploy --resolve-image never -c docker-stack.yml \
-            -c docker-stack.lab.yml "$STACK" >/dev/null
+        lab_demo_settings
+        lab_redeploy >/dev/null 2>&1
     else
         lab_take_down --keep
     fi

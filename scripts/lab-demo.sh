@@ -39,11 +39,7 @@ if [ "$purge" = 1 ] && [ "$down" = 0 ]; then
 fi
 [ "$(id -u)" -eq 0 ] || die "run it as root (sudo bash scripts/lab-demo.sh): the lab creates network namespaces, cgroups and daemons"
 
-# Short monitor windows so that the demo sees regions change within seconds (defaults: 3 s
-# samples, 30 s host and 45 s task windows).
-export GREENSWARM_MONITOR_HOST_INTERVAL_S=1 GREENSWARM_MONITOR_HOST_WINDOW_S=5
-export GREENSWARM_MONITOR_TASK_INTERVAL_S=1 GREENSWARM_MONITOR_TASK_WINDOW_S=5
-export GREENSWARM_SYNC_INTERVAL_S=2 GREENSWARM_RETRY_INTERVAL_S=5
+lab_demo_settings  # short monitor windows (scripts/lab-lib.sh)
 
 # -- --down ------------------------------------------------------------------------------------
 if [ "$down" = 1 ]; then

@@ -6,7 +6,8 @@
 # repository, and exports the GREENSWARM_MONITOR_* / SYNC / RETRY settings it wants before
 # lab_stack_up.
 #
-# Functions: log, die, compose, helper, lab_token, lab_up, lab_stack_up, lab_take_down.
+# Functions: log, die, compose, helper, lab_token, lab_up, lab_demo_settings, lab_redeploy,
+# lab_stack_up, lab_take_down.
 
 STATE_DIR=${GREENSWARM_STATE_DIR:-/var/lib/greenswarm}
 TOKEN_FILE="$STATE_DIR/token"
@@ -71,16 +72,29 @@ lab_up() {
 }
 
 # -- manager + Redis, then the per-node services -----------------------------------------------
+# The demo's short monitor windows and loops, so that it sees regions change within seconds
+# (defaults: 3 s samples, 30 s host and 45 s task windows).
+lab_demo_settings() {
+    export GREENSWARM_MONITOR_HOST_INTERVAL_S=1 GREENSWARM_MONITOR_HOST_WINDOW_S=5
+    export GREENSWARM_MONITOR_TASK_INTERVAL_S=1 GREENSWARM_MONITOR_TASK_WINDOW_S=5
+    export GREENSWARM_SYNC_INTERVAL_S=2 GREENSWARM_RETRY_INTERVAL_S=5
+}
+
+# The manager and Redis (compose) and the node services (stack), with the current environment.
+lab_redeploy() {
+    compose up -d
+    "$DOCKER" stack deploy --resolve-image never -c docker-stack.yml -c docker-stack.lab.yml "$STACK"
+}
+
 lab_stack_up() {
     local image_id stack_existed=0
     image_id=$("$DOCKER" image inspect --format '{{.Id}}' "$IMAGE")
-    log "manager and Redis: docker-compose -p $PROJECT up -d (host network, port $MANAGER_PORT)"
-    compose up -d
-    log "agent and monitor on every node: docker stack deploy $STACK"
     if "$DOCKER" stack ls --format '{{.Name}}' | grep -qx "$STACK"; then
         stack_existed=1
     fi
-    "$DOCKER" stack deploy --resolve-image never -c docker-stack.yml -c docker-stack.lab.yml "$STACK"
+    log "manager and Redis: docker-compose -p $PROJECT up -d (host network, port $MANAGER_PORT);"
+    log "agent and monitor on every node: docker stack deploy $STACK"
+    lab_redeploy
     # The services name the image by its tag, so a rebuilt image does not change their spec.
     if [ "$stack_existed" = 1 ] && [ "$(cat "$IMAGE_FILE" 2>/dev/null || true)" != "$image_id" ]; then
         log "the project image changed: restarting the node services on it"
