@@ -45,15 +45,6 @@ def fits(host: HostView, cpu: int, memory: int, new_class: int) -> bool:
     )
 
 
-def _killable(t: tuple[int, ...], request_class: int, request_is_job: bool) -> tuple[int, int]:
-    if request_class < 4:
-        first = request_class  # offset of class request_class + 1
-        return sum(t[CPU + first : CPU + 4]), sum(t[MEM + first : MEM + 4])
-    if request_is_job:
-        return t[SVC4_CPU], t[SVC4_MEM]
-    return 0, 0
-
-
 def room(host: HostView, key: RoomKey) -> tuple[int, int]:
     """The room of ``host`` for the pass named by ``key`` (computed with the view)."""
     return host.rooms[ROOM_INDEX[key]]
@@ -61,34 +52,39 @@ def room(host: HostView, key: RoomKey) -> tuple[int, int]:
 
 def compute_rooms(host: HostView) -> tuple[tuple[int, int], ...]:
     """The room for every key of ``ROOM_KEYS``, in that order, from a host's books (the view
-    calls this once, when it is made)."""
+    calls this once, when it is made: on every change of a host, so it is written for speed;
+    ``tests/unit/test_capacity.py`` checks it against the rules term by term)."""
     host_class = host.host_class
     if host_class is None:
         return ((host.cpu_capacity, host.memory_capacity),) * len(ROOM_KEYS)
-    tally = host.tally
+    t = host.tally
     cpu_capacity, memory_capacity = host.cpu_capacity, host.memory_capacity
     cpu_limits, memory_limits = host.cpu_limits, host.memory_limits
     cpu_allocated, memory_allocated = host.cpu_allocated, host.memory_allocated
+    # What killing every task of a class above k frees, for k = 1, 2, 3 (index k - 1).
+    above_cpu = (t[CPU + 1] + t[CPU + 2] + t[CPU + 3], t[CPU + 2] + t[CPU + 3], t[CPU + 3])
+    above_memory = (t[MEM + 1] + t[MEM + 2] + t[MEM + 3], t[MEM + 2] + t[MEM + 3], t[MEM + 3])
     rooms = []
-    for key in ROOM_KEYS:
-        if key.kind is RoomKind.SIMPLE:
-            new_class, free_cpu, free_memory = host_class, 0, 0
-        elif key.kind is RoomKind.CUT:
-            new_class = min(host_class, key.cls)
+    for kind, cls, job in _ROOM_PLAN:
+        new_class = host_class if host_class < cls else cls
+        if kind is RoomKind.SIMPLE:
+            free_cpu = free_memory = 0
+        elif kind is RoomKind.CUT:
             if new_class < 4:
-                free_cpu = tally[CUT_CPU + new_class - 1]
-                free_memory = tally[CUT_MEM + new_class - 1]
+                free_cpu = t[CUT_CPU + new_class - 1]
+                free_memory = t[CUT_MEM + new_class - 1]
             else:
                 free_cpu = free_memory = 0
+        elif cls < 4:
+            free_cpu, free_memory = above_cpu[cls - 1], above_memory[cls - 1]
+        elif job:  # class 4 jobs may kill class 4 services
+            free_cpu, free_memory = t[SVC4_CPU], t[SVC4_MEM]
         else:
-            new_class = min(host_class, key.cls)
-            free_cpu, free_memory = _killable(tally, key.cls, key.job)
-        rooms.append(
-            (
-                min(cpu_capacity, cpu_limits[new_class - 1] - cpu_allocated + free_cpu),
-                min(memory_capacity, memory_limits[new_class - 1] - memory_allocated + free_memory),
-            )
-        )
+            free_cpu = free_memory = 0
+        cpu = cpu_limits[new_class - 1] - cpu_allocated + free_cpu
+        memory = memory_limits[new_class - 1] - memory_allocated + free_memory
+        rooms.append((cpu if cpu < cpu_capacity else cpu_capacity,
+                      memory if memory < memory_capacity else memory_capacity))
     return tuple(rooms)
 
 
@@ -102,6 +98,11 @@ def all_room_keys() -> tuple[RoomKey, ...]:
 
 ROOM_KEYS: tuple[RoomKey, ...] = all_room_keys()
 ROOM_INDEX: dict[RoomKey, int] = {key: index for index, key in enumerate(ROOM_KEYS)}
+# compute_rooms' view of the keys: (kind, class bounding the new host class, job). The simple
+# pass keeps the host class (bound 4); cut and kill rooms use min(host class, key class).
+_ROOM_PLAN: tuple[tuple[RoomKind, int, bool], ...] = tuple(
+    (key.kind, 4 if key.kind is RoomKind.SIMPLE else key.cls, key.job) for key in ROOM_KEYS
+)
 # The same indices without building a key: SIMPLE, CUT by new class, KILL by (class, job).
 SIMPLE_INDEX = ROOM_INDEX[SIMPLE_ROOM]
 CUT_INDEX: dict[int, int] = {c: ROOM_INDEX[RoomKey(RoomKind.CUT, c)] for c in (1, 2, 3, 4)}

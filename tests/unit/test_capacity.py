@@ -1,0 +1,75 @@
+"""A host's rooms (domain.capacity.compute_rooms) against the rules of DESIGN 3.3-3.6, computed
+here from the host's tasks one by one instead of from the tally the view keeps."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction as F
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from domain.capacity import ROOM_KEYS, RoomKind, room
+from domain.classes import ClassTable
+from domain.model import HostView, Task
+from domain.tally import cut_target
+from tests.builders import JOB, SERVICE, H, T, build
+
+task_strategy = st.builds(
+    T,
+    id=st.just(""),
+    cls=st.integers(1, 4),
+    cpu=st.integers(10, 700),
+    mem=st.integers(10, 700),
+    type=st.sampled_from([JOB, SERVICE]),
+    cut=st.sampled_from([F(0), F(1, 6), F(1, 3)]),
+)
+
+
+def reference_room(view: HostView, tasks: list[Task], kind: RoomKind, cls: int, job: bool,
+                   classes: ClassTable) -> tuple[int, int]:
+    """The largest request the pass could place: the limit of the new class, minus what stays
+    booked after every allowed cut or kill, capped by the machine."""
+    if not tasks:
+        return view.cpu_capacity, view.memory_capacity
+    host_class = min(task.cls for task in tasks)
+    new_class = host_class if kind is RoomKind.SIMPLE else min(host_class, cls)
+    cpu_booked = sum(task.cpu_shares for task in tasks)
+    memory_booked = sum(task.memory for task in tasks)
+    if kind is RoomKind.CUT:
+        for task in tasks:
+            target = cut_target(task, new_class, classes)
+            if target is not None:
+                cpu_booked -= task.cpu_shares - target[1]
+                memory_booked -= task.memory - target[2]
+    elif kind is RoomKind.KILL:
+        for task in tasks:
+            victim = task.cls > cls or (cls == 4 and job and task.cls == 4
+                                        and task.type is SERVICE)
+            if victim:
+                cpu_booked -= task.cpu_shares
+                memory_booked -= task.memory
+    factor = classes.max_factor(new_class)
+    cpu_limit = int(view.cpu_capacity * factor)
+    memory_limit = int(view.memory_capacity * factor)
+    return (min(view.cpu_capacity, cpu_limit - cpu_booked),
+            min(view.memory_capacity, memory_limit - memory_booked))
+
+
+@settings(max_examples=300, deadline=None)
+@given(tasks=st.lists(task_strategy, max_size=6))
+def test_every_room_follows_the_rules_from_the_tasks(tasks: list[T]) -> None:
+    classes = ClassTable()
+    named = [replace(t, id=f"t{i}", cut=min(t.cut, classes.tolerance(t.cls)))
+             for i, t in enumerate(tasks)]
+    if named:  # a host within the limit of its class, as every store keeps it
+        limit_class = min(t.cls for t in named)
+        assume(sum(t.cpu for t in named) <= 1200 * classes.max_factor(limit_class))
+        assume(sum(t.mem for t in named) <= 1200 * classes.max_factor(limit_class))
+    store = build(H("h", 0.3, named), classes=classes)
+    view = store.host("h")
+    booked = store.tasks_on("h")
+    assert len(view.rooms) == len(ROOM_KEYS)
+    for key in ROOM_KEYS:
+        expected = reference_room(view, booked, key.kind, key.cls, key.job, classes)
+        assert room(view, key) == expected, key
