@@ -192,7 +192,7 @@ class MemoryStore:
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
         self._pending: dict[str, PendingEntry] = {}
-        self._pending_order: list[tuple[tuple[float, int, str], str]] = []
+        self._pending_order: list[tuple[tuple[float, int, str], PendingEntry]] = []
         self._changes: list[str] = []  # host ids in the order their views changed
         self._changes_base = 0  # the mark of _changes[0]
 
@@ -362,10 +362,11 @@ class MemoryStore:
     def push_pending(self, entry: PendingEntry) -> None:
         self.remove_pending(entry.request.id)
         self._pending[entry.request.id] = entry
-        bisect.insort(self._pending_order, (entry.order_key, entry.request.id))
+        # order keys end with the request id, so the entries themselves are never compared
+        bisect.insort(self._pending_order, (entry.order_key, entry))
 
     def pending(self) -> list[PendingEntry]:
-        return [self._pending[request_id] for _, request_id in self._pending_order]
+        return [entry for _, entry in self._pending_order]
 
     def is_pending(self, request_id: str) -> bool:
         return request_id in self._pending
@@ -374,7 +375,8 @@ class MemoryStore:
         entry = self._pending.pop(request_id, None)
         if entry is None:
             return False
-        self._pending_order.remove((entry.order_key, request_id))
+        order = self._pending_order
+        del order[bisect.bisect_left(order, (entry.order_key,))]
         return True
 
     # -- internals --------------------------------------------------------------------------

@@ -109,7 +109,8 @@ class Scheduler:
         failed, exactly as if it had been decided: the outcome is the same either way.
         """
         outcome = Outcome()
-        failed: list[tuple[int, str, int, int]] = []
+        # (class, type) -> sizes (cpu, memory) that failed in this round
+        failed: dict[tuple[int, str], list[tuple[int, int]]] = {}
         attempts = 0
         marks = self._failed_at
         entries = self.store.pending()
@@ -117,14 +118,12 @@ class Scheduler:
             if attempts >= self.retry_limit:
                 break
             request = entry.request
-            if any(
-                cls == request.cls
-                and kind == request.type
-                and cpu <= request.cpu_shares
-                and memory <= request.memory
-                for cls, kind, cpu, memory in failed
-            ):
-                continue  # not tried: the mark of its last failure still holds
+            kind = (request.cls, request.type)
+            smaller = failed.get(kind)
+            if smaller is not None:
+                cpu_shares, memory = request.cpu_shares, request.memory
+                if any(cpu <= cpu_shares and mem <= memory for cpu, mem in smaller):
+                    continue  # not tried: the mark of its last failure still holds
             attempts += 1
             if self._may_place_now(request, marks.get(request.id)):
                 decision = self.policy.decide(request, self.store)
@@ -133,7 +132,7 @@ class Scheduler:
                     self.store.remove_pending(request.id)
                     self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
                     continue
-            failed.append((request.cls, request.type, request.cpu_shares, request.memory))
+            failed.setdefault(kind, []).append((request.cpu_shares, request.memory))
             if self._log is not None:
                 marks[request.id] = self._log.change_mark()
         if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
