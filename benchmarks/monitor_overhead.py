@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.processes import free_port, redis_server, stop_child, wait_for
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,47 +42,32 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 @contextlib.contextmanager
 def registry(work: Path) -> Iterator[str]:
     """The real Host and Task Registry (``greenswarm registry``) on a redis-server of its own,
     both on the loopback and stopped by pid; yields the registry's URL."""
-    redis_port, registry_port = _free_port(), _free_port()
-    redis = subprocess.Popen(
-        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", str(work),
-         "--appendonly", "yes", "--save", "", "--logfile", str(work / "redis.log")])
-    environment = {**os.environ, "GREENSWARM_TOKEN": TOKEN,
-                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    with open(work / "registry.log", "ab") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "manager.cli", "registry", "--listen",
-             f"127.0.0.1:{registry_port}", "--redis-url", f"redis://127.0.0.1:{redis_port}/0",
-             "--log-level", "WARNING"], cwd=REPO, env=environment, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{registry_port}"
-    try:
-        deadline = time.monotonic() + 30.0
-        while not _answers(f"{url}/registry/hosts"):
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit(f"the registry did not start; see {work / 'registry.log'}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        _stop(server)
-        _stop(redis)
+    with redis_server(work) as redis:
+        registry_port = free_port()
+        environment = {**os.environ, "GREENSWARM_TOKEN": TOKEN,
+                       "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        with open(work / "registry.log", "ab") as log:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "manager.cli", "registry", "--listen",
+                 f"127.0.0.1:{registry_port}", "--redis-url", redis.url,
+                 "--log-level", "WARNING"], cwd=REPO, env=environment, stdout=log, stderr=log)
+        url = f"http://127.0.0.1:{registry_port}"
+        try:
+            try:
+                wait_for(lambda: server.poll() is not None or _answers(f"{url}/registry/hosts"),
+                         30.0, "the registry")
+                if server.poll() is not None:
+                    raise TimeoutError("the registry exited")
+            except TimeoutError:
+                log_path = work / "registry.log"
+                raise SystemExit(f"the registry did not start; see {log_path}") from None
+            yield url
+        finally:
+            stop_child(server)
 
 
 def _answers(url: str) -> bool:
@@ -140,7 +125,7 @@ def monitor_process(registry_url: str, docker_socket: str,
     try:
         yield process
     finally:
-        _stop(process)
+        stop_child(process)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.servers import RedisServer, docker_engine, ensure_busybox_image, redis_server
+from benchmarks.processes import RedisServer, redis_server
+from tests.support.servers import docker_engine, ensure_busybox_image
 
 
 @pytest.fixture(scope="session")

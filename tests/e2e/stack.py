@@ -24,8 +24,8 @@ from typing import Any
 import docker
 import requests
 
+from benchmarks.processes import free_port
 from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
-from tests.support.servers import free_port
 
 FINAL = {"completed", "failed", "rejected", "stopped"}
 BUSYBOX = "greenswarm/busybox:latest"

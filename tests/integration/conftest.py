@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.processes import RedisServer
 from tests.support.live import Live, single_node_swarm
-from tests.support.servers import RedisServer
 
 _numbers = itertools.count()
 

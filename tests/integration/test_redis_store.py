@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import pytest
 
+from benchmarks.processes import RedisServer
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
@@ -21,7 +22,6 @@ from host_registry.redis_store import RedisStore
 from manager.scheduler.policies import make_policy
 from manager.scheduler.service import Scheduler
 from tests.builders import H, T, build, outcome_key, req
-from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.redis
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from benchmarks.processes import RedisServer, free_port, stop_child, wait_for
 from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
 from benchmarks.replay.feed import RoundResult, ServiceTarget
 from benchmarks.trace import Workload
-from tests.support.servers import RedisServer, free_port, stop_child, wait_for
 
 pytestmark = pytest.mark.redis
 

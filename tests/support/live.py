@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import requests
 
-from tests.support.servers import free_port, stop_child, wait_for
+from benchmarks.processes import free_port, stop_child, wait_for
 
 TOKEN = "test-token"
 CAPACITY_CPU = 2048

@@ -1,4 +1,5 @@
-"""Real servers for tests: redis-server on a free loopback port, and a Docker engine.
+"""Real servers for tests: redis-server on a free loopback port (benchmarks.processes, shared
+with the benchmarks), and a Docker engine.
 
 Everything started here is stopped by its pid; nothing is ever stopped by name.
 """
@@ -9,94 +10,14 @@ import contextlib
 import shutil
 import socket
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+
+from benchmarks.processes import stop_child, wait_for
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 BUSYBOX_IMAGE = "greenswarm/busybox:latest"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(predicate: object, timeout_s: float, what: str, interval_s: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if callable(predicate) and predicate():
-            return
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def stop_child(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
-    """SIGTERM a child we started, wait (bounded) and reap it, then SIGKILL if needed."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
-@dataclass
-class RedisServer:
-    """A redis-server with append-only persistence in its own directory."""
-
-    port: int
-    directory: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed: run scripts/setup.sh")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-             "--protected-mode", "yes", "--daemonize", "no", "--logfile", "redis.log"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_for(self.ping, 10.0, f"redis-server on port {self.port}")
-
-    def ping(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_child(self.process)
-            self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-
-@contextlib.contextmanager
-def redis_server() -> Iterator[RedisServer]:
-    with tempfile.TemporaryDirectory(prefix="gs-redis-") as directory:
-        server = RedisServer(free_port(), Path(directory))
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 def docker_ping(socket_path: str = DOCKER_SOCKET) -> bool:
