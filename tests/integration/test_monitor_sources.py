@@ -24,6 +24,7 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
+from benchmarks.processes import RedisServer, free_port, redis_server, wait_for
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from domain.labels import LABEL_TASK
 from host_registry.app import create_registry_app
@@ -35,7 +36,6 @@ from monitor.host_sources import CgroupHostSource, HostCapacity
 from monitor.identity import HostIdentity, resolve_identity
 from monitor.service import Monitor, Timings
 from monitor.tasks import ContainerSampler, ReadPath, TaskContainer
-from tests.support.servers import RedisServer, free_port, redis_server, wait_for
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024**2
@@ -516,7 +516,13 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
         assert registered is not None and registered["cpu_capacity"] == 2048
         assert registry.host_puts()[0].keys() == {"cpu_util", "memory_util"}
         registry.place("a", "n1")
-        wait_for(lambda: monitor.counters.task_batches_sent >= 1, 10.0, "the first task batch")
+
+        def a_measured() -> bool:  # the batch that carried "a" was accepted and stored
+            task = registry.store.task("a")
+            return task is not None and (task.cpu_util, task.memory_util) == (0.5, 0.5)
+
+        wait_for(a_measured, 10.0, "task a's utilization from the monitor")
+        assert monitor.counters.task_batches_sent >= 1
         # a small move is not sent
         host.cpu_util = 0.25
         windows = monitor.counters.host_windows
