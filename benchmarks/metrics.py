@@ -103,7 +103,7 @@ import math
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -369,16 +369,20 @@ class PolicyMetrics:
     response_ms_p75: float | None
     response_ms_p90: float | None
     response_ms_p99: float | None
+    # of victims_lost: the victims still queued for a place when the run ended (killed shortly
+    # before the end, typically), as opposed to given up; None in results written before it
+    victims_waiting_at_end: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> PolicyMetrics:
-        missing = [f.name for f in fields(cls) if f.name not in obj]
+        required = [f for f in fields(cls) if f.default is MISSING]
+        missing = [f.name for f in required if f.name not in obj]
         if missing:
             raise ValidationError("metrics", f"missing keys: {', '.join(missing)}")
-        return cls(**{f.name: obj[f.name] for f in fields(cls)})
+        return cls(**{f.name: obj[f.name] for f in fields(cls) if f.name in obj})
 
 
 @dataclass(frozen=True, slots=True)
@@ -1051,6 +1055,7 @@ class MetricsRecorder:
         probe_slowdown = slowdown.get("probes", Stats(0))
         waiting = {tid for tid, task in self._tasks.items() if task.awaiting}
         lost = len(self._lost | waiting)
+        waiting_at_end = len(waiting - self._lost)
         kwh = energy.energy_kwh
         kwh_off = energy.energy_kwh_switch_off
         decided = self._successful + self._failed
@@ -1075,6 +1080,7 @@ class MetricsRecorder:
             victims=len(self._victims),
             victims_lost=lost,
             victims_lost_share=_ratio(lost, len(self._victims)),
+            victims_waiting_at_end=waiting_at_end,
             reschedule_attempts=self._reschedule_attempts,
             reschedules_placed=self._reschedules_placed,
             oom_kills=self._oom,

@@ -300,6 +300,7 @@ _SECTIONS: tuple[tuple[str, tuple[_Row, ...]], ...] = (
         ("victims (distinct tasks killed)", "victims", _int),
         ("victims never rescheduled", "victims_lost", _int),
         ("victims never rescheduled / victims", "victims_lost_share", _pct),
+        ("of those, still waiting for a place at the end", "victims_waiting_at_end", _int),
         ("reschedule attempts", "reschedule_attempts", _int),
         ("reschedules placed", "reschedules_placed", _int),
         ("out-of-memory kills", "oom_kills", _int),

@@ -76,6 +76,8 @@ def render_summary(results: Sequence[SimResult], *, thesis: bool) -> str:
             cell = fmt(get(metrics, stats))
             if label.startswith("OOM"):
                 cell = f"{metrics.oom_kills} ({stats.oom_host_kills} / {stats.oom_limit_kills})"
+            elif label.startswith("victims never") and metrics.victims_lost:
+                cell += f" ({metrics.victims_waiting_at_end} still waiting at the end)"
             elif label.startswith("job slowdown"):
                 cell = f"{_num(2)(metrics.job_slowdown_mean)} / {_num(2)(metrics.job_slowdown_p99)}"
             elif label.startswith("host-time in LEE"):

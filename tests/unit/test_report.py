@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,7 @@ def test_allocations_cuts_kills_and_victims() -> None:
     assert m.success_rate == pytest.approx(0.8)
     assert (m.cuts, m.cut_cpu_shares, m.cut_memory_bytes) == (1, 100, GIB)
     assert (m.kills, m.victims, m.victims_lost) == (2, 2, 1)
+    assert m.victims_waiting_at_end == 1  # r1 is still queued, not given up
     assert m.kills_share == pytest.approx(2 / 4)
     assert m.victims_lost_share == pytest.approx(1 / 2)
     assert (m.reschedule_attempts, m.reschedules_placed) == (2, 1)
@@ -205,6 +207,7 @@ def test_a_victim_given_up_is_lost_and_queued_requests_are_undecided() -> None:
     rec.on_task_end(15.0, "probe-1", EndStatus.FINISHED)
     m = rec.finish(20.0).metrics
     assert (m.victims_lost, m.undecided, m.requests, m.successful, m.probes) == (1, 1, 3, 2, 1)
+    assert m.victims_waiting_at_end == 0  # given up, not waiting
     assert m.probe_makespan_s_mean == pytest.approx(12.0)
     assert m.probe_slowdown_mean == pytest.approx(1.2)
     assert m.job_makespan_s_mean is None  # probes are reported apart
@@ -291,6 +294,16 @@ def test_a_saved_result_loads_back(tmp_path: Path) -> None:
             assert b == pytest.approx(a, rel=1e-5, abs=1e-9)
     stored = json.loads((directory / "result.json").read_text())
     assert stored["format"] == "greenswarm-policy-result" and stored["version"] == 1
+    # a result written before victims_waiting_at_end existed still loads, without it
+    del stored["metrics"]["victims_waiting_at_end"]
+    (directory / "result.json").write_text(json.dumps(stored))
+    older = load_result(directory).metrics
+    assert older.victims_waiting_at_end is None
+    assert replace(older, victims_waiting_at_end=1) == result.metrics
+    del stored["metrics"]["victims_lost"]  # a key every result has is still required
+    (directory / "result.json").write_text(json.dumps(stored))
+    with pytest.raises(ValidationError, match="victims_lost"):
+        load_result(directory)
     header = (directory / "host_series.csv").read_text().splitlines()[0]
     assert header.startswith("t_s,host_id,cpu_util,memory_util")
 

@@ -13,6 +13,7 @@ from benchmarks.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from benchmarks.sim.engine import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, Simulation
 from benchmarks.sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
 from benchmarks.sim.runner import requests_with_probes, thesis_input
+from benchmarks.sim.summary import render_summary
 from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload
 from benchmarks.workload import ThesisWorkloadConfig
 from domain.model import TaskType
@@ -148,6 +149,20 @@ def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> No
     assert result.result.makespan_s["dl"].mean == pytest.approx(100.0)
     assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(150.0)
     assert metrics.reschedules_placed == 1
+
+
+def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> None:
+    # The run above, cut off at 150 s: the victim waits for the class-1 job (ends at 200 s).
+    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
+            request(100, "high", "dl", 2048, GIB, 100.0, cls=1)]
+    result = simulation(head, jobs, profs, policy="energy", end_s=150.0).run()
+    metrics = result.result.metrics
+    assert (metrics.kills, metrics.victims_lost, metrics.victims_waiting_at_end) == (1, 1, 1)
+    assert result.stats.pending_at_end == 1
+    table = render_summary([result], thesis=False)
+    assert "| victims never rescheduled | 1 (1 still waiting at the end) |" in table
 
 
 # ------------------------------------------------------------------ memory
