@@ -3,8 +3,11 @@ class limits are round numbers (M = 1, 7/6, 4/3, 3/2 -> 1200, 1400, 1600, 1800).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+
+from hypothesis import assume
+from hypothesis import strategies as st
 
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
@@ -77,3 +80,28 @@ def outcome_key(outcome: Outcome) -> object:
             [t.id for t in outcome.killed],
             [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
             [d.to_dict() for d in outcome.refused])
+
+
+# One host's tasks drawn by hypothesis (property tests of a single host's rooms and passes).
+task_strategy = st.builds(
+    T,
+    id=st.just(""),
+    cls=st.integers(1, 4),
+    cpu=st.integers(10, 700),
+    mem=st.integers(10, 700),
+    type=st.sampled_from([JOB, SERVICE]),
+    util=st.floats(0.0, 1.0),
+    cut=st.sampled_from([Fraction(0), Fraction(1, 6), Fraction(1, 3)]),
+)
+
+
+def host_tasks(tasks: list[T], classes: ClassTable) -> list[T]:
+    """``tasks`` named t0, t1, ..., each cut at most by its class's tolerance, on a host of the
+    default size within the limit of its class, as every store keeps one (else: assume away)."""
+    named = [replace(t, id=f"t{i}", cut=min(t.cut, classes.tolerance(t.cls)))
+             for i, t in enumerate(tasks)]
+    if named:
+        limit_class = min(t.cls for t in named)
+        assume(sum(t.cpu for t in named) <= 1200 * classes.max_factor(limit_class))
+        assume(sum(t.mem for t in named) <= 1200 * classes.max_factor(limit_class))
+    return named

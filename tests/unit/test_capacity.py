@@ -3,27 +3,14 @@ here from the host's tasks one by one instead of from the tally the view keeps."
 
 from __future__ import annotations
 
-from dataclasses import replace
-from fractions import Fraction as F
-
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.capacity import ROOM_KEYS, RoomKind, room
 from domain.classes import ClassTable
 from domain.model import HostView, Task
 from domain.tally import cut_target
-from tests.builders import JOB, SERVICE, H, T, build
-
-task_strategy = st.builds(
-    T,
-    id=st.just(""),
-    cls=st.integers(1, 4),
-    cpu=st.integers(10, 700),
-    mem=st.integers(10, 700),
-    type=st.sampled_from([JOB, SERVICE]),
-    cut=st.sampled_from([F(0), F(1, 6), F(1, 3)]),
-)
+from tests.builders import SERVICE, H, T, build, host_tasks, task_strategy
 
 
 def reference_room(view: HostView, tasks: list[Task], kind: RoomKind, cls: int, job: bool,
@@ -60,13 +47,7 @@ def reference_room(view: HostView, tasks: list[Task], kind: RoomKind, cls: int, 
 @given(tasks=st.lists(task_strategy, max_size=6))
 def test_every_room_follows_the_rules_from_the_tasks(tasks: list[T]) -> None:
     classes = ClassTable()
-    named = [replace(t, id=f"t{i}", cut=min(t.cut, classes.tolerance(t.cls)))
-             for i, t in enumerate(tasks)]
-    if named:  # a host within the limit of its class, as every store keeps it
-        limit_class = min(t.cls for t in named)
-        assume(sum(t.cpu for t in named) <= 1200 * classes.max_factor(limit_class))
-        assume(sum(t.mem for t in named) <= 1200 * classes.max_factor(limit_class))
-    store = build(H("h", 0.3, named), classes=classes)
+    store = build(H("h", 0.3, host_tasks(tasks, classes)), classes=classes)
     view = store.host("h")
     booked = store.tasks_on("h")
     assert len(view.rooms) == len(ROOM_KEYS)

@@ -1,18 +1,17 @@
 """The energy policy, rule by rule (DESIGN 3.4-3.6). Hosts are 1200 shares x 1200 bytes, so
 the class limits are 1200, 1400, 1600, 1800. Utilization < .5 is LEE, .5-.85 DEE, > .85 EED."""
 
-from dataclasses import replace
 from fractions import Fraction as F
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.classes import ClassTable
 from domain.decision import Pass
 from domain.model import TaskType
 from manager.scheduler.energy import EmptyHosts, EnergyPolicy
-from tests.builders import JOB, SERVICE, H, T, build, req
+from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
 
 ENERGY = EnergyPolicy()
 
@@ -289,18 +288,6 @@ def test_explain_lists_every_candidate_and_why() -> None:
 
 # -- may_place: one host judged as the passes judge it -----------------------------------------
 
-task_strategy = st.builds(
-    T,
-    id=st.just(""),
-    cls=st.integers(1, 4),
-    cpu=st.integers(10, 700),
-    mem=st.integers(10, 700),
-    type=st.sampled_from([JOB, SERVICE]),
-    util=st.floats(0.0, 1.0),
-    cut=st.sampled_from([F(0), F(1, 6), F(1, 3)]),
-)
-
-
 @settings(max_examples=400, deadline=None)
 @given(
     util=st.sampled_from([0.2, 0.6, 0.9]),  # LEE, DEE, EED
@@ -314,13 +301,7 @@ def test_may_place_is_exactly_whether_a_pass_places_on_that_host(
     util: float, tasks: list[T], rc: int, kind: TaskType, cpu: int, mem: int
 ) -> None:
     classes = ClassTable()
-    named = [replace(t, id=f"t{i}", cut=min(t.cut, classes.tolerance(t.cls)))
-             for i, t in enumerate(tasks)]
-    if named:  # a host within the limit of its class, as every store keeps it
-        limit_class = min(t.cls for t in named)
-        assume(sum(t.cpu for t in named) <= 1200 * classes.max_factor(limit_class))
-        assume(sum(t.mem for t in named) <= 1200 * classes.max_factor(limit_class))
-    store = build(H("h", util, named))
+    store = build(H("h", util, host_tasks(tasks, classes)))
     policy = EnergyPolicy()
     request = req(rc, cpu=cpu, mem=mem, type=kind)
     placed = policy.decide(request, store).placed
