@@ -118,8 +118,8 @@ class Scheduler:
             if attempts >= self.retry_limit:
                 break
             request = entry.request
-            kind = (request.cls, request.type)
-            smaller = failed.get(kind)
+            group = (request.cls, request.type)
+            smaller = failed.get(group)
             if smaller is not None:
                 cpu_shares, memory = request.cpu_shares, request.memory
                 if any(cpu <= cpu_shares and mem <= memory for cpu, mem in smaller):
@@ -132,7 +132,7 @@ class Scheduler:
                     self.store.remove_pending(request.id)
                     self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
                     continue
-            failed.setdefault(kind, []).append((request.cpu_shares, request.memory))
+            failed.setdefault(group, []).append((request.cpu_shares, request.memory))
             if self._log is not None:
                 marks[request.id] = self._log.change_mark()
         if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
