@@ -132,11 +132,13 @@ class SimResult:
 
 
 class TimedPolicy:
-    """Wraps the real policy; logs every decision as (request id, ms, placed), in order."""
+    """Wraps the real policy; logs every decision as (request id, ms, placed), in order, and
+    every retry ``may_place`` turns down without a decision as (request id, None, False): the
+    scheduler counts it as tried and failed, and so does the recorder."""
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
-        self.log: list[tuple[str, float, bool]] = []
+        self.log: list[tuple[str, float | None, bool]] = []
 
     @property
     def name(self) -> str:
@@ -158,7 +160,10 @@ class TimedPolicy:
     def may_place(
         self, request: Request, hosts: Iterable[HostView], classes: ClassTable
     ) -> bool:
-        return self.inner.may_place(request, hosts, classes)
+        possible = self.inner.may_place(request, hosts, classes)
+        if not possible:
+            self.log.append((request.id, None, False))
+        return possible
 
 
 class _Run:
@@ -375,6 +380,9 @@ class Simulation:
         applied = iter(outcome.applied)
         recorder = self.recorder
         for request_id, ms, placed in self.policy.log:
+            if ms is None:  # a retry may_place turned down: tried and failed, not decided
+                recorder.on_reschedule(t, request_id, False)
+                continue
             self._decisions += 1
             if placed:
                 decision = next(applied)
@@ -621,9 +629,9 @@ class Simulation:
 
     def _recompute_changed(self, host: _Host, t: float) -> None:
         """``_recompute`` for a host uncontended before and after: every run is served what it
-        wants and every job runs at full speed, so only the changed runs (and the next
-        completion, when a job started or left) need a look. The same result, without reading
-        every run."""
+        wants and every job runs at full speed, so only the changed runs are served anew (and
+        the next completion looked for among all jobs only when a job left). The same result,
+        without sharing the CPU out again."""
         next_t = host.next_t
         for run in host.changed:
             if not run.alive:

@@ -291,8 +291,8 @@ def test_same_seed_same_result_and_another_seed_another_one() -> None:
 
 def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> None:
     """The full thesis hour with and without the retry skip (manager.scheduler.service): the
-    same run, except fewer decisions (and so fewer failed reschedule attempts recorded).
-    Only the energy policy queues (its kill victims); the baselines never retry."""
+    same run, except fewer decisions (a skipped retry still counts as a failed reschedule
+    attempt). Only the energy policy queues (its kill victims); the baselines never retry."""
     runs = [thesis_sim("energy", seed=1, duration_s=3600.0, skip_unchanged_retries=skip).run()
             for skip in (True, False)]
     skipped, full = (_deterministic(r.result.metrics.to_json()) for r in runs)
@@ -306,5 +306,5 @@ def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> N
         s.pop("wall_s")
     assert stats[0] == stats[1]
     assert full["reschedules_placed"] > 50  # the run went through many retries
-    assert decisions[0] < decisions[1] and attempts[0] < attempts[1]
-    assert decisions[1] - decisions[0] == attempts[1] - attempts[0]
+    assert decisions[0] < decisions[1]
+    assert attempts[0] == attempts[1]
