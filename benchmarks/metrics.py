@@ -1054,8 +1054,7 @@ class MetricsRecorder:
         probes = makespan.get("probes", Stats(0))
         probe_slowdown = slowdown.get("probes", Stats(0))
         waiting = {tid for tid, task in self._tasks.items() if task.awaiting}
-        lost = len(self._lost | waiting)
-        waiting_at_end = len(waiting - self._lost)
+        lost = len(self._lost | waiting)  # disjoint: a task given up leaves _tasks
         kwh = energy.energy_kwh
         kwh_off = energy.energy_kwh_switch_off
         decided = self._successful + self._failed
@@ -1080,7 +1079,7 @@ class MetricsRecorder:
             victims=len(self._victims),
             victims_lost=lost,
             victims_lost_share=_ratio(lost, len(self._victims)),
-            victims_waiting_at_end=waiting_at_end,
+            victims_waiting_at_end=len(waiting),
             reschedule_attempts=self._reschedule_attempts,
             reschedules_placed=self._reschedules_placed,
             oom_kills=self._oom,

@@ -389,7 +389,7 @@ class Replay:
         self._warn(f"{request_id}: {why}")
         if run.consecutive_submit_errors >= self.options.max_submit_errors:
             raise UnavailableError(f"{run.consecutive_submit_errors} submissions in a row "
-                                   f"failed; the last: {why}")
+                                   f"failed; the last: {why}") from None
 
     def _stop_due(self, feed: RecorderFeed) -> None:
         for request_id in feed.due_stops(time.time()):
