@@ -54,7 +54,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from benchmarks.cluster import GIB, MIB, thesis_hosts
@@ -76,6 +76,25 @@ THESIS_WORKLOADS: tuple[Workload, ...] = (
     Workload.DL,
     Workload.TIMESERVER,
 )
+
+# How the workloads are run, the same in the profiler (which measures them) and in the live
+# replay (which runs them): their images, their data sets of half the allocation, and the
+# client rounds every 10 s the thesis's services get.
+WORKLOAD_IMAGES: Mapping[Workload, str] = {
+    Workload.FFMPEG: "greenswarm/ffmpeg:latest",
+    Workload.REDIS: "greenswarm/redis:latest",
+    Workload.DL: "greenswarm/dl:latest",
+    Workload.TIMESERVER: "greenswarm/timeserver:latest",
+    Workload.GENERIC: "greenswarm/busybox:latest",
+}
+ROUND_INTERVAL_S = 10.0
+
+
+def half_memory_mib(memory_bytes: int) -> int:
+    """The data set of a workload allocated ``memory_bytes``: half of it in MiB (at least 1)."""
+    return max(1, memory_bytes // MIB // 2)
+
+
 THESIS_CLUSTER_CPU_SHARES = 5 * 8192
 THESIS_CLUSTER_MEMORY_BYTES = 5 * 12 * GIB
 THESIS_ARRIVAL_RATE_PER_S = 2.0

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.sim.profiles import ROUND_INTERVAL_S, WORKLOAD_IMAGES, half_memory_mib
 from benchmarks.trace import TraceRequest, Workload
+from benchmarks.workload import ROUND_INTERVAL_S, WORKLOAD_IMAGES, half_memory_mib
 from domain.errors import ValidationError
 from domain.model import TaskType
 

@@ -36,17 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster import GIB, MIB
 from benchmarks.sim.profiles import (
     DEFAULT_PROFILES,
-    ROUND_INTERVAL_S,
-    WORKLOAD_IMAGES,
     Profiles,
     ProfileSource,
     UsageProfile,
-    half_memory_mib,
     steps_from_series,
 )
 from benchmarks.trace import Workload
+from benchmarks.workload import ROUND_INTERVAL_S, WORKLOAD_IMAGES, half_memory_mib
 from domain.errors import GreenSwarmError, UnavailableError
 from monitor.cgroups import (
     CgroupDirs,
@@ -57,8 +56,6 @@ from monitor.cgroups import (
 )
 from monitor.core import CpuCounter, cores_used, memory_used_bytes, memory_used_from_stats
 
-MIB = 1024**2
-GIB = 1024**3
 PROFILE_LABEL = "greenswarm.profile"
 DEFAULT_RATES: tuple[int, ...] = (20, 40, 80)
 

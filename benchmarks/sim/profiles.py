@@ -42,25 +42,6 @@ PROFILES_FORMAT = "greenswarm-usage-profiles"
 PROFILES_VERSION = 1
 SHIPPED_PROFILES_PATH = Path(__file__).resolve().parents[1] / "profiles.json"
 
-# How the workloads are run, the same in the profiler (which measures them) and in the live
-# replay (which runs them): their images, their data sets of half the allocation, and the
-# client rounds every 10 s the thesis's services get.
-WORKLOAD_IMAGES: Mapping[Workload, str] = {
-    Workload.FFMPEG: "greenswarm/ffmpeg:latest",
-    Workload.REDIS: "greenswarm/redis:latest",
-    Workload.DL: "greenswarm/dl:latest",
-    Workload.TIMESERVER: "greenswarm/timeserver:latest",
-    Workload.GENERIC: "greenswarm/busybox:latest",
-}
-ROUND_INTERVAL_S = 10.0
-_MIB = 1024**2
-
-
-def half_memory_mib(memory_bytes: int) -> int:
-    """The data set of a workload allocated ``memory_bytes``: half of it in MiB (at least 1)."""
-    return max(1, memory_bytes // _MIB // 2)
-
-
 class ProfileSource(StrEnum):
     MEASURED = "measured"  # from `greenswarm bench profile` on real containers
     DEFAULT = "default"  # a documented guess
