@@ -217,8 +217,9 @@ class Manager:
         task = self.store.task(task_id)
         if task is None:
             raise NotFoundError(f"no running task {task_id!r}")
-        self.store.end_task(task_id)
+        # the service first: if Docker cannot remove it, the task stays booked and running
         self._mark_killed(task_id, f"killed on {task.host} on request")
+        self.store.end_task(task_id)
         outcome = self.scheduler.reschedule([task], self.clock(), PendingReason.VICTIM)
         self._carry_out(outcome)
 

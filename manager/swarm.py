@@ -215,12 +215,27 @@ class SwarmBackend:
         with docker_errors("list services"):
             services = [s for s in self.client.services.list(filters={"label": LABEL_TASK})
                         if s.name.startswith(self.prefix)]
-            tasks: dict[str, list[dict[str, Any]]] = {}
-            if services:  # only our services' tasks, not every stack's and their history
-                for task in self.client.api.tasks(filters={"service": [s.id for s in services]}):
-                    tasks.setdefault(str(task.get("ServiceID", "")), []).append(task)
+            tasks = self.tasks_by_service([s.id for s in services])
         found = [self._describe(s.attrs, tasks.get(s.id, [])) for s in services]
         return [info for info in found if info is not None]
+
+    def tasks_by_service(self, service_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The Swarm tasks of these services, by service id (only theirs, not every stack's).
+        The engine refuses the whole filter when one of them was removed meanwhile: then every
+        task is listed and the others are left out here."""
+        if not service_ids:
+            return {}
+        try:
+            listed = self.client.api.tasks(filters={"service": service_ids})
+        except docker.errors.NotFound:
+            listed = self.client.api.tasks()
+        wanted = set(service_ids)
+        tasks: dict[str, list[dict[str, Any]]] = {}
+        for task in listed:
+            service_id = str(task.get("ServiceID", ""))
+            if service_id in wanted:
+                tasks.setdefault(service_id, []).append(task)
+        return tasks
 
     @staticmethod
     def _describe(attrs: Mapping[str, Any], tasks: list[dict[str, Any]]) -> ServiceInfo | None:

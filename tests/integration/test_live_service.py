@@ -6,8 +6,10 @@ The node's capacity is set by labels to 2048 shares and 4 GiB, so the class limi
 
 from __future__ import annotations
 
+import docker.errors
 import pytest
 
+from manager.swarm import SwarmBackend
 from tests.support.live import Live, poll
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
@@ -355,3 +357,30 @@ def test_an_out_of_memory_kill_is_reported_as_such(live: Live) -> None:
     record = live.wait_status("greedy", "failed")
     ended = record["history"][-1]
     assert ended["event"] == "ended: failed (out of memory)" and ended.get("oom") is True
+
+
+def test_listing_tasks_survives_a_service_removed_meanwhile(
+    live: Live, docker_socket: str, busybox_image: str
+) -> None:
+    """Reconciliation lists our services, then their tasks; a service removed in between
+    (by a kill, or by hand) must not make the whole listing fail."""
+    backend = SwarmBackend(f"unix://{docker_socket}", f"{live.prefix}-")
+    kept, gone, other = (
+        live.docker.services.create(busybox_image, ["sleep", "300"], name=f"{live.prefix}-{n}")
+        for n in ("kept", "gone", "other")
+    )
+    try:
+        poll(lambda: all(live.docker.api.tasks(filters={"service": [s.id]}) for s in (kept, other)),
+             30.0, "a task of each service")
+        gone.remove()
+        with pytest.raises(docker.errors.NotFound):  # the engine refuses the whole filter
+            live.docker.api.tasks(filters={"service": [kept.id, gone.id]})
+        tasks = backend.tasks_by_service([kept.id, gone.id])
+        assert kept.id in tasks and other.id not in tasks  # (gone's tasks may still be listed)
+        assert set(tasks) <= {kept.id, gone.id}
+        for service_id, listed in tasks.items():
+            assert all(task["ServiceID"] == service_id for task in listed)
+    finally:
+        kept.remove()
+        other.remove()
+        backend.close()

@@ -17,7 +17,6 @@ from pathlib import Path
 from benchmarks.processes import stop_child, wait_for
 
 DOCKER_SOCKET = "/var/run/docker.sock"
-BUSYBOX_IMAGE = "greenswarm/busybox:latest"
 
 
 def docker_ping(socket_path: str = DOCKER_SOCKET) -> bool:
