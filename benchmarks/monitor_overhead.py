@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.processes import free_port, redis_server, stop_child, wait_for
+from benchmarks.lab.images import busybox_on
+from benchmarks.processes import free_port, http_ok, redis_server, stop_child, wait_for
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGE = "greenswarm/busybox:latest"
 TOKEN = "monitor-overhead-bench"
 
 
@@ -42,41 +42,40 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _child_environment() -> dict[str, str]:
+    """The registry's and the monitor's environment: the token, and this checkout first."""
+    return {**os.environ, "GREENSWARM_TOKEN": TOKEN,
+            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 @contextlib.contextmanager
 def registry(work: Path) -> Iterator[str]:
     """The real Host and Task Registry (``greenswarm registry``) on a redis-server of its own,
     both on the loopback and stopped by pid; yields the registry's URL."""
     with redis_server(work) as redis:
         registry_port = free_port()
-        environment = {**os.environ, "GREENSWARM_TOKEN": TOKEN,
-                       "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        with open(work / "registry.log", "ab") as log:
+        log_path = work / "registry.log"
+        with open(log_path, "ab") as log:
             server = subprocess.Popen(
                 [sys.executable, "-m", "manager.cli", "registry", "--listen",
                  f"127.0.0.1:{registry_port}", "--redis-url", redis.url,
-                 "--log-level", "WARNING"], cwd=REPO, env=environment, stdout=log, stderr=log)
+                 "--log-level", "WARNING"], cwd=REPO, env=_child_environment(), stdout=log,
+                stderr=log)
         url = f"http://127.0.0.1:{registry_port}"
         try:
             try:
-                wait_for(lambda: server.poll() is not None or _answers(f"{url}/registry/hosts"),
+                wait_for(lambda: server.poll() is not None or http_ok(f"{url}/registry/hosts"),
                          30.0, "the registry")
                 if server.poll() is not None:
                     raise TimeoutError("the registry exited")
             except TimeoutError:
-                log_path = work / "registry.log"
-                raise SystemExit(f"the registry did not start; see {log_path}") from None
+                # the log goes with the temporary directory: show its end now
+                tail = log_path.read_text(errors="replace").splitlines()[-20:]
+                raise SystemExit("the registry did not start; its log ends with:\n"
+                                 + "\n".join(tail)) from None
             yield url
         finally:
             stop_child(server)
-
-
-def _answers(url: str) -> bool:
-    import requests
-
-    try:
-        return requests.get(url, timeout=2.0).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def registered_hosts(url: str) -> list[dict[str, Any]]:
@@ -86,14 +85,8 @@ def registered_hosts(url: str) -> list[dict[str, Any]]:
     return hosts
 
 
-def ensure_image() -> None:
-    """greenswarm/busybox through the lab's image builder (cached; seconds when missing)."""
-    subprocess.run([sys.executable, "-m", "benchmarks.lab", "images", "--images", "minimal"],
-                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-
-
 @contextlib.contextmanager
-def idle_containers(client: Any, count: int) -> Iterator[list[str]]:
+def idle_containers(client: Any, image: str, count: int) -> Iterator[list[str]]:
     import docker
 
     started: list[str] = []
@@ -101,7 +94,7 @@ def idle_containers(client: Any, count: int) -> Iterator[list[str]]:
     try:
         for index in range(count):
             container = client.containers.run(
-                IMAGE, ["sleep", "86400"], detach=True, cpu_shares=256, mem_limit="64m",
+                image, ["sleep", "86400"], detach=True, cpu_shares=256, mem_limit="64m",
                 labels={LABEL_TASK: f"bench-{run}-{index}"},
             )
             started.append(container.id)
@@ -115,12 +108,10 @@ def idle_containers(client: Any, count: int) -> Iterator[list[str]]:
 @contextlib.contextmanager
 def monitor_process(registry_url: str, docker_socket: str,
                     extra: list[str]) -> Iterator[subprocess.Popen[bytes]]:
-    environment = {**os.environ, "GREENSWARM_TOKEN": TOKEN,
-                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     process = subprocess.Popen(
         [sys.executable, "-m", "monitor", "--registry-url", registry_url,
          "--docker-socket", docker_socket, "--log-level", "WARNING", *extra],
-        cwd=REPO, env=environment,
+        cwd=REPO, env=_child_environment(),
     )
     try:
         yield process
@@ -147,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         base_url=f"unix://{args.docker_socket}", version=DOCKER_API_VERSION
     )
     try:
-        ensure_image()
+        image = busybox_on(args.docker_socket)
         with (
             tempfile.TemporaryDirectory(prefix="monitor-overhead-") as work,
-            idle_containers(client, args.containers) as containers,
+            idle_containers(client, image, args.containers) as containers,
             registry(Path(work)) as url,
             monitor_process(url, args.docker_socket, args.monitor_args) as process,
         ):

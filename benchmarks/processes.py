@@ -24,6 +24,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether ``url`` answers a GET with 200 (False when nothing answers)."""
+    import requests
+
+    try:
+        return requests.get(url, timeout=timeout_s).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
              interval_s: float = 0.05) -> None:
     """Poll ``predicate`` until it is true; TimeoutError naming ``what`` after ``timeout_s``."""

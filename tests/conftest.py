@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.lab.images import busybox_on
 from benchmarks.processes import RedisServer, redis_server
-from tests.support.servers import docker_engine, ensure_busybox_image
+from tests.support.servers import docker_engine
 
 
 @pytest.fixture(scope="session")
@@ -26,4 +27,4 @@ def docker_socket() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def busybox_image(docker_socket: str) -> str:
-    return ensure_busybox_image(docker_socket)
+    return busybox_on(docker_socket)

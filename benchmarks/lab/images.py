@@ -22,7 +22,7 @@ import tomllib
 import zipfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -35,7 +35,7 @@ from benchmarks.lab.errors import (
 )
 from benchmarks.lab.model import ImageSet, NodeRecord
 from benchmarks.lab.proc import run, run_logged
-from benchmarks.lab.settings import LabSettings
+from benchmarks.lab.settings import LabSettings, settings_from_env
 
 Report = Callable[[str], None]
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -259,6 +259,17 @@ class Builder:
     def prune(self) -> int:
         """Drop old, now untagged builds of our images from the main engine."""
         return engine.prune_dangling(self.main, catalog.LABEL_IMAGE)
+
+
+def busybox_on(socket_path: str) -> str:
+    """greenswarm/busybox:latest on the engine at ``socket_path`` (the lab's settings
+    otherwise), without the lab's lock or its nodes: for the tests and the benchmarks that run
+    containers on one engine. Rebuilt only when missing or when the machine's busybox changed.
+    Returns its tag."""
+    settings = settings_from_env()
+    settings = replace(settings, engine=replace(settings.engine, main_socket=Path(socket_path)))
+    settings.paths.log_dir.mkdir(parents=True, exist_ok=True)
+    return Builder(settings, lambda line: None).busybox().tag
 
 
 def node_tags(settings: LabSettings, images: ImageSet) -> list[str]:

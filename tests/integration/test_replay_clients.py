@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import queue
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from benchmarks.processes import RedisServer, free_port, stop_child, wait_for
+from benchmarks.processes import RedisServer, free_port, http_ok, stop_child, wait_for
 from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
 from benchmarks.replay.feed import RoundResult, ServiceTarget
 from benchmarks.trace import Workload
@@ -49,18 +48,12 @@ def http_port() -> Iterator[int]:
     process = subprocess.Popen([sys.executable, str(TIMESERVER)], env={"PORT": str(port)},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: _answers(port), 15.0, "the time server")
+        wait_for(lambda: process.poll() is not None or http_ok(f"http://127.0.0.1:{port}/"),
+                 15.0, "the time server")
+        assert process.poll() is None, "the time server exited"
         yield port
     finally:
         stop_child(process)
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def _collect(results: queue.SimpleQueue[RoundResult]) -> list[RoundResult]:

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import requests
 
-from benchmarks.processes import free_port, stop_child, wait_for
+from benchmarks.processes import free_port, http_ok, stop_child, wait_for
 
 TOKEN = "test-token"
 CAPACITY_CPU = 2048
@@ -137,7 +137,7 @@ class Live:
         self.manager = self._spawn(
             "manager", ["manager", "--listen", f"127.0.0.1:{self.manager_port}"]
         )
-        wait_for(lambda: _ok(self.url + "/healthz"), 30.0, "the manager to answer")
+        wait_for(lambda: http_ok(self.url + "/healthz"), 30.0, "the manager to answer")
         wait_for(lambda: bool(self.get("/hosts")), 30.0, "the manager to see its node")
 
     def start_agent(self) -> None:
@@ -145,7 +145,7 @@ class Live:
             "agent",
             ["agent", "--listen", f"127.0.0.1:{self.agent_port}", "--node-id", self.node_id],
         )
-        wait_for(lambda: _ok(self.agent_url + "/healthz"), 30.0, "the agent to answer")
+        wait_for(lambda: http_ok(self.agent_url + "/healthz"), 30.0, "the agent to answer")
 
     def stop_manager(self) -> None:
         if self.manager is not None:
@@ -263,13 +263,6 @@ class Live:
             f"{task} to have {expected}",
             interval_s=0.2,
         )
-
-
-def _ok(url: str) -> bool:
-    try:
-        return requests.get(url, timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def poll(check: Callable[[], bool], timeout_s: float, what: str) -> None:

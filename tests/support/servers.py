@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.processes import stop_child, wait_for
@@ -52,16 +51,3 @@ def docker_engine() -> Iterator[str]:
         yield DOCKER_SOCKET
     finally:
         stop_child(process, timeout_s=30.0)
-
-
-def ensure_busybox_image(socket_path: str = DOCKER_SOCKET) -> str:
-    """greenswarm/busybox:latest on the engine at ``socket_path``, from the lab's own image
-    builder (the same image the lab and the benchmarks use; rebuilt only when missing or
-    when the machine's busybox changed). Returns its tag."""
-    from benchmarks.lab.images import Builder
-    from benchmarks.lab.settings import settings_from_env
-
-    settings = settings_from_env()
-    settings = replace(settings, engine=replace(settings.engine, main_socket=Path(socket_path)))
-    settings.paths.log_dir.mkdir(parents=True, exist_ok=True)
-    return Builder(settings, lambda line: None).busybox().tag
