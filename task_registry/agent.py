@@ -232,14 +232,6 @@ class Agent:
 
     # -- kills and exits --------------------------------------------------------------------
 
-    def kill(self, task_id: str) -> None:
-        with self._lock:
-            container = self._running(task_id)
-            try:
-                container.kill()
-            except docker.errors.APIError as exc:
-                raise UnavailableError(f"cannot kill {container.id[:12]}: {exc}") from exc
-
     def _exited(self, container: Any) -> None:
         """Report one exited container of ours, then remove it and its anonymous volumes."""
         task_id = container.labels.get(LABEL_TASK)

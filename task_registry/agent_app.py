@@ -45,12 +45,6 @@ def set_resources(task_id: str) -> Response:
     )
 
 
-@blueprint.post("/agent/tasks/<task_id>/kill")
-def kill(task_id: str) -> tuple[Response, int]:
-    agent().kill(check_id(task_id, "task"))
-    return jsonify({"killed": task_id}), 202
-
-
 @blueprint.post("/agent/cleanup")
 def cleanup() -> Response:
     agent().converge()
