@@ -25,6 +25,7 @@ import docker
 import requests
 
 from benchmarks.processes import free_port
+from domain.labels import LABEL_TASK
 from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
 
 FINAL = {"completed", "failed", "rejected", "stopped"}
@@ -281,7 +282,7 @@ def node_client(node: dict[str, Any]) -> Iterator[Any]:
 def task_containers(node: dict[str, Any], task: str) -> list[dict[str, Any]]:
     """`docker inspect` of the running containers of one request, on one node's own engine."""
     with node_client(node) as client:
-        found = client.containers.list(filters={"label": f"greenswarm.task={task}",
+        found = client.containers.list(filters={"label": f"{LABEL_TASK}={task}",
                                                 "status": "running"})
         return [c.attrs for c in found]
 

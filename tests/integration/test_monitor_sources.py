@@ -26,7 +26,7 @@ from werkzeug.serving import make_server
 
 from benchmarks.processes import RedisServer, free_port, redis_server, wait_for
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
-from domain.labels import LABEL_TASK
+from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
@@ -189,7 +189,7 @@ def test_cgroup_source_of_an_idle_node(node_cgroup: NodeCgroup) -> None:
 def docker_client(docker_socket: str) -> Iterator[Any]:
     import docker
 
-    client = docker.DockerClient(base_url=f"unix://{docker_socket}", version="1.41", timeout=30)
+    client = docker.DockerClient(base_url=f"unix://{docker_socket}", version=DOCKER_API_VERSION, timeout=30)
     yield client
     client.close()
 

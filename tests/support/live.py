@@ -16,6 +16,7 @@ import docker
 import requests
 
 from benchmarks.processes import free_port, http_ok, stop_child, wait_for
+from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL, LABEL_TASK
 
 TOKEN = "test-token"
 CAPACITY_CPU = 2048
@@ -66,8 +67,8 @@ def single_node_swarm(socket_path: str) -> Iterator[str]:
     labels = dict(old_spec.get("Labels") or {})
     labels.update(
         {
-            "greenswarm.capacity.cpu_shares": str(CAPACITY_CPU),
-            "greenswarm.capacity.memory_bytes": str(CAPACITY_MEMORY),
+            CAPACITY_CPU_LABEL: str(CAPACITY_CPU),
+            CAPACITY_MEMORY_LABEL: str(CAPACITY_MEMORY),
         }
     )
     if created:
@@ -236,7 +237,7 @@ class Live:
     # -- Docker -------------------------------------------------------------------------------
 
     def containers(self, task: str | None = None, *, all_: bool = False) -> list[Any]:
-        label = "greenswarm.task" if task is None else f"greenswarm.task={task}"
+        label = LABEL_TASK if task is None else f"{LABEL_TASK}={task}"
         found = self.docker.containers.list(all=all_, filters={"label": label})
         return [
             c
