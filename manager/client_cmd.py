@@ -149,7 +149,7 @@ def run_submit(args: argparse.Namespace) -> int:
 def _wait(api: Api, request_id: str, kind: str, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        record = api.call("GET", f"/requests/{request_id}")
+        record = api.get(f"/requests/{request_id}")
         status = record["status"]
         done = status in FINAL or (
             kind == "service" and status in {"running", "killed-and-rescheduled"}
@@ -172,7 +172,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 def run_status(args: argparse.Namespace) -> int:
     api = Api(args.url)
     if args.id:
-        record = api.call("GET", f"/requests/{args.id}")
+        record = api.get(f"/requests/{args.id}")
         if args.json:
             print(json.dumps(record, indent=2))
             return 0
@@ -191,7 +191,7 @@ def run_status(args: argparse.Namespace) -> int:
             print(f"  {stamp}  {event['event']}")
         return 0
     path = "/requests" + (f"?status={args.filter}" if args.filter else "")
-    records = api.call("GET", path)
+    records = api.get(path)
     if args.json:
         print(json.dumps(records, indent=2))
         return 0
