@@ -1,7 +1,10 @@
 """A host's rooms (domain.capacity.compute_rooms) against the rules of DESIGN 3.3-3.6, computed
-here from the host's tasks one by one instead of from the tally the view keeps."""
+here from the host's tasks one by one (with none of the tally's helpers) instead of from the
+tally the view keeps."""
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +12,6 @@ from hypothesis import strategies as st
 from domain.capacity import ROOM_KEYS, RoomKind, room
 from domain.classes import ClassTable
 from domain.model import HostView, Task
-from domain.tally import cut_target
 from tests.builders import SERVICE, H, T, build, host_tasks, task_strategy
 
 
@@ -23,12 +25,18 @@ def reference_room(view: HostView, tasks: list[Task], kind: RoomKind, cls: int, 
     new_class = host_class if kind is RoomKind.SIMPLE else min(host_class, cls)
     cpu_booked = sum(task.cpu_shares for task in tasks)
     memory_booked = sum(task.memory for task in tasks)
-    if kind is RoomKind.CUT:
+    if kind is RoomKind.CUT:  # 3.5 step 3: each task of a class above nc loses its allowance
         for task in tasks:
-            target = cut_target(task, new_class, classes)
-            if target is not None:
-                cpu_booked -= task.cpu_shares - target[1]
-                memory_booked -= task.memory - target[2]
+            if task.cls <= new_class:
+                continue
+            total = classes.tolerance(task.cls) - classes.tolerance(new_class)
+            if total <= task.cut_received:
+                continue  # it was already cut that far
+            # resources after a cut are rounded up, and a task never grows back
+            cpu_booked -= task.cpu_shares - min(
+                task.cpu_shares, math.ceil(task.original_cpu_shares * (1 - total)))
+            memory_booked -= task.memory - min(
+                task.memory, math.ceil(task.original_memory * (1 - total)))
     elif kind is RoomKind.KILL:
         for task in tasks:
             victim = task.cls > cls or (cls == 4 and job and task.cls == 4
