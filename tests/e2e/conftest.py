@@ -77,14 +77,15 @@ def lab_up_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def lab(
-    lab_settings: LabSettings, lab_up_args: tuple[str, ...], docker_socket: str
+    lab_settings: LabSettings, lab_up_args: tuple[str, ...], request: pytest.FixtureRequest
 ) -> Iterator[Lab]:
     """The lab on the session's engine (``docker_socket``), after undoing what an interrupted
-    run of the live tests may have left on it (their loopback swarm, which the lab refuses)."""
+    run of the live tests may have left on it (their loopback swarm, which the lab refuses).
+    The engine is asked for only once the lab can run here (else the tests skip)."""
     reason = _skip_reason(lab_settings)
     if reason:
         pytest.skip(reason)
-    leave_leftover_test_swarm(docker_socket)
+    leave_leftover_test_swarm(request.getfixturevalue("docker_socket"))
     try:
         done = lab_cli(*lab_up_args, timeout_s=UP_TIMEOUT_S)
         assert done.returncode == 0, f"lab up failed:\n{done.stdout}\n{done.stderr}"

@@ -237,6 +237,7 @@ def _wait_for_memory(docker_client: Any, container_id: str, at_least_bytes: int)
     text = Path(f"/proc/{pid}/cgroup").read_text()
     dirs = dirs_from_proc_cgroup(text, CGROUP_ROOT, detect_version(CGROUP_ROOT))
     assert dirs is not None, f"no cgroup found for container {container_id[:12]}"
+    assert container_id in str(dirs.memory), dirs  # its own cgroup, not a parent's
     wait_for(lambda: read_memory(dirs).usage_bytes >= at_least_bytes, 20.0,
              f"container {container_id[:12]} to fill its memory")
 

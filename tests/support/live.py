@@ -37,16 +37,14 @@ def _is_test_swarm(client: Any) -> bool:
     return labels.get(TEST_SWARM_LABEL) == "1"
 
 
-def leave_leftover_test_swarm(socket_path: str) -> bool:
-    """Leave a single-node swarm an interrupted test run left on the engine; True if one was.
+def leave_leftover_test_swarm(socket_path: str) -> None:
+    """Leave a single-node swarm an interrupted test run left on the engine.
 
     Only a swarm carrying TEST_SWARM_LABEL is touched."""
     client = docker.DockerClient(base_url=f"unix://{socket_path}")
     try:
-        if not _is_test_swarm(client):
-            return False
-        client.swarm.leave(force=True)
-        return True
+        if _is_test_swarm(client):
+            client.swarm.leave(force=True)
     finally:
         client.close()
 
