@@ -32,13 +32,16 @@ class T:
     cut: Fraction = Fraction(0)
 
 
+HOST_SIZE = 1200  # H's default CPU shares and memory bytes
+
+
 @dataclass
 class H:
     id: str
     util: float = 0.0
     tasks: list[T] = field(default_factory=list)
-    cpu: int = 1200
-    mem: int = 1200
+    cpu: int = HOST_SIZE
+    mem: int = HOST_SIZE
 
 
 def build(
@@ -102,6 +105,6 @@ def host_tasks(tasks: list[T], classes: ClassTable) -> list[T]:
              for i, t in enumerate(tasks)]
     if named:
         limit_class = min(t.cls for t in named)
-        assume(sum(t.cpu for t in named) <= 1200 * classes.max_factor(limit_class))
-        assume(sum(t.mem for t in named) <= 1200 * classes.max_factor(limit_class))
+        limit = classes.limit(HOST_SIZE, limit_class)
+        assume(sum(t.cpu for t in named) <= limit and sum(t.mem for t in named) <= limit)
     return named

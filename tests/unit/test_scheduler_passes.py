@@ -301,7 +301,7 @@ def test_may_place_is_exactly_whether_a_pass_places_on_that_host(
     util: float, tasks: list[T], rc: int, kind: TaskType, cpu: int, mem: int
 ) -> None:
     classes = ClassTable()
-    store = build(H("h", util, host_tasks(tasks, classes)))
+    store = build(H("h", util, host_tasks(tasks, classes)), classes=classes)
     policy = EnergyPolicy()
     request = req(rc, cpu=cpu, mem=mem, type=kind)
     placed = policy.decide(request, store).placed
