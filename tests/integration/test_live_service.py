@@ -70,6 +70,31 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     assert any(e.startswith("waiting in the pending queue") for e in events)
 
 
+def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:
+    """Message 7 on the manager (POST /registry/tasks/{id}/kill): its service goes, the task
+    waits in the pending queue (its resubmission may not use the host it was taken from, the
+    only one here) and a later retry places it again, in a new container."""
+    live.submit("target", 3, "service", 300, "64m")
+    old_container = live.running("target").id
+    response = live.post("/registry/tasks/target/kill", {})
+    assert response.status_code == 202, response.text
+    record = live.wait_status("target", "killed-and-rescheduled")
+    events = record["history"]
+    killed = [e for e in events if e["event"] == f"killed on {live.node_id} on request"]
+    assert len(killed) == 1 and killed[0]["kills"] == 1
+    assert any(e["event"].startswith("waiting in the pending queue") for e in events)
+
+    def replaced() -> bool:
+        running = [c.id for c in live.containers("target")]
+        return len(running) == 1 and running[0] != old_container
+
+    poll(replaced, 60, "the old container to go and a new one to run")
+    live.wait_resources("target", (300, 64 * 2**20))
+    host = live.get("/hosts")[0]
+    assert (host["cpu_allocated"], host["memory_allocated"], host["task_count"]) == (
+        300, 64 * 2**20, 1)
+
+
 def test_finished_job_frees_its_room_and_leaves_no_container_or_volume(live: Live) -> None:
     live.submit(
         "batch",
