@@ -10,12 +10,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from domain.classes import ClassTable, OverbookingModel
+from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.store import ClusterStore
+from manager.policy_options import add_policy_options, class_table, empty_hosts, region_bounds
 from manager.scenario import load_scenario
-from manager.scheduler.energy import EmptyHosts
 from manager.scheduler.policies import PolicyName, make_policy
 
 
@@ -35,16 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="add the candidates each pass looked at and why each was passed over",
     )
-    parser.add_argument(
-        "--overbooking-model",
-        default=OverbookingModel.THESIS.value,
-        choices=[m.value for m in OverbookingModel],
-    )
-    parser.add_argument(
-        "--empty-hosts", default=EmptyHosts.LAST.value, choices=[e.value for e in EmptyHosts]
-    )
-    parser.add_argument("--lee-below", type=float, default=0.50)
-    parser.add_argument("--eed-above", type=float, default=0.85)
+    add_policy_options(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
     parser.add_argument(
         "--store",
@@ -79,8 +70,8 @@ def _read(path: str) -> object:
 
 
 def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | list[Any]:
-    classes = ClassTable(OverbookingModel(args.overbooking_model))
-    bounds = RegionBounds(args.lee_below, args.eed_above)
+    classes = class_table(args)
+    bounds = region_bounds(args)
     single = not isinstance(document, list)
     scenarios = [document] if single else document
     assert isinstance(scenarios, list)
@@ -94,7 +85,7 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
                     raise
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
             policy = make_policy(
-                args.policy, empty_hosts=EmptyHosts(args.empty_hosts), seed=args.seed
+                args.policy, empty_hosts=empty_hosts(args), seed=args.seed
             )
             decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
         results.append(decision.to_dict(with_explain=args.explain))

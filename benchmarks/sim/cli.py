@@ -2,7 +2,8 @@
 
     greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR
         [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S]
-        [--power-table NAME] [--profiles FILE] [--empty-hosts last|lee] [--no-probes]
+        [--power-table NAME] [--profiles FILE] [--no-probes]
+        [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
         [--no-plots] [--progress]
     greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
         [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
@@ -83,6 +84,7 @@ class ProgressBar:
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from benchmarks.cli import add_hosts_argument, add_power_table_argument
     from benchmarks.sim.runner import DEFAULT_POLICIES
+    from manager.policy_options import add_policy_options
 
     parser = actions.add_parser(
         "simulate", help="replay a trace through the real scheduler in the simulator",
@@ -107,9 +109,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_power_table_argument(parser)
     parser.add_argument("--profiles", metavar="FILE", default=None,
                         help="usage profiles (default: benchmarks/profiles.json as shipped)")
-    parser.add_argument("--empty-hosts", choices=["last", "lee"], default="last",
-                        help="energy policy: empty hosts after all others (default) or inside "
-                        "LEE as in the thesis")
+    add_policy_options(parser)
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -129,7 +129,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from benchmarks.sim.summary import render_summary
     from benchmarks.trace import TraceSource, open_trace
     from benchmarks.workload import ProbeConfig, ThesisWorkloadConfig
-    from manager.scheduler.energy import EmptyHosts
+    from manager import policy_options
 
     if args.workload is not None:
         if args.seed is None:
@@ -157,7 +157,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         seed=seed,
         end_s=args.duration_s,
         power_model=PowerModel.named(args.power_table),
-        empty_hosts=EmptyHosts(args.empty_hosts),
+        empty_hosts=policy_options.empty_hosts(args),
+        classes=policy_options.class_table(args),
+        bounds=policy_options.region_bounds(args),
     )
     show = args.progress or sys.stderr.isatty()
 
@@ -182,7 +184,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         "# Simulation\n\n"
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
         f"{header.duration_s:g} s of arrivals; simulated {results[0].stats.end_s:g} s; "
-        f"power table {args.power_table}; usage profiles ({sources}).\n\n" + table
+        f"power table {args.power_table}; usage profiles ({sources}).\n\n"
+        f"Scheduling: {policy_options.describe(args)}.\n\n" + table
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
     sys.stdout.write(text)

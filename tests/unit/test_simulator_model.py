@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.cluster import GIB
 from benchmarks.sim.contention import share_cpu
 from benchmarks.sim.monitor_model import (
     HostMonitor,
@@ -26,8 +27,9 @@ from benchmarks.sim.profiles import (
     load_shipped_profiles,
     steps_from_series,
 )
-from benchmarks.trace import Workload
+from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload, write_requests
 from domain.errors import ValidationError
+from domain.model import TaskType
 from manager.cli import main
 
 # ------------------------------------------------------------------ CPU sharing
@@ -209,3 +211,46 @@ def test_bench_simulate_writes_results_and_the_report(tmp_path: Path,
 
 def test_bench_simulate_needs_a_seed_for_the_generated_workload(tmp_path: Path) -> None:
     assert main(["bench", "simulate", "--workload", "thesis", "--out", str(tmp_path)]) == 2
+
+
+def _class_2_pair_trace(path: Path) -> None:
+    """One host of one core; two class-2 jobs asking 1024 + 204 shares = 1228 in total: more
+    than 1024 x 7/6 (the thesis table) allows, within 1024 x 1.2 (the label table)."""
+    head = TraceHeader("test", 0, 100.0, (HostSpec("h1", 1024, 4 * GIB),))
+    requests = [
+        TraceRequest(0.0, "a", 2, TaskType.JOB, Workload.FFMPEG, 1024, GIB, 500.0, None),
+        TraceRequest(1.0, "b", 2, TaskType.JOB, Workload.FFMPEG, 204, GIB // 4, 500.0, None),
+    ]
+    write_requests(path, head, requests)
+
+
+@pytest.mark.parametrize(("model", "placed"), [("thesis", 1), ("label", 2)])
+def test_bench_simulate_takes_the_class_table_and_the_region_bounds(
+    tmp_path: Path, model: str, placed: int
+) -> None:
+    trace = tmp_path / "pair.jsonl"
+    _class_2_pair_trace(trace)
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--policies", "energy",
+                 "--overbooking-model", model, "--lee-below", "0.3", "--eed-above", "0.9",
+                 "--no-probes", "--no-plots", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())["policies"]["energy"]
+    assert (summary["successful"], summary["failed"]) == (placed, 2 - placed)
+    result = json.loads((out / "energy" / "result.json").read_text())
+    assert result["region_bounds"] == {"lee_below": 0.3, "eed_above": 0.9}
+    text = (out / "simulation.md").read_text()
+    assert f"overbooking model {model}; empty hosts last; regions LEE < 0.3" in text
+
+
+def test_bench_simulate_refuses_bounds_out_of_order_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "pair.jsonl"
+    _class_2_pair_trace(trace)
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--lee-below", "0.9",
+                 "--eed-above", "0.5", "--no-plots", "--out", str(out)])
+    assert code == 2
+    assert "region_bounds" in capsys.readouterr().err
+    assert not out.exists()
