@@ -77,6 +77,20 @@ def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.set_defaults(handler=run_replay)
 
 
+def _token_from_file(path: str) -> str:
+    """The token in ``--token-file``; errors name that option, not the environment."""
+    from domain.errors import ValidationError
+    from domain.settings import shared_token
+
+    try:
+        token = shared_token({"GREENSWARM_TOKEN_FILE": path})
+    except ValidationError as exc:
+        raise ValidationError("token_file", exc.message) from None
+    if not token:
+        raise ValidationError("token_file", f"{path} holds no token")
+    return token
+
+
 def run_replay(args: argparse.Namespace) -> int:
     from benchmarks.energy import PowerModel
     from benchmarks.replay.driver import ManagerApi, Replay, ReplayOptions
@@ -88,11 +102,13 @@ def run_replay(args: argparse.Namespace) -> int:
     from domain.settings import shared_token
 
     label = check_policy_name(args.policy_label)
-    environ = {"GREENSWARM_TOKEN_FILE": args.token_file} if args.token_file else os.environ
-    token = shared_token(environ)
-    if not token:
-        raise ValidationError("token", "no bearer token: give --token-file, or set "
-                              "GREENSWARM_TOKEN or GREENSWARM_TOKEN_FILE")
+    if args.token_file:
+        token = _token_from_file(args.token_file)
+    else:
+        token = shared_token(os.environ)
+        if not token:
+            raise ValidationError("token", "no bearer token: give --token-file, or set "
+                                  "GREENSWARM_TOKEN or GREENSWARM_TOKEN_FILE")
     trace = read_trace(args.trace)
     duration = args.duration_s or trace.header.duration_s
     probes = None if args.no_probes else THESIS_PROBES

@@ -3,6 +3,7 @@ history events, and the feed that turns answers, records and host polls into rec
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from benchmarks.replay.plan import (
 from benchmarks.trace import HostSpec, TraceRequest, Workload
 from domain.errors import ValidationError
 from domain.model import TaskType
+from manager.cli import main
 
 MIB = 1024**2
 GIB = 1024**3
@@ -468,3 +470,26 @@ def test_the_swarm_policy_is_refused_clearly() -> None:
     with pytest.raises(ValueError, match="swarm"):
         world.feed.on_answer(sub, START, START + 0.1, {"request": {"id": "j", "history": []},
                                                       "decision": None})
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize(("content", "says"), [(None, "cannot read"), ("  \n", "holds no token")])
+def test_a_bad_token_file_is_named_as_the_option_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, says: str
+) -> None:
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_text(content)
+    out = tmp_path / "out"
+    # The manager URL is never contacted: the token is read first.
+    code = main(["bench", "replay", "--trace", str(tmp_path / "unread.jsonl"),
+                 "--manager", "http://127.0.0.1:9", "--speedup", "10",
+                 "--policy-label", "live-energy", "--out", str(out),
+                 "--token-file", str(token_file)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "error: token_file: " in err and says in err
+    assert "GREENSWARM_TOKEN_FILE" not in err
+    assert not out.exists()
