@@ -1,7 +1,7 @@
 """``greenswarm bench simulate`` and ``greenswarm bench profile``: the simulator's I/O edge.
 
     greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR
-        [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S]
+        [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
         [--power-table NAME] [--profiles FILE] [--no-probes]
         [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
         [--no-plots] [--progress]
@@ -106,6 +106,10 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
                         "(default: the trace's duration, 3600 for --workload)")
+    parser.add_argument("--drain-s", type=positive_float, default=None, metavar="S",
+                        help="after the arrival window, simulate S more seconds with no new "
+                        "request or probe: victims still queued may be placed then (every "
+                        "average then covers the longer run)")
     add_power_table_argument(parser)
     parser.add_argument("--profiles", metavar="FILE", default=None,
                         help="usage profiles (default: benchmarks/profiles.json as shipped)")
@@ -152,10 +156,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         trace = TraceInput(header, stream)
         seed = args.seed if args.seed is not None else (header.seed or 0)
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
+    arrivals_s = args.duration_s or trace.header.duration_s
     sim_config = SimConfig(
         policy=args.policies[0],
         seed=seed,
-        end_s=args.duration_s,
+        end_s=arrivals_s + args.drain_s if args.drain_s else args.duration_s,
         power_model=PowerModel.named(args.power_table),
         empty_hosts=policy_options.empty_hosts(args),
         classes=policy_options.class_table(args),
@@ -169,7 +174,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run_policies(trace, args.policies, profiles, sim_config,
-                           probes=None if args.no_probes else ProbeConfig(), progress=progress)
+                           probes=None if args.no_probes else ProbeConfig(), progress=progress,
+                           arrivals_until_s=arrivals_s if args.drain_s else None)
     for result in results:
         directory = save_result(result.result, out)
         (directory / SIMULATION_FILE).write_text(
@@ -183,7 +189,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     text = (
         "# Simulation\n\n"
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
-        f"{header.duration_s:g} s of arrivals; simulated {results[0].stats.end_s:g} s; "
+        f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
         f"Scheduling: {policy_options.describe(args)}.\n\n" + table
     )

@@ -6,6 +6,7 @@ of requests is streamed once per policy instead of being held in memory.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -56,15 +57,22 @@ def run_policies(
     *,
     probes: ProbeConfig | None = THESIS_PROBES,
     progress: Callable[[str], ProgressCallback | None] | None = None,
+    arrivals_until_s: float | None = None,
 ) -> list[SimResult]:
     """Every policy of ``policies`` on the same trace, in order; ``config.policy`` is replaced.
 
     ``progress(policy)`` may return a callback that is told (simulated time, end time).
+    ``arrivals_until_s``: no request or probe arrives after it; the run goes on to the end
+    time (a drain: queued victims may still be placed).
     """
     results = []
     end_s = trace.header.duration_s if config.end_s is None else config.end_s
+    arrivals_end_s = end_s if arrivals_until_s is None else min(arrivals_until_s, end_s)
     for policy in policies:
-        stream = requests_with_probes(trace.requests(), end_s, probes)
+        requests: Iterable[TraceRequest] = trace.requests()
+        if arrivals_until_s is not None:
+            requests = itertools.takewhile(lambda r: r.t_s <= arrivals_end_s, requests)
+        stream = requests_with_probes(requests, arrivals_end_s, probes)
         results.append(
             simulate(
                 trace.header, stream, profiles, replace(config, policy=policy),

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from benchmarks.sim.engine import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, Simulation
 from benchmarks.sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
-from benchmarks.sim.runner import requests_with_probes, thesis_input
+from benchmarks.sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
 from benchmarks.sim.summary import render_summary
 from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload
 from benchmarks.workload import ThesisWorkloadConfig
@@ -163,6 +163,27 @@ def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> Non
     assert result.stats.pending_at_end == 1
     table = render_summary([result], thesis=False)
     assert "| victims never rescheduled | 1 (1 still waiting at the end) |" in table
+
+
+
+def test_a_drain_after_the_arrivals_lets_the_waiting_victim_in_and_admits_nothing_new() -> None:
+    # The run above with arrivals until 150 s and the run going on to 400 s: "late" (at 160 s)
+    # is never submitted, and the victim, placed again at 200 s, finishes at 350 s.
+    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
+    head = header(("h1", 2048, 4 * GIB), duration_s=150.0)
+    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
+            request(100, "high", "dl", 2048, GIB, 100.0, cls=1),
+            request(160, "late", "ffmpeg", 1024, GIB, 10.0, cls=1)]
+    trace = TraceInput(head, lambda: iter(jobs))
+    config = SimConfig("energy", end_s=400.0, check_invariants=True)
+    [drained] = run_policies(trace, ["energy"], profs, config, probes=None,
+                             arrivals_until_s=150.0)
+    metrics = drained.result.metrics
+    assert (metrics.requests, metrics.successful) == (2, 2)  # low and high; late never came
+    assert (metrics.kills, metrics.victims_lost, metrics.victims_waiting_at_end) == (1, 0, 0)
+    assert metrics.jobs_finished == 2 and drained.stats.end_s == 400.0
+    [plain] = run_policies(trace, ["energy"], profs, config, probes=None)
+    assert plain.result.metrics.requests == 3  # without the cut-off, late comes (and is refused)
 
 
 # ------------------------------------------------------------------ memory

@@ -254,3 +254,16 @@ def test_bench_simulate_refuses_bounds_out_of_order_and_writes_nothing(
     assert code == 2
     assert "region_bounds" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_bench_simulate_drains_after_the_arrival_window(tmp_path: Path) -> None:
+    trace = tmp_path / "pair.jsonl"
+    _class_2_pair_trace(trace)
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--policies", "energy",
+                 "--duration-s", "60", "--drain-s", "90", "--no-probes", "--no-plots",
+                 "--out", str(out)])
+    assert code == 0
+    result = json.loads((out / "energy" / "result.json").read_text())
+    assert result["t_end_s"] == 150.0
+    assert "arrivals until 60 s; simulated 150 s" in (out / "simulation.md").read_text()
