@@ -192,7 +192,10 @@ class MemoryStore:
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
         self._pending: dict[str, PendingEntry] = {}
-        self._pending_order: list[tuple[tuple[float, int, str], PendingEntry]] = []
+        # The queue in order, as two parallel lists: the order keys (searched by bisection)
+        # and the entries (so a read is one list copy, not an unpacking of pairs).
+        self._pending_keys: list[tuple[float, int, str]] = []
+        self._pending_entries: list[PendingEntry] = []
         self._changes: list[str] = []  # host ids in the order their views changed
         self._changes_base = 0  # the mark of _changes[0]
 
@@ -362,11 +365,13 @@ class MemoryStore:
     def push_pending(self, entry: PendingEntry) -> None:
         self.remove_pending(entry.request.id)
         self._pending[entry.request.id] = entry
-        # order keys end with the request id, so the entries themselves are never compared
-        bisect.insort(self._pending_order, (entry.order_key, entry))
+        # order keys end with the request id: unique, so a key finds exactly one place
+        at = bisect.bisect_right(self._pending_keys, entry.order_key)
+        self._pending_keys.insert(at, entry.order_key)
+        self._pending_entries.insert(at, entry)
 
     def pending(self) -> list[PendingEntry]:
-        return [entry for _, entry in self._pending_order]
+        return self._pending_entries.copy()
 
     def is_pending(self, request_id: str) -> bool:
         return request_id in self._pending
@@ -375,8 +380,9 @@ class MemoryStore:
         entry = self._pending.pop(request_id, None)
         if entry is None:
             return False
-        order = self._pending_order
-        del order[bisect.bisect_left(order, (entry.order_key,))]
+        at = bisect.bisect_left(self._pending_keys, entry.order_key)
+        del self._pending_keys[at]
+        del self._pending_entries[at]
         return True
 
     # -- internals --------------------------------------------------------------------------
