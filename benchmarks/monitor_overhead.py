@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.lab.images import busybox_on
-from benchmarks.processes import free_port, http_ok, redis_server, stop_child, wait_for
+from benchmarks.processes import free_port, redis_server, stop_child, wait_serving
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,10 +64,7 @@ def registry(work: Path) -> Iterator[str]:
         url = f"http://127.0.0.1:{registry_port}"
         try:
             try:
-                wait_for(lambda: server.poll() is not None or http_ok(f"{url}/registry/hosts"),
-                         30.0, "the registry")
-                if server.poll() is not None:
-                    raise TimeoutError("the registry exited")
+                wait_serving(server, f"{url}/registry/hosts", 30.0, "the registry")
             except TimeoutError:
                 # the log goes with the temporary directory: show its end now
                 tail = log_path.read_text(errors="replace").splitlines()[-20:]

@@ -45,6 +45,14 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
     raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def wait_serving(process: subprocess.Popen[bytes], url: str, timeout_s: float, what: str) -> None:
+    """Wait until the child ``process`` answers 200 on ``url``; TimeoutError naming ``what``
+    when it does not in time, or when it exits first (without waiting out the time)."""
+    wait_for(lambda: process.poll() is not None or http_ok(url), timeout_s, what)
+    if process.poll() is not None:
+        raise TimeoutError(f"{what} exited with code {process.returncode} before answering")
+
+
 def stop_child(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
     """SIGTERM a child we started, wait (bounded) and reap it, then SIGKILL if needed."""
     if process.poll() is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from benchmarks.processes import RedisServer, free_port, http_ok, stop_child, wait_for
+from benchmarks.processes import RedisServer, free_port, stop_child, wait_serving
 from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
 from benchmarks.replay.feed import RoundResult, ServiceTarget
 from benchmarks.trace import Workload
@@ -48,9 +48,7 @@ def http_port() -> Iterator[int]:
     process = subprocess.Popen([sys.executable, str(TIMESERVER)], env={"PORT": str(port)},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: process.poll() is not None or http_ok(f"http://127.0.0.1:{port}/"),
-                 15.0, "the time server")
-        assert process.poll() is None, "the time server exited"
+        wait_serving(process, f"http://127.0.0.1:{port}/", 15.0, "the time server")
         yield port
     finally:
         stop_child(process)

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import requests
 
-from benchmarks.processes import free_port, http_ok, stop_child, wait_for
+from benchmarks.processes import free_port, stop_child, wait_for, wait_serving
 from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL, LABEL_TASK
 
 TOKEN = "test-token"
@@ -136,7 +136,7 @@ class Live:
         self.manager = self._spawn(
             "manager", ["manager", "--listen", f"127.0.0.1:{self.manager_port}"]
         )
-        wait_for(lambda: http_ok(self.url + "/healthz"), 30.0, "the manager to answer")
+        wait_serving(self.manager, self.url + "/healthz", 30.0, "the manager")
         wait_for(lambda: bool(self.get("/hosts")), 30.0, "the manager to see its node")
 
     def start_agent(self) -> None:
@@ -144,7 +144,7 @@ class Live:
             "agent",
             ["agent", "--listen", f"127.0.0.1:{self.agent_port}", "--node-id", self.node_id],
         )
-        wait_for(lambda: http_ok(self.agent_url + "/healthz"), 30.0, "the agent to answer")
+        wait_serving(self.agent, self.agent_url + "/healthz", 30.0, "the agent")
 
     def stop_manager(self) -> None:
         if self.manager is not None:
