@@ -132,15 +132,17 @@ def test_cpu_is_shared_by_shares_and_freed_cores_go_to_the_others() -> None:
     assert result.slowdown["ffmpeg"].mean == pytest.approx(4 / 3)
 
 
+# The class-1 job "high" needs the whole host, which the monitor has reported in DEE (60 % CPU):
+# the class-4 job "low" (running since 0) is killed at 100 s and, with nowhere else to go, waits;
+# it restarts from the beginning when "high" ends at 200 s.
+KILL_PROFILES = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
+KILL_JOBS = (request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
+             request(100, "high", "dl", 2048, GIB, 100.0, cls=1))
+
+
 def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> None:
-    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
-    head = header(("h1", 2048, 4 * GIB))
-    # The class-1 job needs the whole host, which the monitor has reported in DEE (60 % CPU):
-    # the class-4 job (running since 0) is killed at 100 s and, with nowhere else to go, waits;
-    # it restarts from the beginning when the class-1 job ends at 200 s.
-    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
-            request(100, "high", "dl", 2048, GIB, 100.0, cls=1)]
-    sim = simulation(head, jobs, profs, policy="energy", end_s=1000.0)
+    sim = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES, policy="energy",
+                     end_s=1000.0)
     result = sim.run()
     metrics = result.result.metrics
     assert metrics.kills == 1 and metrics.victims_lost == 0
@@ -153,11 +155,8 @@ def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> No
 
 def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> None:
     # The run above, cut off at 150 s: the victim waits for the class-1 job (ends at 200 s).
-    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
-    head = header(("h1", 2048, 4 * GIB))
-    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
-            request(100, "high", "dl", 2048, GIB, 100.0, cls=1)]
-    result = simulation(head, jobs, profs, policy="energy", end_s=150.0).run()
+    result = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES,
+                        policy="energy", end_s=150.0).run()
     metrics = result.result.metrics
     assert (metrics.kills, metrics.victims_lost, metrics.victims_waiting_at_end) == (1, 1, 1)
     assert result.stats.pending_at_end == 1
@@ -165,24 +164,20 @@ def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> Non
     assert "| victims never rescheduled | 1 (1 still waiting at the end) |" in table
 
 
-
 def test_a_drain_after_the_arrivals_lets_the_waiting_victim_in_and_admits_nothing_new() -> None:
     # The run above with arrivals until 150 s and the run going on to 400 s: "late" (at 160 s)
     # is never submitted, and the victim, placed again at 200 s, finishes at 350 s.
-    profs = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
     head = header(("h1", 2048, 4 * GIB), duration_s=150.0)
-    jobs = [request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
-            request(100, "high", "dl", 2048, GIB, 100.0, cls=1),
-            request(160, "late", "ffmpeg", 1024, GIB, 10.0, cls=1)]
+    jobs = [*KILL_JOBS, request(160, "late", "ffmpeg", 1024, GIB, 10.0, cls=1)]
     trace = TraceInput(head, lambda: iter(jobs))
     config = SimConfig("energy", end_s=400.0, check_invariants=True)
-    [drained] = run_policies(trace, ["energy"], profs, config, probes=None,
+    [drained] = run_policies(trace, ["energy"], KILL_PROFILES, config, probes=None,
                              arrivals_until_s=150.0)
     metrics = drained.result.metrics
     assert (metrics.requests, metrics.successful) == (2, 2)  # low and high; late never came
     assert (metrics.kills, metrics.victims_lost, metrics.victims_waiting_at_end) == (1, 0, 0)
     assert metrics.jobs_finished == 2 and drained.stats.end_s == 400.0
-    [plain] = run_policies(trace, ["energy"], profs, config, probes=None)
+    [plain] = run_policies(trace, ["energy"], KILL_PROFILES, config, probes=None)
     assert plain.result.metrics.requests == 3  # without the cut-off, late comes (and is refused)
 
 
