@@ -84,7 +84,7 @@ class ProgressBar:
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from benchmarks.cli import add_hosts_argument, add_power_table_argument
     from benchmarks.sim.runner import DEFAULT_POLICIES
-    from manager.policy_options import add_policy_options
+    from manager import policy_options
 
     parser = actions.add_parser(
         "simulate", help="replay a trace through the real scheduler in the simulator",
@@ -113,7 +113,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_power_table_argument(parser)
     parser.add_argument("--profiles", metavar="FILE", default=None,
                         help="usage profiles (default: benchmarks/profiles.json as shipped)")
-    add_policy_options(parser)
+    policy_options.add_policy_options(parser)
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -42,6 +42,7 @@ PROFILES_FORMAT = "greenswarm-usage-profiles"
 PROFILES_VERSION = 1
 SHIPPED_PROFILES_PATH = Path(__file__).resolve().parents[1] / "profiles.json"
 
+
 class ProfileSource(StrEnum):
     MEASURED = "measured"  # from `greenswarm bench profile` on real containers
     DEFAULT = "default"  # a documented guess
