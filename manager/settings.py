@@ -25,8 +25,8 @@ class ManagerSettings:
     policy: str = "energy"  # energy | spread | binpack | random | swarm
     overbooking_model: str = OverbookingModel.THESIS.value
     empty_hosts: str = "last"  # last | lee
-    lee_below: float = 0.50
-    eed_above: float = 0.85
+    lee_below: float = RegionBounds.lee_below  # the one default of domain.regions
+    eed_above: float = RegionBounds.eed_above
     seed: int = 0
     # Which Swarm nodes are hosts: all Ready and Active nodes, or only those with this label
     # (e.g. greenswarm.lab.node), or only these ids/hostnames (comma-separated).
