@@ -366,8 +366,9 @@ class MemoryStore:
         self.remove_pending(entry.request.id)
         self._pending[entry.request.id] = entry
         # order keys end with the request id: unique, so a key finds exactly one place
-        at = bisect.bisect_right(self._pending_keys, entry.order_key)
-        self._pending_keys.insert(at, entry.order_key)
+        key = entry.order_key
+        at = bisect.bisect_right(self._pending_keys, key)
+        self._pending_keys.insert(at, key)
         self._pending_entries.insert(at, entry)
 
     def pending(self) -> list[PendingEntry]:
