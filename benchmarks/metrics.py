@@ -54,6 +54,14 @@ Calls (all times in seconds, all sizes in shares and bytes)::
     rec.on_victim_lost(task_id, t=None)
         The driver gives up on a victim (it will never be rescheduled).
 
+    rec.on_queued(t, request_id, *, decision_ms=None)
+        A NEW request that no pass placed waits in the pending queue, because its client
+        asked to queue (DESIGN 3.7), after a decision that took ``decision_ms`` (None: a
+        retry turned down without deciding). Call it when it is first queued and after every
+        retry that fails. It is neither successful nor failed: ``on_decision`` places it
+        later, and its wait is its scheduling delay. Still waiting at ``finish``, it is
+        undecided (``queued_at_end``). Not a victim, and not a reschedule.
+
     rec.on_host_state(t, host_id, *, cpu_util, memory_util, task_count,
                       memory_in_use_bytes=None, cpu_allocated_shares=None,
                       memory_allocated_bytes=None)
@@ -372,6 +380,11 @@ class PolicyMetrics:
     # of victims_lost: the victims still queued for a place when the run ended (killed shortly
     # before the end, typically), as opposed to given up; None in results written before it
     victims_waiting_at_end: int | None = None
+    # new requests whose clients asked to queue and that waited in the pending queue (see
+    # on_queued), and of those the ones still waiting at the end (they are undecided); None in
+    # results written before them
+    queued_requests: int | None = None
+    queued_at_end: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -471,8 +484,8 @@ class PolicyResult:
 
 
 class _Task:
-    __slots__ = ("awaiting", "expected_s", "host_id", "placed", "probe", "request_class",
-                 "run_start", "running", "submit_t", "type", "workload")
+    __slots__ = ("awaiting", "expected_s", "host_id", "placed", "probe", "queued",
+                 "request_class", "run_start", "running", "submit_t", "type", "workload")
 
     def __init__(self, request_class: int, task_type: TaskType) -> None:
         self.request_class = request_class
@@ -485,6 +498,7 @@ class _Task:
         self.running = False
         self.run_start = 0.0
         self.awaiting = False  # a killed victim waiting to be placed again
+        self.queued = False  # a new request waiting in the pending queue, never placed yet
         self.host_id: str | None = None
 
 
@@ -600,6 +614,7 @@ class MetricsRecorder:
         self._tasks: dict[str, _Task] = {}
         self._recent_ends: OrderedDict[str, EndStatus] = OrderedDict()
         self._lost: set[str] = set()
+        self._queued = 0
         self._victims: set[str] = set()
         self._decision_ms = array("d")
         self._delays = array("d")
@@ -735,6 +750,7 @@ class MetricsRecorder:
         if task is None or task.placed:
             task = _Task(request_class, TaskType(task_type))
             self._tasks[request_id] = task
+        task.queued = False
         if delay_ms is None:
             delay_ms = decision_ms
             if task.submit_t is not None:
@@ -802,6 +818,19 @@ class MetricsRecorder:
             self._recent_ends.pop(task_id, None)
         else:
             task.awaiting = True
+
+    def on_queued(self, t: float, request_id: str, *, decision_ms: float | None = None) -> None:
+        self._check_open()
+        _check_t(t)
+        task = self._tasks.get(request_id)
+        if task is None or task.placed:
+            raise ValidationError("request_id", f"{request_id!r} is not a submitted request "
+                                  "waiting for its first place")
+        if decision_ms is not None:
+            self._decision_ms.append(_check_nonneg(decision_ms, "decision_ms"))
+        if not task.queued and not task.probe:
+            self._queued += 1
+        task.queued = True
 
     def on_victim_lost(self, task_id: str, t: float | None = None) -> None:
         self._check_open()
@@ -1061,6 +1090,9 @@ class MetricsRecorder:
         undecided = sum(
             1 for task in self._tasks.values() if not task.placed and not task.probe
         )
+        queued_at_end = sum(
+            1 for task in self._tasks.values() if task.queued and not task.placed and not task.probe
+        )
 
         metrics = PolicyMetrics(
             duration_s=duration,
@@ -1080,6 +1112,8 @@ class MetricsRecorder:
             victims_lost=lost,
             victims_lost_share=_ratio(lost, len(self._victims)),
             victims_waiting_at_end=len(waiting),
+            queued_requests=self._queued,
+            queued_at_end=queued_at_end,
             reschedule_attempts=self._reschedule_attempts,
             reschedules_placed=self._reschedules_placed,
             oom_kills=self._oom,

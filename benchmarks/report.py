@@ -232,6 +232,8 @@ _SECTIONS: tuple[tuple[str, tuple[_Row, ...]], ...] = (
         ("failed", "failed", _int),
         ("success rate", "success_rate", _pct),
         ("undecided at the end", "undecided", _int),
+        ("new requests queued (their clients asked to)", "queued_requests", _int),
+        ("of those, still waiting at the end", "queued_at_end", _int),
     )),
     ("Utilization (thesis Table 5.2) and regions", (
         ("average CPU utilization", "avg_cpu_util", _pct),

@@ -6,7 +6,9 @@ The simulator only plays the world around it:
 
 * arrivals from the trace; a request becomes ``Request(id, class, type, cpu, memory)`` and goes
   through ``Scheduler.submit`` (refused ones are failed allocations, never queued: the thesis
-  behaviour); the scheduler reschedules kill victims itself and queues those that find no host;
+  behaviour; with ``SimConfig.queue_new`` they ask to queue, wait in the pending queue and
+  count as successful once placed); the scheduler reschedules kill victims itself and queues
+  those that find no host;
 * tasks: every placed decision starts a run on its host. A job has ``makespan_s`` seconds of
   work at full speed and restarts from the beginning after a kill (the thesis behaviour); a
   service runs ``makespan_s`` seconds of wall time from each start, then its client stops it;
@@ -92,6 +94,9 @@ class SimConfig:
     empty_hosts: EmptyHosts = EmptyHosts.LAST
     classes: ClassTable | None = None
     bounds: RegionBounds | None = None
+    # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
+    # and is retried like a victim, instead of being refused (the thesis behaviour).
+    queue_new: bool = False
     # Retries skip waiting requests no changed host could take (manager.scheduler.service);
     # False decides every retry in full (same outcome, slower: for comparisons).
     skip_unchanged_retries: bool = True
@@ -293,6 +298,7 @@ class Simulation:
         self._runs: dict[str, _Run] = {}
         self._requests: dict[str, TraceRequest] = {}  # placed or waiting, by id
         self._pending: set[str] = set()
+        self._queued_new: set[str] = set()  # of those, new requests never placed yet
         self._touched: dict[str, _Host] = {}
         self._dirty: dict[str, _Host] = {}
         self._oom_limit: list[_Run] = []
@@ -372,6 +378,7 @@ class Simulation:
             Request(request.id, request.request_class, request.type, request.cpu_shares,
                     request.memory_bytes),
             t,
+            queue=self.config.queue_new,
         )
         self._follow(outcome, t, request.id)
 
@@ -379,9 +386,13 @@ class Simulation:
         """Mirror what the scheduler applied, in its order, and tell the recorder."""
         applied = iter(outcome.applied)
         recorder = self.recorder
+        queued = self._queued_new
         for request_id, ms, placed in self.policy.log:
             if ms is None:  # a retry may_place turned down: tried and failed, not decided
-                recorder.on_reschedule(t, request_id, False)
+                if request_id in queued:
+                    recorder.on_queued(t, request_id)
+                else:
+                    recorder.on_reschedule(t, request_id, False)
                 continue
             self._decisions += 1
             if placed:
@@ -392,7 +403,10 @@ class Simulation:
                 cuts = self._cuts_of(decision)
                 pass_name = (decision.pass_.value if self._pass_names and decision.pass_
                              else self.config.policy)
-                if request_id == new_id:
+                if request_id == new_id or request_id in queued:
+                    if request_id != new_id:
+                        queued.discard(request_id)
+                        self._pending.discard(request_id)
                     recorder.on_decision(
                         t, request_id, decision.request.cls, decision.request.type, True,
                         decision_ms=ms, pass_name=pass_name, host_id=decision.host,
@@ -404,6 +418,11 @@ class Simulation:
                         t, request_id, True, decision_ms=ms, pass_name=pass_name,
                         host_id=decision.host, cuts=cuts, kills=decision.kills,
                     )
+            elif request_id == new_id and self.config.queue_new:
+                queued.add(request_id)  # in the queue: outcome.queued has it
+                recorder.on_queued(t, request_id, decision_ms=ms)
+            elif request_id in queued:
+                recorder.on_queued(t, request_id, decision_ms=ms)
             elif request_id == new_id:
                 request = self._requests.pop(request_id)
                 recorder.on_decision(t, request_id, request.request_class, request.type,

@@ -44,6 +44,8 @@ _Getter = Callable[[PolicyMetrics, SimStats], float | None]
 _ROWS: tuple[tuple[str, _Getter, Callable[[float | None], str]], ...] = (
     ("requests", lambda m, s: m.requests, _num(0)),
     ("success rate", lambda m, s: m.success_rate, _pct),
+    ("queued, still waiting at the end", lambda m, s: m.queued_at_end, _num(0)),
+    ("scheduling delay p50 / p99 (s)", lambda m, s: m.scheduling_delay_ms_p50, _num(1)),
     ("avg CPU utilization", lambda m, s: m.avg_cpu_util, _pct),
     ("avg memory utilization", lambda m, s: m.avg_memory_util, _pct),
     ("cuts", lambda m, s: m.cuts, _num(0)),
@@ -78,12 +80,26 @@ def render_summary(results: Sequence[SimResult], *, thesis: bool) -> str:
                 cell = f"{metrics.oom_kills} ({stats.oom_host_kills} / {stats.oom_limit_kills})"
             elif label.startswith("victims never") and metrics.victims_lost:
                 cell += f" ({metrics.victims_waiting_at_end} still waiting at the end)"
+            elif label.startswith("queued"):
+                cell = (f"{_num(0)(metrics.queued_at_end)} (of "
+                        f"{_num(0)(metrics.queued_requests)} queued)")
+            elif label.startswith("scheduling delay"):
+                cell = " / ".join(
+                    _num(1)(None if v is None else v / 1000.0)
+                    for v in (metrics.scheduling_delay_ms_p50, metrics.scheduling_delay_ms_p99)
+                )
             elif label.startswith("job slowdown"):
                 cell = f"{_num(2)(metrics.job_slowdown_mean)} / {_num(2)(metrics.job_slowdown_p99)}"
             elif label.startswith("host-time in LEE"):
                 cell = " / ".join(_pct(v) for v in (metrics.lee_share, metrics.dee_share,
                                                      metrics.eed_share))
             reference = THESIS_RESULTS.get(stats.policy) if thesis else None
+            if label == "success rate" and metrics.queued_requests:
+                # Queued requests are never refused: the rate of the decided ones is no
+                # match for the thesis's; what matters is how many were placed in the run.
+                placed = metrics.successful / metrics.requests if metrics.requests else None
+                cell += f" of decided, {_pct(placed)} of all"
+                reference = None
             if reference is not None:
                 if label == "success rate":
                     cell += f" (thesis {_pct(reference.success_rate)})"

@@ -213,6 +213,33 @@ def test_a_victim_given_up_is_lost_and_queued_requests_are_undecided() -> None:
     assert m.job_makespan_s_mean is None  # probes are reported apart
 
 
+def test_a_request_that_asked_to_queue_counts_when_placed_and_is_undecided_until_then() -> None:
+    rec = MetricsRecorder("p", HOSTS)
+    rec.on_submit(10.0, "a", 2, TaskType.JOB)
+    rec.on_queued(10.0, "a", decision_ms=1.0)
+    rec.on_queued(20.0, "a")  # a retry turned down without deciding
+    rec.on_queued(30.0, "a", decision_ms=3.0)  # a retry decided, and failed
+    rec.on_decision(70.0, "a", 2, TaskType.JOB, True, decision_ms=2.0, host_id="h1")
+    rec.on_submit(40.0, "b", 3, TaskType.JOB)
+    rec.on_queued(40.0, "b", decision_ms=1.0)
+    m = rec.finish(100.0).metrics
+    assert (m.requests, m.successful, m.failed, m.undecided) == (2, 1, 0, 1)
+    assert (m.queued_requests, m.queued_at_end) == (2, 1)
+    assert m.scheduling_delay_ms_p50 == pytest.approx(60_000.0)  # submitted 10, placed 70
+    assert m.decisions == 4  # the three that were decided while it waited, and b's
+    assert (m.victims, m.victims_lost, m.reschedule_attempts) == (0, 0, 0)  # not victims
+
+
+def test_only_a_submitted_request_not_yet_placed_can_be_queued() -> None:
+    rec = MetricsRecorder("p", HOSTS)
+    with pytest.raises(ValidationError, match="request_id"):
+        rec.on_queued(1.0, "never-submitted")
+    rec.on_decision(2.0, "a", 2, TaskType.JOB, True, decision_ms=1.0)
+    with pytest.raises(ValidationError, match="request_id"):
+        rec.on_queued(3.0, "a")
+    assert rec.finish(5.0).metrics.queued_requests == 0
+
+
 def test_an_idle_run_has_no_ratios_and_all_hosts_empty() -> None:
     m = MetricsRecorder("idle", HOSTS).finish(100.0).metrics
     assert (m.requests, m.success_rate, m.kills_share, m.successful_per_kwh) == (0, None, None,

@@ -181,6 +181,39 @@ def test_a_drain_after_the_arrivals_lets_the_waiting_victim_in_and_admits_nothin
     assert plain.result.metrics.requests == 3  # without the cut-off, late comes (and is refused)
 
 
+@pytest.mark.parametrize("policy", ["energy", "spread"])
+def test_a_new_request_that_asks_to_queue_waits_for_room_instead_of_being_refused(
+    policy: str,
+) -> None:
+    # Class-1 jobs on one 2-core host: "second" (at 10 s) cannot fit beside "first" (0-100 s)
+    # and may neither cut nor kill it. Refused by default; with queue_new it waits and starts
+    # when "first" ends, at 100 s, and ends at 150 s.
+    head = header(("h1", 2048, 4 * GIB))
+    jobs = (request(0, "first", "ffmpeg", 2048, GIB, 100.0, cls=1),
+            request(10, "second", "ffmpeg", 1024, GIB, 50.0, cls=1))
+    profs = profiles(ffmpeg=[(0.0, 0.5, 0.1)])
+    refused = simulation(head, jobs, profs, policy=policy, end_s=200.0).run().result.metrics
+    assert (refused.successful, refused.failed, refused.queued_requests) == (1, 1, 0)
+    result = simulation(head, jobs, profs, policy=policy, end_s=200.0, queue_new=True).run()
+    metrics = result.result.metrics
+    assert (metrics.successful, metrics.failed, metrics.undecided) == (2, 0, 0)
+    assert (metrics.queued_requests, metrics.queued_at_end) == (1, 0)
+    # Delays: "first" waits for its decision only (well under 1 s), "second" 90 s.
+    assert metrics.scheduling_delay_ms_mean == pytest.approx(45_000.0, abs=500.0)
+    assert metrics.jobs_finished == 2
+    assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(75.0)  # 100 s and 50 s
+    assert (metrics.victims, metrics.reschedule_attempts) == (0, 0)  # not victims
+    assert result.stats.pending_at_end == 0
+    # Cut off at 60 s, it is still waiting: undecided, and the table says what was placed.
+    cut_off = simulation(head, jobs, profs, policy=policy, end_s=60.0, queue_new=True).run()
+    metrics = cut_off.result.metrics
+    assert (metrics.successful, metrics.undecided, metrics.queued_at_end) == (1, 1, 1)
+    assert cut_off.stats.pending_at_end == 1
+    table = render_summary([cut_off], thesis=True)
+    assert "| success rate | 100.0% of decided, 50.0% of all |" in table  # no thesis figure
+    assert "| queued, still waiting at the end | 1 (of 1 queued) |" in table
+
+
 # ------------------------------------------------------------------ memory
 
 

@@ -241,6 +241,7 @@ def test_bench_simulate_takes_the_class_table_and_the_region_bounds(
     assert result["region_bounds"] == {"lee_below": 0.3, "eed_above": 0.9}
     text = (out / "simulation.md").read_text()
     assert f"overbooking model {model}; empty hosts last; regions LEE < 0.3" in text
+    assert "new requests no pass places are refused" in text
 
 
 def test_bench_simulate_refuses_bounds_out_of_order_and_writes_nothing(
@@ -267,3 +268,28 @@ def test_bench_simulate_drains_after_the_arrival_window(tmp_path: Path) -> None:
     result = json.loads((out / "energy" / "result.json").read_text())
     assert result["t_end_s"] == 150.0
     assert "arrivals until 60 s; simulated 150 s" in (out / "simulation.md").read_text()
+
+
+def test_bench_simulate_lets_new_requests_queue(tmp_path: Path) -> None:
+    # Two class-1 jobs on a one-core host: "b" cannot fit beside "a" and may not kill it, so
+    # it waits, and is placed when "a" ends, during the drain.
+    head = TraceHeader("test", 0, 60.0, (HostSpec("h1", 1024, 4 * GIB),))
+    trace = tmp_path / "pair.jsonl"
+    write_requests(trace, head, [
+        TraceRequest(0.0, "a", 1, TaskType.JOB, Workload.FFMPEG, 1024, GIB, 30.0, None),
+        TraceRequest(1.0, "b", 1, TaskType.JOB, Workload.FFMPEG, 512, GIB, 30.0, None),
+    ])
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--policies", "energy",
+                 "--queue-new", "--drain-s", "600", "--no-probes", "--no-plots",
+                 "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())["policies"]["energy"]
+    assert (summary["successful"], summary["failed"]) == (2, 0)
+    assert (summary["queued_requests"], summary["queued_at_end"]) == (1, 0)
+    assert "new requests no pass places wait in the queue" in (out / "simulation.md").read_text()
+    plain = tmp_path / "plain"
+    assert main(["bench", "simulate", "--trace", str(trace), "--policies", "energy",
+                 "--drain-s", "600", "--no-probes", "--no-plots", "--out", str(plain)]) == 0
+    summary = json.loads((plain / "summary.json").read_text())["policies"]["energy"]
+    assert (summary["successful"], summary["failed"], summary["queued_requests"]) == (1, 1, 0)
