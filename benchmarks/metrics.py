@@ -1091,7 +1091,7 @@ class MetricsRecorder:
             1 for task in self._tasks.values() if not task.placed and not task.probe
         )
         queued_at_end = sum(
-            1 for task in self._tasks.values() if task.queued and not task.placed and not task.probe
+            1 for task in self._tasks.values() if task.queued and not task.probe
         )
 
         metrics = PolicyMetrics(

@@ -75,12 +75,9 @@ class Pace:
 
     def __call__(self, sim_s: float, end_s: float) -> None:
         wall = self.clock() - self._start
-        last_sim = self.marks[-1][0] if self.marks else 0.0
-        if sim_s < last_sim + self.every_s and sim_s < end_s:
-            return
-        if sim_s == last_sim and self.marks:
-            return  # the end, already marked
-        last_wall = self.marks[-1][1] if self.marks else 0.0
+        last_sim, last_wall = self.marks[-1] if self.marks else (0.0, 0.0)
+        if sim_s <= last_sim or (sim_s < last_sim + self.every_s and sim_s < end_s):
+            return  # no new mark yet (or the end, already marked)
         self.marks.append((sim_s, wall))
         if self.report is not None:
             self.report(f"  {sim_s / 3600:6.2f} h simulated, {wall:8.1f} s wall; the last "

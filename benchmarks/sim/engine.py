@@ -403,25 +403,21 @@ class Simulation:
                 cuts = self._cuts_of(decision)
                 pass_name = (decision.pass_.value if self._pass_names and decision.pass_
                              else self.config.policy)
+                self._pending.discard(request_id)
                 if request_id == new_id or request_id in queued:
-                    if request_id != new_id:
-                        queued.discard(request_id)
-                        self._pending.discard(request_id)
+                    queued.discard(request_id)
                     recorder.on_decision(
                         t, request_id, decision.request.cls, decision.request.type, True,
                         decision_ms=ms, pass_name=pass_name, host_id=decision.host,
                         cuts=cuts, kills=decision.kills,
                     )
                 else:
-                    self._pending.discard(request_id)
                     recorder.on_reschedule(
                         t, request_id, True, decision_ms=ms, pass_name=pass_name,
                         host_id=decision.host, cuts=cuts, kills=decision.kills,
                     )
-            elif request_id == new_id and self.config.queue_new:
+            elif request_id in queued or (request_id == new_id and self.config.queue_new):
                 queued.add(request_id)  # in the queue: outcome.queued has it
-                recorder.on_queued(t, request_id, decision_ms=ms)
-            elif request_id in queued:
                 recorder.on_queued(t, request_id, decision_ms=ms)
             elif request_id == new_id:
                 request = self._requests.pop(request_id)
