@@ -184,7 +184,8 @@ def run_status(args: argparse.Namespace) -> int:
             f"  image {record['image']}  cpu {record['current']['cpu_shares']}/"
             f"{record['original']['cpu_shares']} shares  memory "
             f"{format_bytes(record['current']['memory'])}/"
-            f"{format_bytes(record['original']['memory'])}  cut {record['cut_received']}"
+            f"{format_bytes(record['original']['memory'])}  cut {record['cut_received']}  "
+            f"kills {record['kills']}"
         )
         for event in record["history"]:
             stamp = time.strftime("%H:%M:%S", time.localtime(event["t"]))

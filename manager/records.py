@@ -4,7 +4,7 @@
  key                                holds
 =================================  ==============================================================
  ``{p}:request:{id}``               hash: the request (JSON spec), status, host, service id,
-                                    current resources, cut received, timestamps
+                                    current resources, cut received, kills, timestamps
  ``{p}:request:{id}:history``       list: events, oldest first, as JSON {"t", "event", ...}
  ``{p}:requests``                   sorted set: every request id by creation time
  ``{p}:requests:{status}``          set: the ids in one status, for ``GET /requests?status=``
@@ -50,6 +50,7 @@ class RequestRecord:
     cpu_shares: int
     memory: int
     cut_received: str
+    kills: int  # times it was taken off a host (killed, or its host left)
     created_at: float
     updated_at: float
     history: list[dict[str, Any]]
@@ -69,6 +70,7 @@ class RequestRecord:
             },
             "current": {"cpu_shares": self.cpu_shares, "memory": self.memory},
             "cut_received": self.cut_received,
+            "kills": self.kills,
             "spec": self.spec,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -106,6 +108,7 @@ class RequestRecords:
                     "cpu_shares": str(spec["cpu_shares"]),
                     "memory": str(spec["memory"]),
                     "cut_received": "0",
+                    "kills": "0",
                     "created_at": repr(now),
                     "updated_at": repr(now),
                 },
@@ -163,6 +166,7 @@ class RequestRecords:
             cpu_shares=int(fields_["cpu_shares"]),
             memory=int(fields_["memory"]),
             cut_received=fields_["cut_received"],
+            kills=int(fields_.get("kills") or 0),  # absent from records written before it
             created_at=float(fields_["created_at"]),
             updated_at=float(fields_["updated_at"]),
             history=[json.loads(item) for item in history],

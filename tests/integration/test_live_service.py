@@ -19,6 +19,7 @@ def test_request_becomes_a_container_with_its_shares_and_memory(live: Live) -> N
     answer = live.submit("web", 3, "service", 512, "64m")
     assert answer["decision"]["placed"] and answer["request"]["status"] == "running"
     assert answer["request"]["host"] == live.node_id
+    assert answer["request"]["kills"] == 0
     live.wait_resources("web", (512, 64 * 2**20))  # shares set by the agent on start
     host = live.get("/hosts")[0]
     assert (host["cpu_allocated"], host["memory_allocated"], host["class"]) == (512, 64 * 2**20, 3)
@@ -68,6 +69,7 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     events = [e["event"] for e in record["history"]]
     assert any(e.startswith("killed on") for e in events)
     assert any(e.startswith("waiting in the pending queue") for e in events)
+    assert record["kills"] == 1
 
 
 def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:
@@ -81,7 +83,7 @@ def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> Non
     record = live.wait_status("target", "killed-and-rescheduled")
     events = record["history"]
     killed = [e for e in events if e["event"] == f"killed on {live.node_id} on request"]
-    assert len(killed) == 1 and killed[0]["kills"] == 1
+    assert len(killed) == 1 and killed[0]["kills"] == 1 and record["kills"] == 1
     assert any(e["event"].startswith("waiting in the pending queue") for e in events)
 
     def replaced() -> bool:
