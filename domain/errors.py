@@ -19,6 +19,11 @@ class ValidationError(GreenSwarmError):
         self.field = field
         self.message = message
 
+    def __reduce__(self) -> tuple[type[ValidationError], tuple[str, str]]:
+        # pickled with its two arguments (args holds the joined text): it crosses processes
+        # intact, e.g. from a simulation worker (benchmarks/sim/runner.py)
+        return type(self), (self.field, self.message)
+
     def to_dict(self) -> dict[str, str]:
         return {"error": "invalid", "field": self.field, "message": self.message}
 

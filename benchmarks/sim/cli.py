@@ -4,7 +4,7 @@
         [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
         [--power-table NAME] [--profiles FILE] [--no-probes]
         [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
-        [--no-plots] [--progress]
+        [--queue-new] [--jobs N] [--no-plots] [--progress]
     greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
         [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
 
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -50,32 +51,57 @@ def _policies(text: str) -> list[str]:
     return names
 
 
-class ProgressBar:
-    """One line on a terminal, rewritten at most ten times a second."""
+class ProgressBoard:
+    """One line on a terminal for every policy of a run, rewritten at most ten times a second:
+    a bar per policy and the wall time. Policies that run one after the other and side by side
+    (``--jobs``) show the same way."""
 
-    def __init__(self, stream: TextIO, label: str, width: int = 30) -> None:
+    def __init__(self, stream: TextIO, labels: Sequence[str], width: int = 12) -> None:
         self.stream = stream
-        self.label = label
         self.width = width
+        self.fractions = dict.fromkeys(labels, 0.0)
         self.started = time.monotonic()
         self.shown = 0.0
+        self.ended = False
 
-    def __call__(self, t_s: float, end_s: float) -> None:
+    def callback(self, label: str) -> Callable[[float, float], None]:
+        """The progress callback of one policy: told (simulated s, end s)."""
+        if label not in self.fractions:
+            raise ValueError(f"no policy {label!r} on this board")
+
+        def update(t_s: float, end_s: float) -> None:
+            self.update(label, t_s, end_s)
+
+        return update
+
+    def update(self, label: str, t_s: float, end_s: float) -> None:
+        self.fractions[label] = min(1.0, t_s / end_s) if end_s > 0 else 1.0
         now = time.monotonic()
-        done = t_s >= end_s
-        if not done and now - self.shown < 0.1:
+        done = all(f >= 1.0 for f in self.fractions.values())
+        if self.ended or (not done and now - self.shown < 0.1):
             return
         self.shown = now
-        fraction = min(1.0, t_s / end_s) if end_s > 0 else 1.0
-        filled = round(fraction * self.width)
-        bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(
-            f"\r{self.label:<8} [{bar}] {fraction:4.0%}  simulated {t_s:,.0f}/{end_s:,.0f} s  "
-            f"wall {now - self.started:,.1f} s"
-        )
+        cells = []
+        for name, fraction in self.fractions.items():
+            filled = round(fraction * self.width)
+            cells.append(f"{name} [{'#' * filled}{'-' * (self.width - filled)}] {fraction:4.0%}")
+        self.stream.write(f"\r{'  '.join(cells)}  wall {now - self.started:,.1f} s")
         if done:
+            self.ended = True
             self.stream.write("\n")
         self.stream.flush()
+
+
+def _jobs(text: str) -> int:
+    jobs = int(text) if text.isdigit() else 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return jobs
+
+
+def default_jobs() -> int:
+    """The processors this process may use."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 # ------------------------------------------------------------------ simulate
@@ -123,6 +149,12 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                        help="run up to N policies at once, each in its own process (default: "
+                        "the number of processors, here "
+                        f"{default_jobs()}); the results are the same as with --jobs 1, "
+                        "decision times aside: they are wall clock, and parallel runs share "
+                        "the machine")
     parser.add_argument("--progress", action="store_true",
                         help="show a progress bar even when stderr is not a terminal")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -133,7 +165,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from benchmarks.cluster import parse_hosts_spec
     from benchmarks.energy import PowerModel
     from benchmarks.report import save_result, write_report
-    from benchmarks.sim.engine import ProgressCallback, SimConfig
+    from benchmarks.sim.engine import SimConfig
     from benchmarks.sim.profiles import load_shipped_profiles, read_profiles
     from benchmarks.sim.runner import TraceInput, run_policies, thesis_input
     from benchmarks.sim.summary import render_summary
@@ -173,16 +205,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         bounds=policy_options.region_bounds(args),
         queue_new=args.queue_new,
     )
-    show = args.progress or sys.stderr.isatty()
-
-    def progress(policy: str) -> ProgressCallback | None:
-        return ProgressBar(sys.stderr, policy) if show else None
-
+    board = (ProgressBoard(sys.stderr, args.policies)
+             if args.progress or sys.stderr.isatty() else None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run_policies(trace, args.policies, profiles, sim_config,
-                           probes=None if args.no_probes else ProbeConfig(), progress=progress,
-                           arrivals_until_s=arrivals_s if args.drain_s else None)
+                           probes=None if args.no_probes else ProbeConfig(),
+                           progress=board.callback if board is not None else None,
+                           arrivals_until_s=arrivals_s if args.drain_s else None,
+                           jobs=args.jobs or default_jobs())
     for result in results:
         directory = save_result(result.result, out)
         (directory / SIMULATION_FILE).write_text(

@@ -10,12 +10,19 @@ from typing import Any
 import pytest
 
 from benchmarks.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
-from benchmarks.sim.engine import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, Simulation
+from benchmarks.sim.engine import (
+    DEFAULT_MEMORY_CUT_MARGIN_BYTES,
+    ProgressCallback,
+    SimConfig,
+    SimResult,
+    Simulation,
+)
 from benchmarks.sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
 from benchmarks.sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
 from benchmarks.sim.summary import render_summary
 from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload
 from benchmarks.workload import ThesisWorkloadConfig
+from domain.errors import ValidationError
 from domain.model import TaskType
 
 GIB = 1024**3
@@ -336,6 +343,46 @@ def test_same_seed_same_result_and_another_seed_another_one() -> None:
     assert first.stats.events == second.stats.events
     assert _deterministic(first.result.metrics.to_json()) != _deterministic(
         third.result.metrics.to_json())
+
+
+def _stats(result: SimResult) -> dict[str, Any]:
+    stats = result.stats.to_json()
+    stats.pop("wall_s")
+    return stats
+
+
+def test_policies_side_by_side_give_the_results_of_one_after_the_other() -> None:
+    trace = thesis_input(2, ThesisWorkloadConfig(duration_s=600.0))
+    policies = ["random", "energy", "spread"]
+    config = SimConfig("energy", seed=2)
+    reported: dict[str, list[tuple[float, float]]] = {policy: [] for policy in policies}
+
+    def progress(policy: str) -> ProgressCallback:
+        return lambda t_s, end_s: reported[policy].append((t_s, end_s))
+
+    apart = run_policies(trace, policies, DEFAULT_PROFILES, config, jobs=1)
+    together = run_policies(trace, policies, DEFAULT_PROFILES, config, jobs=2,
+                            progress=progress)
+    assert [r.stats.policy for r in together] == policies
+    for one, other in zip(apart, together, strict=True):
+        assert _deterministic(one.result.metrics.to_json()) == _deterministic(
+            other.result.metrics.to_json())
+        assert one.result.series.values == other.result.series.values
+        assert _stats(one) == _stats(other)
+    assert _stats(together[0]) != _stats(together[1])  # three different runs
+    for policy in policies:  # the workers' progress reached this process, up to the end
+        assert reported[policy][-1] == (600.0, 600.0)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_policy_run_that_fails_fails_the_whole_run(jobs: int) -> None:
+    trace = thesis_input(2, ThesisWorkloadConfig(duration_s=60.0))
+    with pytest.raises(ValidationError, match="unknown policy 'nonesuch'") as failed:
+        run_policies(trace, ["spread", "nonesuch"], DEFAULT_PROFILES, SimConfig("spread"),
+                     jobs=jobs)
+    assert failed.value.field == "policy"  # the worker's error, intact
+    with pytest.raises(ValueError, match="jobs"):
+        run_policies(trace, ["spread"], DEFAULT_PROFILES, SimConfig("spread"), jobs=0)
 
 
 def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> None:

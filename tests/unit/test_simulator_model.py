@@ -3,6 +3,7 @@ the command line end to end on a short run."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cluster import GIB
+from benchmarks.sim.cli import ProgressBoard
 from benchmarks.sim.contention import share_cpu
 from benchmarks.sim.monitor_model import (
     HostMonitor,
@@ -207,6 +209,43 @@ def test_bench_simulate_writes_results_and_the_report(tmp_path: Path,
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["policies"]) == {"energy", "spread"}
     assert math.isclose(summary["policies"]["spread"]["duration_s"], 300.0)
+
+
+def test_bench_simulate_takes_the_number_of_jobs(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--workload", "thesis", "--seed", "2", "--duration-s",
+                 "120", "--policies", "binpack,spread", "--jobs", "1", "--out", str(out),
+                 "--no-plots"])
+    assert code == 0
+    assert set(json.loads((out / "summary.json").read_text())["policies"]) == {"binpack",
+                                                                               "spread"}
+    capsys.readouterr()
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(SystemExit) as exited:
+            main(["bench", "simulate", "--workload", "thesis", "--seed", "2", "--jobs", bad,
+                  "--out", str(tmp_path / "never")])
+        assert exited.value.code == 2
+        assert "--jobs" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
+def test_the_progress_board_shows_every_policy_and_ends_its_line_once() -> None:
+    stream = io.StringIO()
+    board = ProgressBoard(stream, ["energy", "spread"], width=10)
+    energy, spread = board.callback("energy"), board.callback("spread")
+    energy(50.0, 100.0)
+    shown = stream.getvalue()
+    assert "energy [#####-----]  50%  spread [----------]   0%  wall" in shown
+    energy(100.0, 100.0)
+    spread(100.0, 100.0)  # the last one: shown however soon it comes
+    text = stream.getvalue()
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert "energy [##########] 100%  spread [##########] 100%" in text.rsplit("\r", 1)[1]
+    spread(100.0, 100.0)
+    assert stream.getvalue() == text  # the line was ended: nothing more
+    with pytest.raises(ValueError, match="binpack"):
+        board.callback("binpack")
 
 
 def test_bench_simulate_needs_a_seed_for_the_generated_workload(tmp_path: Path) -> None:
