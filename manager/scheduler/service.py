@@ -33,9 +33,11 @@ class Outcome:
     killed: list[Task] = field(default_factory=list)  # tasks killed by those decisions
     queued: list[PendingEntry] = field(default_factory=list)  # newly put in the pending queue
     refused: list[Decision] = field(default_factory=list)  # new requests refused outright
+    # new requests no pass placed, queued as they asked (their entries are in ``queued``)
+    waiting: list[Decision] = field(default_factory=list)
 
     def decision_for(self, request_id: str) -> Decision | None:
-        for decision in (*self.applied, *self.refused):
+        for decision in (*self.applied, *self.refused, *self.waiting):
             if decision.request.id == request_id:
                 return decision
         return None
@@ -71,6 +73,7 @@ class Scheduler:
         if decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
         elif queue:
+            outcome.waiting.append(decision)
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
         else:
             outcome.refused.append(decision)

@@ -134,6 +134,7 @@ def test_unplaceable_request_is_refused_or_queued_until_room_frees(live: Live) -
     assert not live.containers("late")
     queued = live.submit("patient", 1, "job", 100, "16m", ["sleep", "30"], queue=True)
     assert queued["request"]["status"] == "pending"
+    assert queued["decision"]["placed"] is False and queued["decision"]["reason"]
     assert live.get("/healthz")["pending"] == 1
     live.delete("/requests/big")
     live.wait_status("patient", "running")

@@ -101,6 +101,9 @@ def test_a_request_waiting_in_the_queue_cannot_be_submitted_again() -> None:
     sched = scheduler(H("only", 0.2, [T("wall", 1, cpu=1200, mem=1200)]))
     outcome = sched.submit(req(1, cpu=100, id="waits"), now=0.0, queue=True)
     assert [e.request.id for e in outcome.queued] == ["waits"]
+    decision = outcome.decision_for("waits")  # why it waits, for the client's answer
+    assert decision is not None and not decision.placed and decision.reason
+    assert not outcome.refused
     assert sched.store.is_pending("waits") and not sched.store.is_pending("wall")
     with pytest.raises(ConflictError):
         sched.submit(req(1, cpu=100, id="waits"), now=1.0)
