@@ -735,16 +735,20 @@ class MetricsRecorder:
         task_type: TaskType,
         placed: bool,
         *,
-        decision_ms: float,
+        decision_ms: float | None,
         pass_name: str | None = None,
         host_id: str | None = None,
         cuts: Iterable[tuple[str, int, int]] = (),
         kills: Iterable[str] = (),
         delay_ms: float | None = None,
     ) -> None:
+        """The first decision on a request. ``decision_ms`` None: its time is not known (a
+        live manager placed a queued request in a retry): not in the decision times, and the
+        delay runs from the submission."""
         self._check_open()
         t = _check_t(t)
-        decision_ms = _check_nonneg(decision_ms, "decision_ms")
+        if decision_ms is not None:
+            decision_ms = _check_nonneg(decision_ms, "decision_ms")
         request_class = _check_class(request_class)
         task = self._tasks.get(request_id)
         if task is None or task.placed:
@@ -752,11 +756,12 @@ class MetricsRecorder:
             self._tasks[request_id] = task
         task.queued = False
         if delay_ms is None:
-            delay_ms = decision_ms
+            delay_ms = decision_ms or 0.0
             if task.submit_t is not None:
-                delay_ms = max((t - task.submit_t) * 1000.0, decision_ms)
+                delay_ms = max((t - task.submit_t) * 1000.0, delay_ms)
         delay_ms = _check_nonneg(delay_ms, "delay_ms")
-        self._decision_ms.append(decision_ms)
+        if decision_ms is not None:
+            self._decision_ms.append(decision_ms)
         self._apply_cuts_and_kills(t, cuts, kills)
         if not task.probe:
             self._submitted += 1

@@ -2,7 +2,7 @@
 
     greenswarm bench replay --trace FILE --manager URL --speedup K --policy-label NAME
         --out DIR [--duration-s S] [--token-file F] [--no-probes] [--port-base 20000]
-        [--id-prefix P] [--power-table NAME] [--wait-hosts-s 60] [--progress]
+        [--id-prefix P] [--power-table NAME] [--wait-hosts-s 60] [--queue-new] [--progress]
 
 Writes ``DIR/<policy-label>/result.json`` and ``host_series.csv`` (benchmarks/report.py, as
 the simulator does, so ``greenswarm bench report DIR`` shows live and simulated runs side by
@@ -71,6 +71,11 @@ def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--wait-hosts-s", type=positive_float, default=60.0, metavar="S",
                         help="wait this long for the manager to know the trace's number of "
                         "hosts (default: 60)")
+    parser.add_argument("--queue-new", action="store_true",
+                        help="every request asks to queue (DESIGN 3.7): one no pass places "
+                        "waits in the manager's pending queue instead of being refused, and "
+                        "counts as successful once placed, its wait in the scheduling delay "
+                        "(as bench simulate --queue-new)")
     parser.add_argument("--progress", action="store_true",
                         help="a progress line even when stderr is not a terminal (then one "
                         "line every 15 s)")
@@ -115,7 +120,7 @@ def run_replay(args: argparse.Namespace) -> int:
     plan = plan_submissions(
         requests_with_probes(trace.requests, duration, probes),
         ReplayPlanConfig(speedup=args.speedup, duration_s=duration, port_base=args.port_base,
-                         id_prefix=args.id_prefix),
+                         id_prefix=args.id_prefix, queue_new=args.queue_new),
     )
     show = args.progress or sys.stderr.isatty()
     options = ReplayOptions(
@@ -145,6 +150,9 @@ def run_replay(args: argparse.Namespace) -> int:
     print(f"  requests {m.requests}: {m.successful} placed, {m.failed} refused "
           f"(success {(m.success_rate or 0) * 100:.1f}%), cuts {m.cuts}, kills {m.kills}, "
           f"victims lost {m.victims_lost}, OOM kills {m.oom_kills}")
+    if args.queue_new:
+        print(f"  queued {c.queued} new request(s): {c.queued_placed} placed later, "
+              f"{m.queued_at_end} still waiting at the end")
     print(f"  jobs finished {m.jobs_finished}, services stopped {m.services_stopped}, "
           f"response rounds {m.responses} (failed {c.rounds_failed}, not ready "
           f"{c.rounds_not_ready})")

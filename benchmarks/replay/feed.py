@@ -6,7 +6,9 @@ recorder (benchmarks/metrics.py) as the simulator does:
 
 * the answer to ``POST /requests`` (:meth:`RecorderFeed.on_answer`): ``on_submit`` at the send
   time, then ``on_decision`` with the decision's host, pass, cuts (amounts removed: the task's
-  resources before minus after; the request's own cut included) and kills. ``decision_ms`` is
+  resources before minus after; the request's own cut included) and kills; when the request
+  asked to queue and waits (``--queue-new``), ``on_queued`` instead, and ``on_decision`` when
+  its history shows it placed, its delay running from the submission. ``decision_ms`` is
   the manager's own decision time, as its answer reports it (``decision_ms``: deciding and
   booking, Docker work excluded; the client's round trip when an answer lacks it),
   ``delay_ms`` the client's round trip of the POST; both are also kept in :class:`ReplayCounters`;
@@ -84,6 +86,8 @@ class ReplayCounters:
     refused_invalid: int  # 400 from the manager: counted as failed allocations
     placed: int
     rejected: int
+    queued: int  # new requests the manager queued instead of refusing (--queue-new)
+    queued_placed: int  # of those, placed later by a retry
     client_rtt_ms: Stats
     server_decision_ms: Stats
     reschedules_placed: int
@@ -134,6 +138,7 @@ class _Tracked:
     answer_placed: bool = False  # the answer reported this placement; its event is known
     in_run: bool = False  # the recorder holds a running run for it
     awaiting: bool = False  # a killed victim not placed again yet
+    queued: bool = False  # a new request waiting for its first place (it asked to queue)
     expected_cuts: int = 0  # cut events announced by POST answers, not seen yet
     expected_kills: int = 0
     stop_sent: bool = False
@@ -260,6 +265,18 @@ class RecorderFeed:
                     other.in_run = False
                     other.host = None
                     other.placed_wall_s = None
+        elif record.get("status") == "pending":  # it asked to queue, and waits
+            self._count("queued")
+            tracked.queued = True
+            if t_answer <= self.end_trace_s:
+                self.recorder.on_queued(
+                    t_answer, sub.request_id,
+                    decision_ms=server_ms if server_ms is not None else rtt_ms,
+                )
+            else:
+                self._count("events_after_end")
+            self.on_record(record)
+            return
         else:
             self._count("rejected")
         if t_answer <= self.end_trace_s:
@@ -354,6 +371,9 @@ class RecorderFeed:
         if tracked.answer_placed:  # the placement its POST answer reported
             tracked.answer_placed = False
             return
+        if tracked.queued:  # a queued new request's first place: its decision
+            self._on_first_place(tracked, event, record)
+            return
         if not tracked.awaiting:
             return  # nothing the recorder needs (e.g. a repeated event)
         tracked.awaiting = False
@@ -363,6 +383,23 @@ class RecorderFeed:
         if record:
             self.recorder.on_reschedule(
                 self._t(event.t_wall_s), tracked.sub.request_id, True,
+                pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
+                cuts=cuts,
+            )
+
+    def _on_first_place(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        """A retry placed a queued new request: the decision the recorder waits for, its delay
+        from the submission (the decision's own time is not reported: a retry's). Kills that
+        decision made come from the victims' histories, as a victim's reschedule's do."""
+        tracked.queued = False
+        tracked.in_run = True
+        self._count("queued_placed")
+        cuts, self._unattributed = self._unattributed, []
+        request = tracked.sub.request
+        if record:
+            self.recorder.on_decision(
+                self._t(event.t_wall_s), tracked.sub.request_id, request.request_class,
+                request.type, True, decision_ms=None,
                 pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
                 cuts=cuts,
             )
@@ -550,6 +587,8 @@ class RecorderFeed:
             refused_invalid=n("refused_invalid", 0),
             placed=n("placed", 0),
             rejected=n("rejected", 0),
+            queued=n("queued", 0),
+            queued_placed=n("queued_placed", 0),
             client_rtt_ms=Stats.of(self._rtt_ms),
             server_decision_ms=Stats.of(self._server_ms),
             reschedules_placed=n("reschedules_placed", 0),

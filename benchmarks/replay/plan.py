@@ -16,7 +16,9 @@ simulator's profiles say: Redis is filled with ``REDIS_DATA_MB`` = half its memo
 deep-learning job trains on ``DL_MEMORY_MB`` = half its memory. Services publish one port in
 host mode, the same number inside and outside (``PORT`` / ``REDIS_PORT``), unique per request:
 ``port_base + k`` for the k-th service of the replay. ``generic`` requests (converted public
-traces) run busybox: a job sleeps its makespan, a service idles; they get no client.
+traces) run busybox: a job sleeps its makespan, a service idles; they get no client. With
+``queue_new`` every body asks to queue (``"queue": true``, DESIGN 3.7): a request no pass places
+waits in the manager's pending queue instead of being refused.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class ReplayPlanConfig:
     duration_s: float  # trace time: requests with t <= duration_s are submitted
     port_base: int = DEFAULT_PORT_BASE
     id_prefix: str = ""  # prepended to every trace id (a manager never sees an id twice)
+    queue_new: bool = False  # ask the manager to queue what no pass places (DESIGN 3.7)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.speedup) and self.speedup > 0):
@@ -128,7 +131,8 @@ def round_interval_wall_s(speedup: float) -> float:
 
 
 def build_body(
-    request: TraceRequest, speedup: float, *, request_id: str, port: int | None
+    request: TraceRequest, speedup: float, *, request_id: str, port: int | None,
+    queue: bool = False,
 ) -> dict[str, Any]:
     """The body of ``POST /requests`` for a trace request (see the module docstring)."""
     env: dict[str, str] = {}
@@ -161,6 +165,8 @@ def build_body(
         body["command"] = command
     if port is not None and workload in (Workload.REDIS, Workload.TIMESERVER):
         body["ports"] = [f"{port}:{port}"]
+    if queue:
+        body["queue"] = True
     return body
 
 
@@ -194,7 +200,8 @@ def plan_submissions(
                 request_id=request_id,
                 port=port,
                 speedup=config.speedup,
-                body=build_body(request, config.speedup, request_id=request_id, port=port),
+                body=build_body(request, config.speedup, request_id=request_id, port=port,
+                                queue=config.queue_new),
             )
         )
     return plan

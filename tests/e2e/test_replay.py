@@ -101,3 +101,45 @@ def test_a_tiny_trace_replayed_live_gives_a_result_that_matches_the_trace(
                             timeout=120, check=False)
     assert report.returncode == 0, report.stderr
     assert "live-energy" in (out / "summary.md").read_text()
+
+
+def test_queued_requests_replayed_live_wait_and_are_placed_later(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """--queue-new: two class-1 jobs of a whole core fill both nodes; a third class-1 job can
+    neither fit nor kill them, so the manager queues it, and places it when one of them ends."""
+    stack.wait_quiet()
+    hosts = tuple(HostSpec(f"host-{i}", 1024, 2048 * MIB) for i in (1, 2))
+    job = TaskType.JOB
+    requests = (
+        TraceRequest(0.0, "q1", 1, job, Workload.FFMPEG, 1024, 256 * MIB, 60.0),
+        TraceRequest(1.0, "q2", 1, job, Workload.FFMPEG, 1024, 256 * MIB, 60.0),
+        TraceRequest(2.0, "q3", 1, job, Workload.FFMPEG, 512, 256 * MIB, 40.0),
+    )
+    trace_file = tmp_path / "trace.jsonl"
+    write_trace(trace_file, Trace(TraceHeader("queued", 1, 300.0, hosts), requests))
+    token_file = tmp_path / "token"
+    token_file.write_text(stack.token + "\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "manager.cli", "bench", "replay", "--trace", str(trace_file),
+         "--manager", stack.url, "--speedup", str(SPEEDUP), "--policy-label", "queued",
+         "--out", str(out), "--token-file", str(token_file), "--no-probes", "--queue-new"],
+        cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "queued 1 new request(s): 1 placed later, 0 still waiting at the end" in done.stdout
+    result = json.loads((out / "queued" / "result.json").read_text())
+    replay = json.loads((out / "queued" / "replay.json").read_text())
+    m = result["metrics"]
+    assert (m["requests"], m["successful"], m["failed"], m["undecided"]) == (3, 3, 0, 0), m
+    assert (m["queued_requests"], m["queued_at_end"], m["kills"]) == (1, 0, 0), m
+    assert (replay["counters"]["queued"], replay["counters"]["queued_placed"]) == (1, 1)
+    assert m["jobs_finished"] == 3, replay["counters"]
+    # q3 waited for a job of 3 wall seconds (60 trace s) to end: most of it on its delay.
+    assert result["scheduling_delay_ms"]["max"] >= 30_000.0
+    records = [json.loads(line) for line in (out / "queued" / "requests.jsonl").open()]
+    [q3] = [r for r in records if r["id"] == "q3"]
+    events = [e["event"] for e in q3["history"]]
+    assert events[1].startswith("waiting in the pending queue")
+    assert any(e.startswith("placed:") for e in events[2:])
+    assert all(r["status"] in FINAL for r in stack.get("/requests"))

@@ -221,13 +221,17 @@ class World:
                                                  **fields})
 
     def record(self, rid: str) -> dict[str, Any]:
-        return {"id": rid, "history": list(self.history.get(rid, []))}
+        """As GET /requests/{id}: the status is the one its latest event set."""
+        history = list(self.history.get(rid, []))
+        status = next((e["status"] for e in reversed(history) if "status" in e), "pending")
+        return {"id": rid, "status": status, "history": history}
 
     def answer(self, rid: str, trace_s: float, *, host: str | None = "nodeA",
                pass_name: str = "simple", cpu: int | None = None, memory: int | None = None,
                cuts: list[dict[str, Any]] | None = None, kills: list[str] | None = None,
-               rtt_s: float = 0.2, server_s: float = 0.1) -> None:
-        """POST at trace_s, answered rtt_s wall seconds later; the manager took server_s."""
+               rtt_s: float = 0.2, server_s: float = 0.1, queued: bool = False) -> None:
+        """POST at trace_s, answered rtt_s wall seconds later; the manager took server_s.
+        ``host`` None: refused, or queued when ``queued`` (it asked to)."""
         sub = self.subs[rid]
         request = sub.request
         sent = self.wall(trace_s)
@@ -240,6 +244,9 @@ class World:
                 "t": sent + 0.01 + server_s, "status": "running", "host": host,
                 "event": f"placed: {pass_name} pass: LEE host {host} (class 3, U=0.1): fits",
                 "cpu_shares": cpu, "memory": memory})
+        elif queued:
+            self.history[rid].append({"t": sent + 0.01 + server_s, "status": "pending",
+                                      "event": "waiting in the pending queue (queued)"})
         else:
             self.history[rid].append({"t": sent + 0.01 + server_s, "status": "rejected",
                                       "event": "no pass placed it"})
@@ -291,6 +298,39 @@ def test_a_refused_request_is_a_failed_allocation_and_an_invalid_one_too() -> No
     assert (m.requests, m.successful, m.failed, m.success_rate) == (2, 0, 2, 0.0)
     assert world.feed.counters().refused_invalid == 1
     assert world.feed.active_ids() == []
+
+
+def test_the_plan_asks_to_queue_with_queue_new() -> None:
+    [plain] = plan(job("r1"))
+    [queued] = plan(job("r1"), queue_new=True)
+    assert "queue" not in plain.body and queued.body["queue"] is True
+    assert {k: v for k, v in queued.body.items() if k != "queue"} == plain.body
+
+
+def test_a_queued_request_is_decided_when_its_history_shows_it_placed() -> None:
+    """--queue-new: r2 waits in the manager's queue from 1 s to 31 s (trace time), and its
+    decision then counts, with the wait as its scheduling delay; r3 still waits at the end
+    (undecided); the queued answers' decision times count, a retry's is not known."""
+    world = World(job("r1"), job("r2", 1.0, cls=1), job("r3", 2.0, cls=1), end_s=100.0)
+    world.answer("r1", 0.0)
+    world.answer("r2", 1.0, host=None, queued=True, rtt_s=0.01, server_s=0.005)
+    world.answer("r3", 2.0, host=None, queued=True, rtt_s=0.01, server_s=0.005)
+    assert set(world.feed.active_ids()) == {"r1", "r2", "r3"}
+    world.event("r1", 30.0, "ended: finished", status="completed", exit_code=0)
+    world.event("r2", 31.0, "placed: simple pass: LEE host nodeB (class empty, U=0.0): fits",
+                status="running", host="nodeB", cpu_shares=256, memory=512 * MIB)
+    world.poll("r1", "r2", "r3")
+    assert world.feed.tracked("r2").in_run  # type: ignore[union-attr]
+    result = world.finish(100.0)
+    m = result.metrics
+    assert (m.requests, m.successful, m.failed, m.success_rate) == (3, 2, 0, 1.0)
+    assert (m.queued_requests, m.queued_at_end, m.undecided) == (2, 1, 1)
+    assert result.scheduling_delay_ms.max == pytest.approx(30_000.0)  # r2: 1 s to 31 s
+    assert m.decisions == 3  # r1's, and the two answers that queued r2 and r3
+    assert m.reschedule_attempts == 0  # a queued request is not a victim
+    assert result.passes == {"simple": 2}
+    counters = world.feed.counters()
+    assert (counters.queued, counters.queued_placed, counters.rejected) == (2, 1, 0)
 
 
 def test_baseline_policies_name_their_placements_after_the_policy() -> None:
