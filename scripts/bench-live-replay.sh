@@ -2,7 +2,8 @@
 # Live comparison of policies on the local lab (DESIGN 7.2), next to the simulator.
 #
 #   bash scripts/bench-live-replay.sh [--policies energy,spread,binpack] [--speedup 10]
-#       [--duration-s 1800] [--seed 1] [--trace FILE] [--out DIR] [--keep-lab] [--keep-records]
+#       [--duration-s 1800] [--seed 1] [--trace FILE] [--out DIR] [--queue-new] [--keep-lab]
+#       [--keep-records]
 #
 # 1. the lab (3 nodes of 1 CPU and 2 GiB), the manager and Redis, an agent and a monitor on
 #    every node, brought up as scripts/lab-demo.sh does (scripts/lab-lib.sh); the monitors'
@@ -14,6 +15,7 @@
 #    for three reported, idle hosts, then `greenswarm bench replay` into DIR/live-<policy>;
 # 4. the simulator on the same trace into DIR/sim-<policy> (raw output in DIR/simulator);
 # 5. `greenswarm bench report DIR`: DIR/summary.md, DIR/summary.json and the PNG plots.
+# --queue-new: new requests ask to queue instead of being refused, live and simulated alike.
 # At the end the manager and the monitors get the demo's settings back and the lab stays up if
 # it was up before; otherwise everything is taken down again (unless --keep-lab). The replay's
 # request records are deleted from Redis unless --keep-records.
@@ -27,7 +29,7 @@ LAB_NAME=bench-live-replay
 source scripts/lab-lib.sh
 
 usage() {
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 policies=energy,spread,binpack
@@ -38,6 +40,7 @@ trace=""
 out=""
 keep_lab=0
 keep_records=0
+queue_new=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --policies) policies=$2; shift 2 ;;
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
         --seed) seed=$2; shift 2 ;;
         --trace) trace=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --queue-new) queue_new=(--queue-new); shift ;;
         --keep-lab) keep_lab=1; shift ;;
         --keep-records) keep_records=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -139,7 +143,8 @@ for p in "${policy_list[@]}"; do
     helper quiet --timeout-s 180 || die "the hosts did not become empty and idle"
     log "== $p: replaying at speedup $speedup"
     greenswarm bench replay --trace "$trace" --manager "$GREENSWARM_URL" --speedup "$speedup" \
-        --policy-label "live-$p" --out "$out" --token-file "$TOKEN_FILE" --progress
+        --policy-label "live-$p" --out "$out" --token-file "$TOKEN_FILE" --progress \
+        "${queue_new[@]}"
     leftovers=$("$DOCKER" service ls -q --filter "name=$GREENSWARM_SERVICE_PREFIX")
     if [ -n "$leftovers" ]; then
         log "removing $(wc -w <<<"$leftovers") service(s) the replay left behind"
@@ -153,7 +158,7 @@ done
 # -- 4. the simulator on the same trace --------------------------------------------------------
 log "simulator: the same trace, policies $policies"
 greenswarm bench simulate --trace "$trace" --policies "$policies" --out "$out/simulator" \
-    --no-plots >/dev/null
+    --no-plots "${queue_new[@]}" >/dev/null
 .venv/bin/python - "$out" "${policy_list[@]}" <<'EOF'
 import dataclasses
 import sys
