@@ -494,9 +494,10 @@ class Replay:
         trace_now = min(clock.trace_s(now), duration)
         cuts = c.cuts_from_answers + c.cuts_from_history
         kills = c.kills_from_answers + c.kills_from_history + c.kills_unreported
+        queued = (f" queued {c.queued} (placed later {c.queued_placed})" if c.queued else "")
         line = (f"{self.options.policy_label}: trace {trace_now:,.0f}/{duration:,.0f} s, "
                 f"wall {now - clock.start_wall_s:,.0f}/{end_wall - clock.start_wall_s:,.0f} s"
-                f" | submitted {c.submitted}/{len(self.plan)} placed {c.placed} rejected "
+                f" | submitted {c.submitted}/{len(self.plan)} placed {c.placed}{queued} rejected "
                 f"{c.rejected + c.refused_invalid} active {len(feed.active_ids())} | cuts "
                 f"{cuts} kills {kills} oom {c.oom_jobs + c.oom_services} | jobs done "
                 f"{c.jobs_completed} rounds {c.rounds_ok} (failed {c.rounds_failed}) | lag max "

@@ -55,22 +55,30 @@ def tiny_trace() -> Trace:
     return Trace(TraceHeader("tiny", 1, 300.0, hosts), requests)
 
 
-def test_a_tiny_trace_replayed_live_gives_a_result_that_matches_the_trace(
-    stack: Stack, tmp_path: Path
-) -> None:
+def run_replay(stack: Stack, tmp_path: Path, trace: Trace, label: str,
+               *options: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``greenswarm bench replay`` of ``trace`` against the stack at SPEEDUP, without probes,
+    into tmp_path/out; the output directory and the finished command."""
     stack.wait_quiet()
     trace_file = tmp_path / "trace.jsonl"
-    write_trace(trace_file, tiny_trace())
+    write_trace(trace_file, trace)
     token_file = tmp_path / "token"
     token_file.write_text(stack.token + "\n")
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "manager.cli", "bench", "replay", "--trace", str(trace_file),
-         "--manager", stack.url, "--speedup", str(SPEEDUP), "--policy-label", "live-energy",
-         "--out", str(out), "--token-file", str(token_file), "--no-probes",
-         "--port-base", "24100", "--progress"],
+         "--manager", stack.url, "--speedup", str(SPEEDUP), "--policy-label", label,
+         "--out", str(out), "--token-file", str(token_file), "--no-probes", *options],
         cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+    return out, done
+
+
+def test_a_tiny_trace_replayed_live_gives_a_result_that_matches_the_trace(
+    stack: Stack, tmp_path: Path
+) -> None:
+    out, _ = run_replay(stack, tmp_path, tiny_trace(), "live-energy", "--port-base", "24100",
+                        "--progress")
     result = json.loads((out / "live-energy" / "result.json").read_text())
     replay = json.loads((out / "live-energy" / "replay.json").read_text())
     m = result["metrics"]
@@ -108,7 +116,6 @@ def test_queued_requests_replayed_live_wait_and_are_placed_later(
 ) -> None:
     """--queue-new: two class-1 jobs of a whole core fill both nodes; a third class-1 job can
     neither fit nor kill them, so the manager queues it, and places it when one of them ends."""
-    stack.wait_quiet()
     hosts = tuple(HostSpec(f"host-{i}", 1024, 2048 * MIB) for i in (1, 2))
     job = TaskType.JOB
     requests = (
@@ -116,18 +123,10 @@ def test_queued_requests_replayed_live_wait_and_are_placed_later(
         TraceRequest(1.0, "q2", 1, job, Workload.FFMPEG, 1024, 256 * MIB, 60.0),
         TraceRequest(2.0, "q3", 1, job, Workload.FFMPEG, 512, 256 * MIB, 40.0),
     )
-    trace_file = tmp_path / "trace.jsonl"
-    write_trace(trace_file, Trace(TraceHeader("queued", 1, 300.0, hosts), requests))
-    token_file = tmp_path / "token"
-    token_file.write_text(stack.token + "\n")
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "bench", "replay", "--trace", str(trace_file),
-         "--manager", stack.url, "--speedup", str(SPEEDUP), "--policy-label", "queued",
-         "--out", str(out), "--token-file", str(token_file), "--no-probes", "--queue-new"],
-        cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    trace = Trace(TraceHeader("queued", 1, 300.0, hosts), requests)
+    out, done = run_replay(stack, tmp_path, trace, "queued", "--queue-new", "--progress")
     assert "queued 1 new request(s): 1 placed later, 0 still waiting at the end" in done.stdout
+    assert "placed 2 queued 1 (placed later 1) rejected 0" in done.stderr  # the last line
     result = json.loads((out / "queued" / "result.json").read_text())
     replay = json.loads((out / "queued" / "replay.json").read_text())
     m = result["metrics"]
