@@ -265,7 +265,7 @@ class Manager:
         """A task was taken off its host (kill, or its host left): its service goes now, so a
         later placement never meets the old one (and nothing runs unbooked meanwhile)."""
         self.backend.remove(task_id)
-        self.records.update(task_id, event, kills=self.records.get(task_id).kills + 1)
+        self.records.update(task_id, event, kills=self.records.kills_of(task_id) + 1)
 
     def _start(self, decision: Decision) -> None:
         request_id, host = decision.request.id, decision.host or ""

@@ -182,6 +182,15 @@ class RequestRecords:
         return [member for _, member in ordered][-limit:]
 
     def status_of(self, request_id: str) -> RequestStatus | None:
-        with redis_errors():
-            raw = self._redis.hget(self._key(request_id), "status")
+        raw = self._field(request_id, "status")
         return RequestStatus(raw) if raw else None
+
+    def kills_of(self, request_id: str) -> int:
+        """The record's kill count (0 for a record written before it was kept)."""
+        return int(self._field(request_id, "kills") or 0)
+
+    def _field(self, request_id: str, name: str) -> str | None:
+        """One field of the record's hash, without its history."""
+        with redis_errors():
+            raw: str | None = self._redis.hget(self._key(request_id), name)
+        return raw

@@ -17,6 +17,7 @@ side-by-side table, with the thesis's numbers for the thesis workload), then the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from benchmarks.argtypes import positive_float
+from benchmarks.argtypes import positive_float, positive_int
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from domain.errors import ValidationError
 
@@ -68,11 +69,7 @@ class ProgressBoard:
         """The progress callback of one policy: told (simulated s, end s)."""
         if label not in self.fractions:
             raise ValueError(f"no policy {label!r} on this board")
-
-        def update(t_s: float, end_s: float) -> None:
-            self.update(label, t_s, end_s)
-
-        return update
+        return functools.partial(self.update, label)
 
     def update(self, label: str, t_s: float, end_s: float) -> None:
         self.fractions[label] = min(1.0, t_s / end_s) if end_s > 0 else 1.0
@@ -90,13 +87,6 @@ class ProgressBoard:
             self.ended = True
             self.stream.write("\n")
         self.stream.flush()
-
-
-def _jobs(text: str) -> int:
-    jobs = int(text) if text.isdigit() else 0
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return jobs
 
 
 def default_jobs() -> int:
@@ -149,7 +139,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                         help="run up to N policies at once, each in its own process (default: "
                         "the number of processors, here "
                         f"{default_jobs()}); the results are the same as with --jobs 1, "
