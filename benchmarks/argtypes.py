@@ -26,3 +26,29 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
     return value
+
+
+MAX_SEEDS = 1000
+
+
+def seed_list(text: str) -> list[int]:
+    """Seeds as ``1-6``, ``1,3,5`` or both (``0-2,7``): whole numbers >= 0, each once, in the
+    order given; at most ``MAX_SEEDS``."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        first, dash, last = part.partition("-")
+        try:
+            low = int(first)
+            high = int(last) if dash else low
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a seed or a range of seeds: {part!r} (write e.g. 1-6 or 1,3,5)"
+            ) from None
+        if low < 0 or high < low:
+            raise argparse.ArgumentTypeError(f"need 0 <= first <= last, got {part!r}")
+        if len(seeds) + high - low + 1 > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"more than {MAX_SEEDS} seeds in {text!r}")
+        seeds.extend(range(low, high + 1))
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"a seed is given twice in {text!r}")
+    return seeds

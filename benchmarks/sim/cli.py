@@ -1,6 +1,6 @@
 """``greenswarm bench simulate`` and ``greenswarm bench profile``: the simulator's I/O edge.
 
-    greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR
+    greenswarm bench simulate (--trace FILE | --workload thesis) [--seed N | --seeds LIST] --out DIR
         [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
         [--power-table NAME] [--profiles FILE] [--no-probes]
         [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
@@ -11,7 +11,9 @@
 ``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (benchmarks.report),
 ``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
 side-by-side table, with the thesis's numbers for the thesis workload), then the report
-(``DIR/summary.md``, ``summary.json``, PNG plots).
+(``DIR/summary.md``, ``summary.json``, PNG plots). With ``--seeds`` each seed's run goes into
+``DIR/seed-N/`` as above, and ``DIR/seeds.md`` and ``DIR/seeds.json`` hold every number's mean,
+min and max over the seeds, per policy (benchmarks.sim.seeds).
 """
 
 from __future__ import annotations
@@ -23,18 +25,24 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from benchmarks.argtypes import positive_float, positive_int
+from benchmarks.argtypes import positive_float, positive_int, seed_list
 from benchmarks.cluster import THESIS_HOSTS_SPEC
 from domain.errors import ValidationError
 
 if TYPE_CHECKING:
+    from benchmarks.report import ReportFiles
+    from benchmarks.sim.engine import SimResult
+    from benchmarks.sim.profiles import Profiles
     from benchmarks.trace import TraceRequest
 
 SIMULATION_FILE = "simulation.json"
 SIMULATION_SUMMARY = "simulation.md"
+SEEDS_SUMMARY = "seeds.md"
+SEEDS_FILE = "seeds.json"
 
 
 def _policies(text: str) -> list[str]:
@@ -57,9 +65,12 @@ class ProgressBoard:
     a bar per policy and the wall time. Policies that run one after the other and side by side
     (``--jobs``) show the same way."""
 
-    def __init__(self, stream: TextIO, labels: Sequence[str], width: int = 12) -> None:
+    def __init__(
+        self, stream: TextIO, labels: Sequence[str], width: int = 12, title: str = ""
+    ) -> None:
         self.stream = stream
         self.width = width
+        self.title = title
         self.fractions = dict.fromkeys(labels, 0.0)
         self.started = time.monotonic()
         self.shown = 0.0
@@ -82,7 +93,8 @@ class ProgressBoard:
         for name, fraction in self.fractions.items():
             filled = round(fraction * self.width)
             cells.append(f"{name} [{'#' * filled}{'-' * (self.width - filled)}] {fraction:4.0%}")
-        self.stream.write(f"\r{'  '.join(cells)}  wall {now - self.started:,.1f} s")
+        title = f"{self.title}  " if self.title else ""
+        self.stream.write(f"\r{title}{'  '.join(cells)}  wall {now - self.started:,.1f} s")
         if done:
             self.ended = True
             self.stream.write("\n")
@@ -111,10 +123,15 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
     source.add_argument("--workload", choices=["thesis"],
                         help="generate the thesis workload (DESIGN 7.1) with --seed")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the generated workload (required with --workload), of the "
-                        "random policy and of the monitors' phases (default: the trace's seed "
-                        "or 0)")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=None,
+                       help="seed of the generated workload (--workload needs it or --seeds), "
+                       "of the random policy and of the monitors' phases (default: the "
+                       "trace's seed or 0)")
+    seeds.add_argument("--seeds", type=seed_list, default=None, metavar="LIST",
+                       help="one run per seed, e.g. 1-6 or 1,3,5: each into DIR/seed-N as a "
+                       "run with --seed N, then every number's mean, min and max per policy "
+                       f"into DIR/{SEEDS_SUMMARY} and DIR/{SEEDS_FILE}")
     parser.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES),
                         metavar="LIST", help="comma-separated policies (default: "
                         f"{','.join(DEFAULT_POLICIES)})")
@@ -152,11 +169,41 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from benchmarks.sim.profiles import load_shipped_profiles, read_profiles
+
+    if args.workload is not None and args.seed is None and args.seeds is None:
+        raise ValidationError("seed", "--workload thesis needs --seed N or --seeds LIST")
+    if args.trace is not None and args.hosts != THESIS_HOSTS_SPEC:
+        raise ValidationError("hosts", "a trace file names its own hosts")
+    profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
+    out = Path(args.out)
+    if args.seeds is None:
+        run = _simulate_seed(args, args.seed, profiles, out)
+        sys.stdout.write(run.text)
+        print(f"wrote {run.files.summary_md}, {run.files.summary_json} and "
+              f"{len(run.files.plots)} plots")
+        return 0
+    return _simulate_seeds(args, args.seeds, profiles, out)
+
+
+@dataclass(frozen=True)
+class _SeedRun:
+    results: list[SimResult]
+    text: str  # simulation.md
+    files: ReportFiles
+    thesis: bool
+
+
+def _simulate_seed(
+    args: argparse.Namespace, seed: int | None, profiles: Profiles, out: Path,
+    *, title: str = "",
+) -> _SeedRun:
+    """One run of every policy: results, ``simulation.md`` and the report into ``out``.
+    ``seed`` None: the trace's own seed (or 0)."""
     from benchmarks.cluster import parse_hosts_spec
     from benchmarks.energy import PowerModel
     from benchmarks.report import save_result, write_report
     from benchmarks.sim.engine import SimConfig
-    from benchmarks.sim.profiles import load_shipped_profiles, read_profiles
     from benchmarks.sim.runner import TraceInput, run_policies, thesis_input
     from benchmarks.sim.summary import render_summary
     from benchmarks.trace import TraceSource, open_trace
@@ -164,15 +211,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     from manager import policy_options
 
     if args.workload is not None:
-        if args.seed is None:
-            raise ValidationError("seed", "--workload thesis needs --seed N")
+        assert seed is not None  # run_simulate checked
         config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts),
                                       duration_s=args.duration_s or 3600.0)
-        trace = thesis_input(args.seed, config)
-        seed = args.seed
+        trace = thesis_input(seed, config)
     else:
-        if args.hosts != THESIS_HOSTS_SPEC:
-            raise ValidationError("hosts", "a trace file names its own hosts")
         path = args.trace
         with open_trace(path) as reader:
             header = reader.header
@@ -182,8 +225,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 yield from reader
 
         trace = TraceInput(header, stream)
-        seed = args.seed if args.seed is not None else (header.seed or 0)
-    profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
+        seed = seed if seed is not None else (header.seed or 0)
     arrivals_s = args.duration_s or trace.header.duration_s
     sim_config = SimConfig(
         policy=args.policies[0],
@@ -195,9 +237,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         bounds=policy_options.region_bounds(args),
         queue_new=args.queue_new,
     )
-    board = (ProgressBoard(sys.stderr, args.policies)
+    board = (ProgressBoard(sys.stderr, args.policies, title=title)
              if args.progress or sys.stderr.isatty() else None)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run_policies(trace, args.policies, profiles, sim_config,
                            probes=None if args.no_probes else ProbeConfig(),
@@ -210,7 +251,6 @@ def run_simulate(args: argparse.Namespace) -> int:
             json.dumps(result.stats.to_json(), indent=2) + "\n", encoding="utf-8"
         )
     thesis = trace.header.source == TraceSource.THESIS.value
-    table = render_summary(results, thesis=thesis)
     sources = ", ".join(f"{w.value}: {p.source.value}"
                         for w, p in profiles.by_workload.items())
     header = trace.header
@@ -220,13 +260,52 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
         f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
-        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n" + table
+        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        + render_summary(results, thesis=thesis)
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
-    sys.stdout.write(text)
     files = write_report(out, plots=not args.no_plots)
-    print(f"wrote {files.summary_md}, {files.summary_json} and {len(files.plots)} plots")
+    return _SeedRun(results, text, files, thesis)
+
+
+def _simulate_seeds(
+    args: argparse.Namespace, seeds: Sequence[int], profiles: Profiles, out: Path
+) -> int:
+    """Every seed as a run of its own into ``out/seed-N``, then the numbers over the seeds."""
+    from benchmarks.sim.seeds import summarize_seeds
+    from manager import policy_options
+
+    runs: list[tuple[int, Sequence[SimResult]]] = []
+    thesis = False
+    for count, seed in enumerate(seeds, start=1):
+        run = _simulate_seed(args, seed, profiles, out / f"seed-{seed}",
+                             title=f"seed {seed} ({count}/{len(seeds)})")
+        thesis = run.thesis
+        runs.append((seed, run.results))
+        rates = ", ".join(f"{r.stats.policy} {_rate(r)}" for r in run.results)
+        print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
+    summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
+    source = ("the thesis workload, generated with each seed" if args.workload is not None
+              else f"{args.trace}, the same for every seed")
+    text = (
+        f"# Simulation over {len(seeds)} seeds\n\n"
+        f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "
+        f"seed-N/ (its {SIMULATION_SUMMARY} and report).\n\n"
+        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        + summary.render()
+    )
+    (out / SEEDS_SUMMARY).write_text(text, encoding="utf-8")
+    (out / SEEDS_FILE).write_text(json.dumps(summary.to_json(), indent=2) + "\n",
+                                  encoding="utf-8")
+    sys.stdout.write("\n" + text)
+    print(f"wrote {out / SEEDS_SUMMARY} and {out / SEEDS_FILE}")
     return 0
+
+
+def _rate(result: SimResult) -> str:
+    rate = result.result.metrics.success_rate
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
 
 
 # ------------------------------------------------------------------ profile
