@@ -1,7 +1,9 @@
 """The one exception root of greenswarm, and its few families.
 
 Edges translate foreign errors (docker.errors, redis exceptions, HTTP failures) into these, so
-callers catch ``GreenSwarmError`` and REST handlers map each family to one status code.
+callers catch ``GreenSwarmError``. Each family has one HTTP status, kept here both ways: REST
+handlers answer :func:`http_status` and :func:`error_body`, and HTTP clients turn an error answer
+back into its family with :func:`error_from_answer`.
 """
 
 from __future__ import annotations
@@ -42,3 +44,68 @@ class UnavailableError(GreenSwarmError):
 
 class AuthError(GreenSwarmError):
     """A mutating call arrived without a valid bearer token."""
+
+
+# -- HTTP: one status per family, both ways ----------------------------------------------------
+
+# (family, status, the "error" word of the JSON body); anything else is a 500 "internal"
+_FAMILIES: tuple[tuple[type[GreenSwarmError], int, str], ...] = (
+    (ValidationError, 400, "invalid"),
+    (AuthError, 401, "unauthorized"),
+    (NotFoundError, 404, "not-found"),
+    (ConflictError, 409, "conflict"),
+    (UnavailableError, 503, "unavailable"),
+)
+
+
+def http_status(exc: GreenSwarmError) -> int:
+    """The status a REST handler answers for ``exc``: its family's, else 500."""
+    return next((status for family, status, _ in _FAMILIES if isinstance(exc, family)), 500)
+
+
+def error_body(exc: GreenSwarmError) -> dict[str, str]:
+    """The JSON body that goes with :func:`http_status`; a ValidationError names its field."""
+    if isinstance(exc, ValidationError):
+        return exc.to_dict()
+    kind = next((word for family, _, word in _FAMILIES if isinstance(exc, family)), "internal")
+    return {"error": kind, "message": str(exc)}
+
+
+def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmError:
+    """The inverse of :func:`http_status`, for clients: an HTTP error answer as our family.
+
+    ``payload`` is the answer's decoded JSON (the raw text when it was not JSON, None when there
+    was none); ``context`` says what was called, e.g. "GET /requests/x". 400 gives a
+    ValidationError with the server's field and message as they were sent (what was called is
+    added as a note), 401 and 403 an AuthError, 404 NotFoundError, 409 ConflictError, any 5xx
+    UnavailableError (the server or a proxy in front of it failed), anything else the root.
+    """
+    said = _server_said(payload)
+    text = f"{context} -> HTTP {status}" + (f": {said}" if said else " with no JSON body")
+    if status == 400:
+        message = payload.get("message") if isinstance(payload, dict) else None
+        field = payload.get("field") if isinstance(payload, dict) else None
+        error: GreenSwarmError = ValidationError(
+            str(field) if field else "body", str(message) if message else text
+        )
+        if message:
+            error.add_note(text)
+        return error
+    if status in (401, 403):
+        return AuthError(text)
+    if status == 404:
+        return NotFoundError(text)
+    if status == 409:
+        return ConflictError(text)
+    if status >= 500:
+        return UnavailableError(text)
+    return GreenSwarmError(f"unexpected answer: {text}")
+
+
+def _server_said(payload: object) -> str:
+    """The server's "message", else the body itself, shortened ("" when there is none)."""
+    if isinstance(payload, dict) and payload.get("message"):
+        return str(payload["message"])
+    if payload is None or isinstance(payload, str):
+        return " ".join((payload or "").split())[:200]
+    return repr(payload)[:200]

@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from domain.errors import NotFoundError, UnavailableError
+from domain.errors import UnavailableError, error_from_answer
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,13 @@ class AgentClient:
             response = self._session.request(method, url, json=payload, timeout=self._timeout_s)
         except requests.RequestException as exc:
             raise UnavailableError(f"agent at {url} is unreachable: {exc}") from exc
-        if response.status_code == 404:
-            raise NotFoundError(f"agent at {url}: no such task")
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text
         if response.status_code >= 300:
-            raise UnavailableError(
-                f"agent at {url} answered {response.status_code}: {response.text[:200]}"
-            )
-        body = response.json()
+            # 404: the node runs no container of the task; 400: the agent refused the values
+            raise error_from_answer(response.status_code, body, f"agent {method} {url}")
         if not isinstance(body, dict):
             raise UnavailableError(f"agent at {url} answered something that is not an object")
         return body

@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from domain.errors import GreenSwarmError, UnavailableError, ValidationError
+from domain.errors import GreenSwarmError, UnavailableError, ValidationError, error_from_answer
 from domain.settings import shared_token
 from domain.units import format_bytes
 
@@ -96,13 +96,11 @@ class Api:
             raise UnavailableError(f"cannot reach the manager at {self.url}: {exc}") from None
         try:
             payload = response.json()
-        except ValueError:
-            payload = {"message": response.text[:200]}
-        if response.status_code == 400 and isinstance(payload, dict):
-            raise ValidationError(str(payload.get("field", "?")), str(payload.get("message")))
+        except ValueError:  # an error answer's text is shown as it is (a proxy's page, say)
+            ok = response.status_code < 300
+            payload = {"message": response.text[:200]} if ok else response.text
         if response.status_code >= 300:
-            message = payload.get("message") if isinstance(payload, dict) else payload
-            raise GreenSwarmError(f"HTTP {response.status_code}: {message}")
+            raise error_from_answer(response.status_code, payload, f"{method} {path}")
         return payload
 
 

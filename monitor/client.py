@@ -1,7 +1,8 @@
 """The Host and Task Registry over REST (messages 11, 12 and 13), and a dry-run stand-in.
 
 Errors are translated to the project's exception root: unreachable or 5xx -> UnavailableError,
-401/403 -> AuthError, 404 -> NotFoundError, 400 -> ValidationError (with the registry's field).
+401/403 -> AuthError, 404 -> NotFoundError, 409 -> ConflictError, 400 -> ValidationError (with
+the registry's field), as ``domain.errors.error_from_answer`` maps every HTTP client's answers.
 """
 
 from __future__ import annotations
@@ -15,14 +16,7 @@ from urllib.parse import quote
 
 import requests
 
-from domain.errors import (
-    AuthError,
-    ConflictError,
-    GreenSwarmError,
-    NotFoundError,
-    UnavailableError,
-    ValidationError,
-)
+from domain.errors import UnavailableError, ValidationError, error_from_answer
 from monitor.core import HostUpdate, TaskBatch
 
 log = logging.getLogger(__name__)
@@ -122,24 +116,12 @@ class RegistryClient:
             )
         except requests.RequestException as exc:
             raise UnavailableError(f"registry unreachable: {method} {url}: {exc}") from exc
-        status = response.status_code
-        if 200 <= status < 300:
+        if 200 <= response.status_code < 300:
             return response
         detail = _json(response)
-        message = detail.get("message") if isinstance(detail, dict) else None
-        text = f"{method} {path} -> {status}" + (f": {message}" if message else "")
-        if status >= 500:
-            raise UnavailableError(f"registry failed: {text}")
-        if status in (401, 403):
-            raise AuthError(f"registry refused the token: {text}")
-        if status == 404:
-            raise NotFoundError(text)
-        if status == 409:
-            raise ConflictError(text)
-        if status == 400:
-            field_name = detail.get("field") if isinstance(detail, dict) else None
-            raise ValidationError(str(field_name or "body"), str(message or text))
-        raise GreenSwarmError(f"unexpected registry answer: {text}")
+        raise error_from_answer(
+            response.status_code, response.text if detail is None else detail, f"{method} {path}"
+        )
 
 
 def _json(response: requests.Response) -> Any:

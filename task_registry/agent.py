@@ -25,7 +25,7 @@ import docker
 import docker.errors
 import requests
 
-from domain.errors import NotFoundError, UnavailableError
+from domain.errors import GreenSwarmError, NotFoundError, UnavailableError, error_from_answer
 from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
 from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
@@ -106,12 +106,15 @@ class ManagerLink:
         except requests.RequestException as exc:
             raise UnavailableError(f"manager at {self.base_url} is unreachable: {exc}") from exc
         if response.status_code == 404:
-            return None
+            return None  # no such task (any more): the callers treat it as "nothing booked"
+        try:
+            result = response.json()
+        except ValueError:
+            result = response.text
         if response.status_code >= 300:
-            raise UnavailableError(
-                f"manager answered {response.status_code} to {method} {path}: {response.text[:200]}"
-            )
-        result: dict[str, Any] = response.json()
+            raise error_from_answer(response.status_code, result, f"manager {method} {path}")
+        if not isinstance(result, dict):
+            raise UnavailableError(f"the manager answered {method} {path} with no JSON object")
         return result
 
 
@@ -240,7 +243,7 @@ class Agent:
         oom = bool(state.get("OOMKilled", False))  # the kernel killed it at its memory limit
         try:
             self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL), oom)
-        except UnavailableError as exc:
+        except GreenSwarmError as exc:  # unreachable, or refused (a token or a body it rejects)
             log.warning("could not report the exit of %s (%s); will retry", task_id, exc)
             return  # keep the container: the next reconciliation reports it
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
@@ -264,6 +267,9 @@ class Agent:
         except UnavailableError as exc:
             log.debug("registry unreachable (%s): using the labels of %s", exc, task_id)
             desired = None
+        except GreenSwarmError as exc:  # the manager refused to answer: not transient, say so
+            log.warning("the registry refused task %s (%s): using its labels", task_id, exc)
+            desired = None
         if desired is not None and desired.host != self.node_id:
             return  # booked elsewhere: a stale container on its way out
         cpu = desired.cpu_shares if desired else int(container.labels.get(LABEL_CPU, "0") or 0)
@@ -277,8 +283,12 @@ class Agent:
             )
             applied_cpu, applied_memory = self._apply(container, cpu, memory or 0)
         if desired and (applied_cpu, applied_memory) != (desired.cpu_shares, desired.memory):
-            with contextlib.suppress(UnavailableError):
+            try:
                 self.link.report_resources(task_id, applied_cpu, applied_memory)
+            except UnavailableError:
+                pass  # the next reconciliation finds the difference and reports it again
+            except GreenSwarmError as exc:
+                log.warning("the registry refused what %s really has (%s)", task_id, exc)
 
     def run(self) -> None:
         """Reconcile now and on a timer; follow Docker events until ``stop``."""

@@ -2,7 +2,8 @@
 
 It lives in the lowest package that serves HTTP (the node agent's), so the registries and the
 manager use it without importing upwards. Errors are produced in one handler: every
-GreenSwarmError family maps to one status code and a JSON body; nothing leaks a traceback.
+GreenSwarmError family maps to one status code and a JSON body (domain/errors.py holds the
+mapping, and its inverse for the clients); nothing leaks a traceback.
 """
 
 from __future__ import annotations
@@ -17,39 +18,11 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from domain.errors import (
-    AuthError,
-    ConflictError,
-    GreenSwarmError,
-    NotFoundError,
-    UnavailableError,
-    ValidationError,
-)
+from domain.errors import AuthError, GreenSwarmError, ValidationError, error_body, http_status
 
 log = logging.getLogger(__name__)
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOKEN_KEY = "GREENSWARM_TOKEN"
-
-
-def error_status(exc: GreenSwarmError) -> int:
-    if isinstance(exc, ValidationError):
-        return 400
-    if isinstance(exc, AuthError):
-        return 401
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, UnavailableError):
-        return 503
-    return 500
-
-
-def error_body(exc: GreenSwarmError) -> dict[str, str]:
-    if isinstance(exc, ValidationError):
-        return exc.to_dict()
-    kind = {401: "unauthorized", 404: "not-found", 409: "conflict", 503: "unavailable"}
-    return {"error": kind.get(error_status(exc), "internal"), "message": str(exc)}
 
 
 def token_ok(header: str | None, token: str) -> bool:
@@ -72,7 +45,7 @@ def install(app: Flask, token: str) -> None:
 
     @app.errorhandler(GreenSwarmError)
     def handle_ours(exc: GreenSwarmError) -> tuple[Response, int]:
-        status = error_status(exc)
+        status = http_status(exc)
         if status >= 500:
             log.warning("%s %s failed: %s", request.method, request.path, exc)
         response = jsonify(error_body(exc))

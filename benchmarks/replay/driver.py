@@ -25,7 +25,14 @@ from benchmarks.replay.clients import ServiceClient
 from benchmarks.replay.feed import RecorderFeed, ReplayCounters, RoundResult, recorder_host_ids
 from benchmarks.replay.plan import Submission, TraceClock, round_interval_wall_s
 from benchmarks.trace import HostSpec, TraceHeader
-from domain.errors import AuthError, ConflictError, GreenSwarmError, UnavailableError
+from domain.errors import (
+    AuthError,
+    ConflictError,
+    GreenSwarmError,
+    NotFoundError,
+    UnavailableError,
+    error_from_answer,
+)
 
 REPLAY_FILE = "replay.json"
 RECORDS_FILE = "requests.jsonl"
@@ -42,22 +49,29 @@ class ManagerApi:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """The answer whatever its status (``submit`` counts them), except a refused token:
+        no retry fixes that, so it ends here with a hint."""
         try:
             response = self.session.request(method, self.url + path,
                                             timeout=kwargs.pop("timeout", self.timeout_s),
                                             **kwargs)
         except requests.RequestException as exc:
             raise UnavailableError(f"{method} {self.url}{path}: {exc}") from None
-        if response.status_code == 401:
-            raise AuthError(f"{method} {path}: the manager refused the token (401); give "
-                            "--token-file or GREENSWARM_TOKEN / GREENSWARM_TOKEN_FILE")
+        if response.status_code >= 400:
+            error = error_from_answer(response.status_code, _payload(response), f"{method} {path}")
+            if isinstance(error, AuthError):
+                raise AuthError(f"{error}; give --token-file or GREENSWARM_TOKEN / "
+                                "GREENSWARM_TOKEN_FILE")
         return response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._call(method, path, **kwargs)
-        if response.status_code >= 400:
-            raise UnavailableError(f"{method} {path}: HTTP {response.status_code}: "
-                                   f"{response.text[:300]}")
+        return self._decode(method, path, self._call(method, path, **kwargs))
+
+    @staticmethod
+    def _decode(method: str, path: str, response: requests.Response) -> Any:
+        """A successful answer's JSON; an error answer as its family (domain.errors)."""
+        if response.status_code >= 300:
+            raise error_from_answer(response.status_code, _payload(response), f"{method} {path}")
         try:
             return response.json()
         except ValueError:
@@ -93,11 +107,16 @@ class ManagerApi:
         response = self._call("DELETE", f"/requests/{request_id}", timeout=60)
         if response.status_code == 404:
             return None
-        if response.status_code >= 400:
-            raise UnavailableError(f"DELETE /requests/{request_id}: HTTP "
-                                   f"{response.status_code}: {response.text[:300]}")
-        record: dict[str, Any] = response.json()
+        record: dict[str, Any] = self._decode("DELETE", f"/requests/{request_id}", response)
         return record
+
+
+def _payload(response: requests.Response) -> Any:
+    """An answer's JSON for ``error_from_answer``; its text when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
 
 
 @dataclass(frozen=True)
@@ -399,7 +418,9 @@ class Replay:
                 client.stop()
             try:
                 record = self.api.stop(request_id)
-            except UnavailableError as exc:
+            except AuthError:
+                raise  # a refused token ends the replay, as on every call
+            except GreenSwarmError as exc:  # unreachable, or the manager could not stop it now
                 self.run_state.stop_errors += 1
                 self._warn(f"{request_id}: stop failed: {exc}")
                 continue
@@ -410,7 +431,10 @@ class Replay:
         for request_id in feed.active_ids():
             try:
                 feed.on_record(self.api.request(request_id))
-            except UnavailableError:
+            except (UnavailableError, NotFoundError):
+                # a record that is gone (a manager restarted on an empty Redis) is counted as
+                # a failed poll, as an unreachable manager is: the run goes on and its result
+                # is kept; replay.json shows the count
                 self.run_state.poll_errors += 1
                 continue
             self.run_state.last_ok_wall_s = time.time()
