@@ -86,7 +86,9 @@ class ReplayCounters:
     refused_invalid: int  # 400 from the manager: counted as failed allocations
     placed: int
     rejected: int
-    queued: int  # new requests the manager queued instead of refusing (--queue-new)
+    # new requests the manager queued instead of refusing (--queue-new); probes are left out,
+    # as the recorder leaves them out of queued_requests
+    queued: int
     queued_placed: int  # of those, placed later by a retry
     client_rtt_ms: Stats
     server_decision_ms: Stats
@@ -266,7 +268,8 @@ class RecorderFeed:
                     other.host = None
                     other.placed_wall_s = None
         elif record.get("status") == "pending":  # it asked to queue, and waits
-            self._count("queued")
+            if not sub.probe:
+                self._count("queued")
             tracked.queued = True
             if t_answer <= self.end_trace_s:
                 self.recorder.on_queued(
@@ -393,7 +396,8 @@ class RecorderFeed:
         decision made come from the victims' histories, as a victim's reschedule's do."""
         tracked.queued = False
         tracked.in_run = True
-        self._count("queued_placed")
+        if not tracked.sub.probe:
+            self._count("queued_placed")
         cuts, self._unattributed = self._unattributed, []
         request = tracked.sub.request
         if record:

@@ -203,14 +203,14 @@ class World:
     """A feed on a recorder of two hosts, and builders of what the manager answers."""
 
     def __init__(self, *requests: TraceRequest, end_s: float = 1000.0,
-                 policy: str = "energy") -> None:
+                 policy: str = "energy", probes: tuple[str, ...] = ()) -> None:
         names = recorder_host_ids(HOSTS)
         specs = [HostSpec(names[h["id"]], h["cpu_capacity"], h["memory_capacity"])
                  for h in HOSTS]
         self.recorder = MetricsRecorder("live-test", specs)
         self.feed = RecorderFeed(self.recorder, TraceClock(START, K), names, policy=policy,
                                  end_trace_s=end_s)
-        self.subs = {s.request_id: s for s in plan(*requests)}
+        self.subs = {s.request_id: s for s in plan(*requests, probes=probes)}
         self.history: dict[str, list[dict[str, Any]]] = {}
 
     def wall(self, trace_s: float) -> float:
@@ -331,6 +331,21 @@ def test_a_queued_request_is_decided_when_its_history_shows_it_placed() -> None:
     assert result.passes == {"simple": 2}
     counters = world.feed.counters()
     assert (counters.queued, counters.queued_placed, counters.rejected) == (2, 1, 0)
+
+
+def test_queued_probes_are_not_counted_as_queued_new_requests() -> None:
+    """As the recorder's queued_requests, the replay's queued counters leave probes out."""
+    world = World(job("r1", cls=1), job("p1", 1.0, cls=1), end_s=100.0, probes=("p1",))
+    world.answer("r1", 0.0, host=None, queued=True)
+    world.answer("p1", 1.0, host=None, queued=True)
+    for rid, t in (("r1", 20.0), ("p1", 21.0)):
+        world.event(rid, t, "placed: simple pass: LEE host nodeB (class empty, U=0.0): fits",
+                    status="running", host="nodeB", cpu_shares=512, memory=512 * MIB)
+    world.poll("r1", "p1")
+    counters = world.feed.counters()
+    assert (counters.queued, counters.queued_placed) == (1, 1)
+    m = world.finish(100.0).metrics
+    assert (m.requests, m.probes, m.queued_requests, m.successful) == (1, 1, 1, 1)
 
 
 def test_baseline_policies_name_their_placements_after_the_policy() -> None:
