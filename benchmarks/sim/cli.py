@@ -122,7 +122,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
     source.add_argument("--workload", choices=["thesis"],
-                        help="generate the thesis workload (DESIGN 7.1) with --seed")
+                        help="generate the thesis workload (DESIGN 7.1) with --seed or --seeds")
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
                        help="seed of the generated workload (--workload needs it or --seeds), "
