@@ -3,10 +3,13 @@
 Edges translate foreign errors (docker.errors, redis exceptions, HTTP failures) into these, so
 callers catch ``GreenSwarmError``. Each family has one HTTP status, kept here both ways: REST
 handlers answer :func:`http_status` and :func:`error_body`, and HTTP clients turn an error answer
-back into its family with :func:`error_from_answer`.
+back into its family with :func:`error_from_response` (:func:`error_from_answer` once the body
+is decoded).
 """
 
 from __future__ import annotations
+
+from typing import Any, Protocol
 
 
 class GreenSwarmError(Exception):
@@ -100,6 +103,28 @@ def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmE
     if status >= 500:
         return UnavailableError(text)
     return GreenSwarmError(f"unexpected answer: {text}")
+
+
+class HttpAnswer(Protocol):
+    """What :func:`error_from_response` reads of an HTTP answer (a ``requests.Response``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+def error_from_response(response: HttpAnswer, context: str) -> GreenSwarmError:
+    """:func:`error_from_answer` for an error answer as the HTTP client got it: its JSON body,
+    or its text when the body is not JSON (a proxy's page, say)."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = response.text
+    return error_from_answer(response.status_code, payload, context)
 
 
 def _server_said(payload: object) -> str:

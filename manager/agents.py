@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from domain.errors import UnavailableError, error_from_answer
+from domain.errors import UnavailableError, error_from_response
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,13 @@ class AgentClient:
             response = self._session.request(method, url, json=payload, timeout=self._timeout_s)
         except requests.RequestException as exc:
             raise UnavailableError(f"agent at {url} is unreachable: {exc}") from exc
+        if response.status_code >= 300:
+            # 404: the node runs no container of the task; 400: the agent refused the values
+            raise error_from_response(response, f"agent {method} {url}")
         try:
             body = response.json()
         except ValueError:
-            body = response.text
-        if response.status_code >= 300:
-            # 404: the node runs no container of the task; 400: the agent refused the values
-            raise error_from_answer(response.status_code, body, f"agent {method} {url}")
+            body = None
         if not isinstance(body, dict):
             raise UnavailableError(f"agent at {url} answered something that is not an object")
         return body

@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from domain.errors import GreenSwarmError, UnavailableError, ValidationError, error_from_answer
+from domain.errors import GreenSwarmError, UnavailableError, ValidationError, error_from_response
 from domain.settings import shared_token
 from domain.units import format_bytes
 
@@ -94,14 +94,12 @@ class Api:
             response = self.session.request(method, self.url + path, json=body, timeout=60)
         except requests.RequestException as exc:
             raise UnavailableError(f"cannot reach the manager at {self.url}: {exc}") from None
-        try:
-            payload = response.json()
-        except ValueError:  # an error answer's text is shown as it is (a proxy's page, say)
-            ok = response.status_code < 300
-            payload = {"message": response.text[:200]} if ok else response.text
         if response.status_code >= 300:
-            raise error_from_answer(response.status_code, payload, f"{method} {path}")
-        return payload
+            raise error_from_response(response, f"{method} {path}")
+        try:
+            return response.json()
+        except ValueError:
+            return {"message": response.text[:200]}
 
 
 def run_submit(args: argparse.Namespace) -> int:

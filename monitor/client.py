@@ -2,7 +2,7 @@
 
 Errors are translated to the project's exception root: unreachable or 5xx -> UnavailableError,
 401/403 -> AuthError, 404 -> NotFoundError, 409 -> ConflictError, 400 -> ValidationError (with
-the registry's field), as ``domain.errors.error_from_answer`` maps every HTTP client's answers.
+the registry's field), as ``domain.errors.error_from_response`` maps every HTTP client's answers.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import requests
 
-from domain.errors import UnavailableError, ValidationError, error_from_answer
+from domain.errors import UnavailableError, ValidationError, error_from_response
 from monitor.core import HostUpdate, TaskBatch
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,7 @@ class RegistryClient:
             raise UnavailableError(f"registry unreachable: {method} {url}: {exc}") from exc
         if 200 <= response.status_code < 300:
             return response
-        detail = _json(response)
-        raise error_from_answer(
-            response.status_code, response.text if detail is None else detail, f"{method} {path}"
-        )
+        raise error_from_response(response, f"{method} {path}")
 
 
 def _json(response: requests.Response) -> Any:

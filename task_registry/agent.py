@@ -25,7 +25,7 @@ import docker
 import docker.errors
 import requests
 
-from domain.errors import GreenSwarmError, NotFoundError, UnavailableError, error_from_answer
+from domain.errors import GreenSwarmError, NotFoundError, UnavailableError, error_from_response
 from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
 from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
@@ -107,12 +107,12 @@ class ManagerLink:
             raise UnavailableError(f"manager at {self.base_url} is unreachable: {exc}") from exc
         if response.status_code == 404:
             return None  # no such task (any more): the callers treat it as "nothing booked"
+        if response.status_code >= 300:
+            raise error_from_response(response, f"manager {method} {path}")
         try:
             result = response.json()
         except ValueError:
-            result = response.text
-        if response.status_code >= 300:
-            raise error_from_answer(response.status_code, result, f"manager {method} {path}")
+            result = None
         if not isinstance(result, dict):
             raise UnavailableError(f"the manager answered {method} {path} with no JSON object")
         return result

@@ -31,7 +31,7 @@ from domain.errors import (
     GreenSwarmError,
     NotFoundError,
     UnavailableError,
-    error_from_answer,
+    error_from_response,
 )
 
 REPLAY_FILE = "replay.json"
@@ -57,11 +57,10 @@ class ManagerApi:
                                             **kwargs)
         except requests.RequestException as exc:
             raise UnavailableError(f"{method} {self.url}{path}: {exc}") from None
-        if response.status_code >= 400:
-            error = error_from_answer(response.status_code, _payload(response), f"{method} {path}")
-            if isinstance(error, AuthError):
-                raise AuthError(f"{error}; give --token-file or GREENSWARM_TOKEN / "
-                                "GREENSWARM_TOKEN_FILE")
+        if response.status_code in (401, 403):
+            error = error_from_response(response, f"{method} {path}")
+            raise AuthError(f"{error}; give --token-file or GREENSWARM_TOKEN / "
+                            "GREENSWARM_TOKEN_FILE")
         return response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -71,7 +70,7 @@ class ManagerApi:
     def _decode(method: str, path: str, response: requests.Response) -> Any:
         """A successful answer's JSON; an error answer as its family (domain.errors)."""
         if response.status_code >= 300:
-            raise error_from_answer(response.status_code, _payload(response), f"{method} {path}")
+            raise error_from_response(response, f"{method} {path}")
         try:
             return response.json()
         except ValueError:
@@ -109,14 +108,6 @@ class ManagerApi:
             return None
         record: dict[str, Any] = self._decode("DELETE", f"/requests/{request_id}", response)
         return record
-
-
-def _payload(response: requests.Response) -> Any:
-    """An answer's JSON for ``error_from_answer``; its text when it is not JSON."""
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
 
 
 @dataclass(frozen=True)

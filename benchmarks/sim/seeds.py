@@ -15,26 +15,19 @@ from typing import Any
 
 from benchmarks.metrics import PolicyMetrics
 from benchmarks.sim.engine import SimResult
-from benchmarks.sim.summary import THESIS_RESULTS, ThesisResult
+from benchmarks.sim.summary import THESIS_RESULTS, ThesisResult, num, pct
 
 # The runs of one seed: (seed, the results of every policy, in the order asked).
 SeedRun = tuple[int, Sequence[SimResult]]
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
+def _count(value: float | None) -> str:
+    """A count; its mean over seeds may have a fraction."""
+    return num(0 if value is None or value == round(value) else 1)(value)
 
 
-def _count(value: float) -> str:
-    return f"{value:,.0f}" if value == round(value) else f"{value:,.1f}"
-
-
-def _fixed(digits: int) -> Callable[[float], str]:
-    return lambda value: f"{value:,.{digits}f}"
-
-
-def _seconds(value: float) -> str:  # from milliseconds
-    return f"{value / 1000.0:,.1f}"
+def _seconds(value: float | None) -> str:  # from milliseconds
+    return num(1)(None if value is None else value / 1000.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +36,7 @@ class SeedMetric:
 
     key: str
     label: str
-    fmt: Callable[[float], str]
+    fmt: Callable[[float | None], str]
     thesis: Callable[[ThesisResult], float] | None = None
     queue_only: bool = False  # a row only when new requests queue
 
@@ -53,7 +46,7 @@ class SeedMetric:
 
 
 SEED_METRICS: tuple[SeedMetric, ...] = (
-    SeedMetric("success_rate", "success rate", _pct, lambda r: r.success_rate),
+    SeedMetric("success_rate", "success rate", pct, lambda r: r.success_rate),
     SeedMetric("successful", "successful", _count),
     SeedMetric("failed", "failed", _count),
     SeedMetric("queued_at_end", "queued, still waiting at the end", _count, queue_only=True),
@@ -61,17 +54,17 @@ SEED_METRICS: tuple[SeedMetric, ...] = (
                queue_only=True),
     SeedMetric("scheduling_delay_ms_p99", "scheduling delay p99 (s)", _seconds,
                queue_only=True),
-    SeedMetric("avg_cpu_util", "avg CPU utilization", _pct, lambda r: r.avg_cpu_util),
-    SeedMetric("avg_memory_util", "avg memory utilization", _pct, lambda r: r.avg_memory_util),
+    SeedMetric("avg_cpu_util", "avg CPU utilization", pct, lambda r: r.avg_cpu_util),
+    SeedMetric("avg_memory_util", "avg memory utilization", pct, lambda r: r.avg_memory_util),
     SeedMetric("cuts", "cuts", _count),
     SeedMetric("kills", "kills", _count),
     SeedMetric("victims_lost", "victims never rescheduled", _count),
     SeedMetric("oom_kills", "OOM kills", _count),
-    SeedMetric("energy_kwh", "energy, all hosts on (kWh)", _fixed(3)),
-    SeedMetric("energy_kwh_switch_off", "energy, empty hosts off (kWh)", _fixed(3)),
-    SeedMetric("successful_per_kwh", "successful requests per kWh (all on)", _fixed(0)),
-    SeedMetric("decision_ms_p50", "decision p50 (ms)", _fixed(3)),
-    SeedMetric("decision_ms_p99", "decision p99 (ms)", _fixed(3)),
+    SeedMetric("energy_kwh", "energy, all hosts on (kWh)", num(3)),
+    SeedMetric("energy_kwh_switch_off", "energy, empty hosts off (kWh)", num(3)),
+    SeedMetric("successful_per_kwh", "successful requests per kWh (all on)", num(0)),
+    SeedMetric("decision_ms_p50", "decision p50 (ms)", num(3)),
+    SeedMetric("decision_ms_p99", "decision p99 (ms)", num(3)),
 )
 
 
@@ -142,7 +135,7 @@ class SeedSummary:
                   "| seed | " + " | ".join(self.policies) + " |",
                   "|---" * (len(self.policies) + 1) + "|"]
         for index, seed in enumerate(self.seeds):
-            cells = [_pct_or_na(self.spreads[p]["success_rate"].by_seed[index])
+            cells = [pct(self.spreads[p]["success_rate"].by_seed[index])
                      for p in self.policies]
             lines.append(f"| {seed} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
@@ -157,12 +150,8 @@ class SeedSummary:
             text += f" [{len(spread.values)} of {len(self.seeds)} seeds]"
         reference = THESIS_RESULTS.get(policy) if self.thesis else None
         if reference is not None and metric.thesis is not None and not self.queue_new:
-            text += f" (thesis {_pct(metric.thesis(reference))})"
+            text += f" (thesis {pct(metric.thesis(reference))})"
         return text
-
-
-def _pct_or_na(value: float | None) -> str:
-    return "n/a" if value is None else _pct(value)
 
 
 def summarize_seeds(runs: Sequence[SeedRun], *, queue_new: bool, thesis: bool) -> SeedSummary:

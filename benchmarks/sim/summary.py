@@ -25,11 +25,11 @@ THESIS_RESULTS: dict[str, ThesisResult] = {
 }
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
-def _num(digits: int) -> Callable[[float | None], str]:
+def num(digits: int) -> Callable[[float | None], str]:
     def format_(value: float | None) -> str:
         return "n/a" if value is None else f"{value:,.{digits}f}"
 
@@ -55,13 +55,13 @@ def _value(
     def cell(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
         text = fmt(get(m, s))
         if reference is not None and thesis_value is not None:
-            text += f" (thesis {_pct(thesis_value(reference))})"
+            text += f" (thesis {pct(thesis_value(reference))})"
         return text
 
     return cell
 
 
-_REFUSING_SUCCESS_RATE = _value(lambda m, s: m.success_rate, _pct, lambda r: r.success_rate)
+_REFUSING_SUCCESS_RATE = _value(lambda m, s: m.success_rate, pct, lambda r: r.success_rate)
 
 
 def _success_rate(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
@@ -70,20 +70,20 @@ def _success_rate(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None)
     # Queued requests are never refused: the rate of the decided ones is no match for the
     # thesis's; what matters is how many were placed in the run.
     placed = m.successful / m.requests if m.requests else None
-    return f"{_pct(m.success_rate)} of decided, {_pct(placed)} of all"
+    return f"{pct(m.success_rate)} of decided, {pct(placed)} of all"
 
 
 def _queued(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
-    return f"{_num(0)(m.queued_at_end)} (of {_num(0)(m.queued_requests)} queued)"
+    return f"{num(0)(m.queued_at_end)} (of {num(0)(m.queued_requests)} queued)"
 
 
 def _delay(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
-    return " / ".join(_num(1)(None if v is None else v / 1000.0)
+    return " / ".join(num(1)(None if v is None else v / 1000.0)
                       for v in (m.scheduling_delay_ms_p50, m.scheduling_delay_ms_p99))
 
 
 def _victims(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
-    text = _num(0)(m.victims_lost)
+    text = num(0)(m.victims_lost)
     if m.victims_lost:
         text += f" ({m.victims_waiting_at_end} still waiting at the end)"
     return text
@@ -94,38 +94,38 @@ def _oom(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
 
 
 def _slowdown(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
-    return f"{_num(2)(m.job_slowdown_mean)} / {_num(2)(m.job_slowdown_p99)}"
+    return f"{num(2)(m.job_slowdown_mean)} / {num(2)(m.job_slowdown_p99)}"
 
 
 def _regions(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
-    return " / ".join(_pct(v) for v in (m.lee_share, m.dee_share, m.eed_share))
+    return " / ".join(pct(v) for v in (m.lee_share, m.dee_share, m.eed_share))
 
 
 _ROWS: tuple[tuple[str, _Cell], ...] = (
-    ("requests", _value(lambda m, s: m.requests, _num(0))),
+    ("requests", _value(lambda m, s: m.requests, num(0))),
     ("success rate", _success_rate),
     ("queued, still waiting at the end", _queued),
     ("scheduling delay p50 / p99 (s)", _delay),
-    ("avg CPU utilization", _value(lambda m, s: m.avg_cpu_util, _pct, lambda r: r.avg_cpu_util)),
+    ("avg CPU utilization", _value(lambda m, s: m.avg_cpu_util, pct, lambda r: r.avg_cpu_util)),
     ("avg memory utilization",
-     _value(lambda m, s: m.avg_memory_util, _pct, lambda r: r.avg_memory_util)),
-    ("cuts", _value(lambda m, s: m.cuts, _num(0))),
-    ("memory cuts not fully applied", _value(lambda m, s: s.memory_cuts_partial, _num(0))),
-    ("kills", _value(lambda m, s: m.kills, _num(0))),
+     _value(lambda m, s: m.avg_memory_util, pct, lambda r: r.avg_memory_util)),
+    ("cuts", _value(lambda m, s: m.cuts, num(0))),
+    ("memory cuts not fully applied", _value(lambda m, s: s.memory_cuts_partial, num(0))),
+    ("kills", _value(lambda m, s: m.kills, num(0))),
     ("victims never rescheduled", _victims),
     ("OOM kills (host full / own limit)", _oom),
-    ("energy, all hosts on (kWh)", _value(lambda m, s: m.energy_kwh, _num(3))),
-    ("energy, empty hosts off (kWh)", _value(lambda m, s: m.energy_kwh_switch_off, _num(3))),
+    ("energy, all hosts on (kWh)", _value(lambda m, s: m.energy_kwh, num(3))),
+    ("energy, empty hosts off (kWh)", _value(lambda m, s: m.energy_kwh_switch_off, num(3))),
     ("successful requests per kWh (all on)",
-     _value(lambda m, s: m.successful_per_kwh, _num(0))),
+     _value(lambda m, s: m.successful_per_kwh, num(0))),
     ("successful requests per kWh (empty off)",
-     _value(lambda m, s: m.successful_per_kwh_switch_off, _num(0))),
+     _value(lambda m, s: m.successful_per_kwh_switch_off, num(0))),
     ("decision p50 (ms)", _value(lambda m, s: m.decision_ms_p50, _ms)),
     ("decision p99 (ms)", _value(lambda m, s: m.decision_ms_p99, _ms)),
     ("job slowdown mean / p99", _slowdown),
-    ("host-time CPU-contended", _value(lambda m, s: s.contended_host_share, _pct)),
+    ("host-time CPU-contended", _value(lambda m, s: s.contended_host_share, pct)),
     ("host-time in LEE / DEE / EED", _regions),
-    ("simulator wall time (s)", _value(lambda m, s: s.wall_s, _num(2))),
+    ("simulator wall time (s)", _value(lambda m, s: s.wall_s, num(2))),
 )
 
 
