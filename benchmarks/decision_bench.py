@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.metrics import Stats
-from benchmarks.workload import ThesisWorkloadConfig
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
-from manager.scheduler.policies import Policy, make_policy
+from measure.recorder import Stats
+from scheduler.registry import Policy, make_policy
+from workloads.thesis import ThesisWorkloadConfig
 
 CPU_SHARES = 8 * 1024
 MEMORY_BYTES = 12 * 2**30

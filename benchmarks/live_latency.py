@@ -20,10 +20,10 @@ from pathlib import Path
 
 import docker
 
-from benchmarks.metrics import Stats
+from cli.client import Api
 from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
-from manager.client_cmd import Api
+from measure.recorder import Stats
 
 
 def started_at(clients: list[docker.DockerClient], task_id: str) -> float | None:

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.lab.images import busybox_on
-from benchmarks.processes import free_port, redis_server, stop_child, wait_serving
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
+from lab.images import busybox_on
+from lab.processes import free_port, redis_server, stop_child, wait_serving
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "monitor-overhead-bench"
@@ -57,7 +57,7 @@ def registry(work: Path) -> Iterator[str]:
         log_path = work / "registry.log"
         with open(log_path, "ab") as log:
             server = subprocess.Popen(
-                [sys.executable, "-m", "manager.cli", "registry", "--listen",
+                [sys.executable, "-m", "cli.main", "registry", "--listen",
                  f"127.0.0.1:{registry_port}", "--redis-url", redis.url,
                  "--log-level", "WARNING"], cwd=REPO, env=_child_environment(), stdout=log,
                 stderr=log)

@@ -32,12 +32,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from benchmarks.argtypes import positive_float
-from benchmarks.cluster import parse_hosts_spec
-from benchmarks.sim.engine import ProgressCallback, SimConfig, SimResult, simulate
-from benchmarks.sim.profiles import load_shipped_profiles
-from benchmarks.sim.runner import DEFAULT_POLICIES, requests_with_probes
-from benchmarks.workload import (
+from cli.argtypes import positive_float
+from sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from sim.profiles import load_shipped_profiles
+from sim.runner import DEFAULT_POLICIES, requests_with_probes
+from workloads.cluster import parse_hosts_spec
+from workloads.thesis import (
     ProbeConfig,
     ThesisWorkloadConfig,
     iter_thesis_requests,

@@ -26,7 +26,7 @@ class ValidationError(GreenSwarmError):
 
     def __reduce__(self) -> tuple[type[ValidationError], tuple[str, str]]:
         # pickled with its two arguments (args holds the joined text): it crosses processes
-        # intact, e.g. from a simulation worker (benchmarks/sim/runner.py)
+        # intact, e.g. from a simulation worker (sim/runner.py)
         return type(self), (self.field, self.message)
 
     def to_dict(self) -> dict[str, str]:

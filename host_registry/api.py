@@ -23,7 +23,7 @@ from domain.model import (
 from domain.regions import Region
 from domain.store import Segment
 from task_registry.api import registry
-from task_registry.web import allow_only, json_body, required
+from web.edge import allow_only, json_body, required
 
 blueprint = Blueprint("host_registry", __name__, url_prefix="/registry")
 

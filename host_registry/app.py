@@ -15,8 +15,8 @@ import task_registry.api
 from domain.errors import NotFoundError
 from domain.model import HostView
 from domain.store import ClusterStore
-from task_registry import web
 from task_registry.api import EndStatus, Registry
+from web import edge as web
 
 
 class StandaloneEvents:

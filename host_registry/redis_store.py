@@ -40,7 +40,7 @@ from host_registry.keys import (
     pending_to_hash,
     room_fields,
 )
-from task_registry.keys import TaskKeys, task_from_hash, task_to_hash
+from host_registry.task_keys import TaskKeys, task_from_hash, task_to_hash
 
 T = TypeVar("T")
 # redis-py's stubs type every reply as bytes | str | ...; this client always decodes to str

@@ -13,7 +13,7 @@ from manager.core import Manager
 from manager.openapi import document
 from manager.records import RequestStatus
 from task_registry.api import task_json
-from task_registry.web import allow_only, json_body
+from web.edge import allow_only, json_body
 
 blueprint = Blueprint("manager", __name__)
 

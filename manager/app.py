@@ -10,8 +10,8 @@ import host_registry.api
 import manager.api
 import task_registry.api
 from manager.core import Manager, ManagerEvents
-from task_registry import web
 from task_registry.api import Registry
+from web import edge as web
 
 log = logging.getLogger(__name__)
 

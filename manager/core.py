@@ -24,12 +24,12 @@ from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.loop import SchedulingLoop
 from manager.records import FINAL, RequestRecord, RequestRecords, RequestStatus
-from manager.scheduler.energy import EmptyHosts
-from manager.scheduler.policies import make_policy
-from manager.scheduler.service import Outcome, Scheduler
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
 from manager.swarm import Placement, ServiceInfo, SwarmBackend, TaskState
+from scheduler.policies.energy import EmptyHosts
+from scheduler.registry import make_policy
+from scheduler.service import Outcome, Scheduler
 from task_registry.api import EndStatus
 
 log = logging.getLogger(__name__)

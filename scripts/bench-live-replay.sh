@@ -82,7 +82,7 @@ export GREENSWARM_SYNC_INTERVAL_S=1 GREENSWARM_RETRY_INTERVAL_S=1
 
 # -- at the end, whatever happened: the demo's settings back, or the lab down -------------------
 lab_was_up=0
-if [ -x .venv/bin/python ] && .venv/bin/python -m benchmarks.lab status >/dev/null 2>&1; then
+if [ -x .venv/bin/python ] && .venv/bin/python -m lab status >/dev/null 2>&1; then
     lab_was_up=1
 fi
 prefixes=()
@@ -163,7 +163,7 @@ greenswarm bench simulate --trace "$trace" --policies "$policies" --out "$out/si
 import dataclasses
 import sys
 
-from benchmarks.report import load_result, save_result
+from measure.report import load_result, save_result
 
 out, policies = sys.argv[1], sys.argv[2:]
 for policy in policies:

@@ -31,7 +31,7 @@ if ! $DOCKER info >/dev/null 2>&1; then
     for _ in $(seq 120); do $DOCKER info >/dev/null 2>&1 && break; sleep 0.5; done
     $DOCKER info >/dev/null || { echo "dockerd did not start (/var/log/greenswarm/dockerd-bench.log)" >&2; exit 1; }
 fi
-python -c "from benchmarks.lab.images import busybox_on; busybox_on('/var/run/docker.sock')"
+python -c "from lab.images import busybox_on; busybox_on('/var/run/docker.sock')"
 if [ "$($DOCKER info --format '{{.Swarm.LocalNodeState}}')" != "active" ]; then
     $DOCKER swarm init --advertise-addr 127.0.0.1 >/dev/null
     created_swarm=1

@@ -5,7 +5,7 @@
 #   bash scripts/lab-demo.sh --down          stop the demo, the stack and the lab
 #   bash scripts/lab-demo.sh --down --purge  ... and delete Redis' volume (every record)
 #
-# It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, benchmarks/lab),
+# It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, lab),
 # the manager and Redis (docker-compose.yml), the agent and monitor on every node
 # (docker-stack.yml + docker-stack.lab.yml), then submits a class mix that shows the three passes:
 # placements (fullest LEE host first, empty hosts last), a cut, and a kill with a reschedule.
@@ -166,7 +166,7 @@ look "$DOCKER service ls" "requests are Swarm services (gs-$p-...)"
 look "$DOCKER stack ps $STACK" "the agent and monitor of every node"
 look "$DOCKER -H unix:///run/greenswarm/lab/$packed.sock ps" "a node's own engine"
 look "docker-compose -p $PROJECT logs manager" "the manager's log"
-look "python -m benchmarks.lab status" "the lab's nodes"
+look "python -m lab status" "the lab's nodes"
 echo "Run it again: bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
 echo "Stop it all:  bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"
 log "demo done"

@@ -62,12 +62,12 @@ lab_up() {
     source .venv/bin/activate
     lab_token
     log "lab: $NODES nodes of $NODE_CPUS CPU and $NODE_MEMORY (first run: builds the images, minutes)"
-    .venv/bin/python -m benchmarks.lab up --nodes "$NODES" --node-cpus "$NODE_CPUS" \
+    .venv/bin/python -m lab up --nodes "$NODES" --node-cpus "$NODE_CPUS" \
         --node-memory "$NODE_MEMORY"
     # `lab up` builds the project image only when it is missing; this rebuilds it when the source
     # changed and loads it into the nodes (about 1 s when nothing changed).
     local images_report
-    images_report=$(.venv/bin/python -m benchmarks.lab images)
+    images_report=$(.venv/bin/python -m lab images)
     grep -E 'built|loading' <<<"$images_report" || true
 }
 
@@ -126,5 +126,5 @@ lab_take_down() {
         compose down --remove-orphans
     fi
     log "taking the lab down"
-    .venv/bin/python -m benchmarks.lab down
+    .venv/bin/python -m lab down
 }

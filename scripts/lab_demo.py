@@ -14,9 +14,9 @@ import sys
 import time
 from collections.abc import Callable
 
+from cli.client import FINAL, Api
 from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
-from manager.client_cmd import FINAL, Api
 
 DOCKER = os.environ.get("GREENSWARM_DOCKER_CLI", "/usr/bin/docker")
 

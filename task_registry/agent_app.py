@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response, current_app, jsonify
 
 from domain.model import check_id, check_int
-from task_registry import web
 from task_registry.agent import Agent
-from task_registry.web import allow_only, json_body, required
+from web import edge as web
+from web.edge import allow_only, json_body, required
 
 blueprint = Blueprint("agent", __name__)
 

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from domain.errors import NotFoundError, ValidationError
 from domain.model import HostView, Task, check_fraction_of_one, check_id, check_int
 from domain.store import ClusterStore
-from task_registry.web import allow_only, json_body, required
+from web.edge import allow_only, json_body, required
 
 
 class EndStatus(StrEnum):

@@ -14,7 +14,7 @@ from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import RegionBounds
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
-from manager.scheduler.service import Outcome
+from scheduler.service import Outcome
 
 JOB, SERVICE = TaskType.JOB, TaskType.SERVICE
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.lab.images import busybox_on
-from benchmarks.processes import RedisServer, redis_server
+from lab.images import busybox_on
+from lab.processes import RedisServer, redis_server
 from tests.support.servers import docker_engine
 
 

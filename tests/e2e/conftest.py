@@ -1,6 +1,6 @@
 """Fixtures of the end-to-end tests: a real local lab (DESIGN 6), brought up once per module.
 
-The lab is driven through its command line (``python -m benchmarks.lab``), exactly as an operator
+The lab is driven through its command line (``python -m lab``), exactly as an operator
 would. The fixture owns the lab: it refuses (skips) when another lab is already up, and always
 takes its lab down at the end (a second `down` is harmless).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.lab.settings import LabSettings, settings_from_env
+from lab.settings import LabSettings, settings_from_env
 from tests.support.live import leave_leftover_test_swarm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +32,8 @@ UP_TIMEOUT_S = 1800.0  # the very first `up` builds the root file systems (minut
 
 
 def lab_cli(*args: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m benchmarks.lab <args>`` from the repository; never raises on failure."""
-    return subprocess.run([sys.executable, "-m", "benchmarks.lab", *args], cwd=REPO,
+    """Run ``python -m lab <args>`` from the repository; never raises on failure."""
+    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout_s, check=False)
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import docker
 import requests
 
-from benchmarks.processes import free_port
 from domain.labels import LABEL_TASK
+from lab.processes import free_port
 from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
 
 FINAL = {"completed", "failed", "rejected", "stopped"}
@@ -255,7 +255,7 @@ class Stack:
             ],
             "request": body,
         }
-        done = subprocess.run([sys.executable, "-m", "manager.cli", "decide", "--scenario", "-"],
+        done = subprocess.run([sys.executable, "-m", "cli.main", "decide", "--scenario", "-"],
                               cwd=REPO, input=json.dumps(scenario), capture_output=True,
                               text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr

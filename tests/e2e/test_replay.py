@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload, write_trace
 from domain.model import TaskType
 from tests.e2e.conftest import REPO, Lab
 from tests.e2e.stack import FINAL, Stack
+from workloads.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload, write_trace
 
 pytestmark = pytest.mark.lab
 
@@ -66,7 +66,7 @@ def run_replay(stack: Stack, tmp_path: Path, trace: Trace, label: str,
     token_file.write_text(stack.token + "\n")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "manager.cli", "bench", "replay", "--trace", str(trace_file),
+        [sys.executable, "-m", "cli.main", "bench", "replay", "--trace", str(trace_file),
          "--manager", stack.url, "--speedup", str(SPEEDUP), "--policy-label", label,
          "--out", str(out), "--token-file", str(token_file), "--no-probes", *options],
         cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
@@ -104,7 +104,7 @@ def test_a_tiny_trace_replayed_live_gives_a_result_that_matches_the_trace(
     assert all(r["status"] in FINAL for r in stack.get("/requests"))
     assert all(h["task_count"] == 0 for h in stack.hosts())
     # The report reads it like a simulated run.
-    report = subprocess.run([sys.executable, "-m", "manager.cli", "bench", "report", str(out),
+    report = subprocess.run([sys.executable, "-m", "cli.main", "bench", "report", str(out),
                              "--no-plots"], cwd=REPO, capture_output=True, text=True,
                             timeout=120, check=False)
     assert report.returncode == 0, report.stderr

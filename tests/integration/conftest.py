@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.processes import RedisServer
+from lab.processes import RedisServer
 from tests.support.live import Live, single_node_swarm
 
 _numbers = itertools.count()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from benchmarks.processes import RedisServer
-from manager.cli import main
+from cli.main import main
+from lab.processes import RedisServer
 
 pytestmark = pytest.mark.redis
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -24,11 +24,11 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
-from benchmarks.processes import RedisServer, free_port, redis_server, wait_for
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
+from lab.processes import RedisServer, free_port, redis_server, wait_for
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.client import HostRegistration, RegistryClient
 from monitor.core import BackoffPolicy, HostUpdate, TaskBatch, TaskUtil, UtilSample

@@ -10,7 +10,6 @@ from fractions import Fraction
 
 import pytest
 
-from benchmarks.processes import RedisServer
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
@@ -19,8 +18,9 @@ from domain.store import ClusterStore
 from domain.tally import EMPTY_TALLY, combine, contribution
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
-from manager.scheduler.policies import make_policy
-from manager.scheduler.service import Scheduler
+from lab.processes import RedisServer
+from scheduler.registry import make_policy
+from scheduler.service import Scheduler
 from tests.builders import H, T, build, outcome_key, req
 
 pytestmark = pytest.mark.redis

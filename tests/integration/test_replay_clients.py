@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from benchmarks.processes import RedisServer, free_port, stop_child, wait_serving
-from benchmarks.replay.clients import HttpRound, RedisRound, ServiceClient
-from benchmarks.replay.feed import RoundResult, ServiceTarget
-from benchmarks.trace import Workload
+from lab.processes import RedisServer, free_port, stop_child, wait_serving
+from replay.clients import HttpRound, RedisRound, ServiceClient
+from replay.feed import RoundResult, ServiceTarget
+from workloads.trace import Workload
 
 pytestmark = pytest.mark.redis
 
@@ -38,7 +38,7 @@ def test_the_redis_round_waits_for_data_then_sets_and_gets(redis_srv: RedisServe
             admin.delete("key:0", "key:1", "key:2")
 
 
-TIMESERVER = Path(__file__).resolve().parents[2] / "benchmarks/images/timeserver/server.py"
+TIMESERVER = Path(__file__).resolve().parents[2] / "lab/image_sources/timeserver/server.py"
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import docker
 import requests
 
-from benchmarks.processes import free_port, stop_child, wait_for, wait_serving
 from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL, LABEL_TASK
+from lab.processes import free_port, stop_child, wait_for, wait_serving
 
 TOKEN = "test-token"
 CAPACITY_CPU = 2048
@@ -126,7 +126,7 @@ class Live:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{self.prefix}-{name}.log", "ab")  # noqa: SIM115 - child's
         return subprocess.Popen(
-            [sys.executable, "-m", "manager.cli", *args],
+            [sys.executable, "-m", "cli.main", *args],
             env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,

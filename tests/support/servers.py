@@ -1,4 +1,4 @@
-"""Real servers for tests: redis-server on a free loopback port (benchmarks.processes, shared
+"""Real servers for tests: redis-server on a free loopback port (lab.processes, shared
 with the benchmarks), and a Docker engine.
 
 Everything started here is stopped by its pid; nothing is ever stopped by name.
@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.processes import stop_child, wait_for
+from lab.processes import stop_child, wait_for
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 

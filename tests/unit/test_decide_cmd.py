@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.cli import main
+from cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -90,7 +90,7 @@ def test_unreadable_or_invalid_json_is_a_clear_error(
 def test_the_installed_command_runs_without_a_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"hosts": [], "request": {"id": "r", "class": 0}}')
-    result = subprocess.run([sys.executable, "-m", "manager.cli", "decide", "--scenario",
+    result = subprocess.run([sys.executable, "-m", "cli.main", "decide", "--scenario",
                              str(bad)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "request.class" in result.stderr and "Traceback" not in result.stderr

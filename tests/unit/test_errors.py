@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.replay.driver import ManagerApi
+from cli.client import Api
 from domain.errors import (
     AuthError,
     ConflictError,
@@ -24,8 +24,8 @@ from domain.errors import (
     http_status,
 )
 from manager.agents import AgentClient
-from manager.client_cmd import Api
 from monitor.client import HostRegistration, RegistryClient
+from replay.driver import ManagerApi
 from task_registry.agent import ManagerLink
 
 FAMILIES: list[tuple[GreenSwarmError, int]] = [

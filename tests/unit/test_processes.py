@@ -1,4 +1,4 @@
-"""benchmarks.processes: waiting for a child to serve notices a child that exited."""
+"""lab.processes: waiting for a child to serve notices a child that exited."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks.processes import free_port, stop_child, wait_serving
+from lab.processes import free_port, stop_child, wait_serving
 
 
 def test_a_child_that_exits_before_answering_is_reported_at_once() -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cli import register
-from benchmarks.cluster import parse_hosts_spec
-from benchmarks.readers import (
+from cli.bench import register
+from domain.errors import ValidationError
+from domain.model import TaskType
+from workloads.cluster import parse_hosts_spec
+from workloads.readers import (
     DOCKER_MIN_MEMORY_BYTES,
     convert_alibaba,
     convert_google2011,
@@ -20,9 +22,7 @@ from benchmarks.readers import (
     google_type,
     reference_host,
 )
-from benchmarks.trace import TraceError, TraceRequest, Workload, read_trace
-from domain.errors import ValidationError
-from domain.model import TaskType
+from workloads.trace import TraceError, TraceRequest, Workload, read_trace
 
 GIB = 1024**3
 MIB = 1024**2

@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.metrics import MetricsRecorder, PolicyResult
-from benchmarks.replay.feed import RecorderFeed, RoundResult, recorder_host_ids
-from benchmarks.replay.history import EventKind, classify, is_oom
-from benchmarks.replay.plan import (
+from cli.main import main
+from domain.errors import ValidationError
+from domain.model import TaskType
+from measure.recorder import MetricsRecorder, PolicyResult
+from replay.feed import RecorderFeed, RoundResult, recorder_host_ids
+from replay.history import EventKind, classify, is_oom
+from replay.plan import (
     ReplayPlanConfig,
     Submission,
     TraceClock,
@@ -19,10 +22,7 @@ from benchmarks.replay.plan import (
     plan_submissions,
     round_interval_wall_s,
 )
-from benchmarks.trace import HostSpec, TraceRequest, Workload
-from domain.errors import ValidationError
-from domain.model import TaskType
-from manager.cli import main
+from workloads.trace import HostSpec, TraceRequest, Workload
 
 MIB = 1024**2
 GIB = 1024**3

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cli import register
-from benchmarks.energy import JOULES_PER_KWH, PowerModel
-from benchmarks.metrics import (
+from cli.bench import register
+from domain.errors import ValidationError
+from domain.model import TaskType
+from measure.energy import JOULES_PER_KWH, PowerModel
+from measure.recorder import (
     Cut,
     EndStatus,
     MetricsRecorder,
@@ -20,7 +22,7 @@ from benchmarks.metrics import (
     Stats,
     percentile,
 )
-from benchmarks.report import (
+from measure.report import (
     build_summary,
     load_result,
     load_results,
@@ -28,9 +30,7 @@ from benchmarks.report import (
     save_result,
     write_report,
 )
-from benchmarks.trace import HostSpec, TraceHeader, Workload
-from domain.errors import ValidationError
-from domain.model import TaskType
+from workloads.trace import HostSpec, TraceHeader, Workload
 
 GIB = 1024**3
 HOSTS = (HostSpec("h1", 4096, 8 * GIB), HostSpec("h2", 4096, 8 * GIB))

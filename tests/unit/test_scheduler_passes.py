@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from domain.classes import ClassTable
 from domain.decision import Pass
 from domain.model import TaskType
-from manager.scheduler.energy import EmptyHosts, EnergyPolicy
+from scheduler.policies.energy import EmptyHosts, EnergyPolicy
 from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
 
 ENERGY = EnergyPolicy()

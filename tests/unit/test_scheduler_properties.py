@@ -25,8 +25,8 @@ from domain.pending import PendingReason
 from domain.regions import REGIONS
 from domain.tally import EMPTY_TALLY, combine, contribution
 from host_registry.memory import MemoryStore
-from manager.scheduler.policies import make_policy
-from manager.scheduler.service import Outcome, Scheduler
+from scheduler.registry import make_policy
+from scheduler.service import Outcome, Scheduler
 from tests.builders import outcome_key
 
 utilization = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -15,8 +15,8 @@ from domain.pending import PendingReason
 from domain.regions import Region
 from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
-from manager.scheduler.policies import make_policy
-from manager.scheduler.service import Scheduler
+from scheduler.registry import make_policy
+from scheduler.service import Scheduler
 from tests.builders import JOB, SERVICE, H, T, build, req
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.argtypes import MAX_SEEDS, seed_list
-from benchmarks.sim.engine import SimConfig, SimResult
-from benchmarks.sim.profiles import load_shipped_profiles
-from benchmarks.sim.runner import run_policies, thesis_input
-from benchmarks.sim.seeds import SEED_METRICS, summarize_seeds
-from benchmarks.workload import ThesisWorkloadConfig
-from manager.cli import main
+from cli.argtypes import MAX_SEEDS, seed_list
+from cli.main import main
+from sim.engine import SimConfig, SimResult
+from sim.profiles import load_shipped_profiles
+from sim.runner import run_policies, thesis_input
+from sim.seeds import SEED_METRICS, summarize_seeds
+from workloads.thesis import ThesisWorkloadConfig
 
 SHORT = ThesisWorkloadConfig(duration_s=240.0)
 

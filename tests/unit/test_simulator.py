@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-from benchmarks.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
-from benchmarks.sim.engine import (
+from domain.errors import ValidationError
+from domain.model import TaskType
+from measure.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
+from sim.engine import (
     DEFAULT_MEMORY_CUT_MARGIN_BYTES,
     ProgressCallback,
     SimConfig,
     SimResult,
     Simulation,
 )
-from benchmarks.sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
-from benchmarks.sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
-from benchmarks.sim.summary import render_summary
-from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload
-from benchmarks.workload import ThesisWorkloadConfig
-from domain.errors import ValidationError
-from domain.model import TaskType
+from sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
+from sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
+from sim.summary import render_summary
+from workloads.thesis import ThesisWorkloadConfig
+from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
 
 GIB = 1024**3
 MIB = 1024**2
@@ -386,7 +386,7 @@ def test_a_policy_run_that_fails_fails_the_whole_run(jobs: int) -> None:
 
 
 def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> None:
-    """The full thesis hour with and without the retry skip (manager.scheduler.service): the
+    """The full thesis hour with and without the retry skip (scheduler.service): the
     same run, except fewer decisions (a skipped retry still counts as a failed reschedule
     attempt). Only the energy policy queues (its kill victims); the baselines never retry."""
     runs = [thesis_sim("energy", seed=1, duration_s=3600.0, skip_unchanged_retries=skip).run()

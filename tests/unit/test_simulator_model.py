@@ -11,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cluster import GIB
-from benchmarks.sim.cli import ProgressBoard
-from benchmarks.sim.contention import share_cpu
-from benchmarks.sim.monitor_model import (
+from cli.main import main
+from cli.simulate import ProgressBoard
+from domain.errors import ValidationError
+from domain.model import TaskType
+from sim.contention import share_cpu
+from sim.monitor_model import (
     HostMonitor,
     MonitorModelConfig,
     WindowAccumulator,
     instants_between,
 )
-from benchmarks.sim.profiles import (
+from sim.profiles import (
     DEFAULT_PROFILES,
     SHIPPED_PROFILES_PATH,
     Profiles,
@@ -29,10 +31,8 @@ from benchmarks.sim.profiles import (
     load_shipped_profiles,
     steps_from_series,
 )
-from benchmarks.trace import HostSpec, TraceHeader, TraceRequest, Workload, write_requests
-from domain.errors import ValidationError
-from domain.model import TaskType
-from manager.cli import main
+from workloads.cluster import GIB
+from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload, write_requests
 
 # ------------------------------------------------------------------ CPU sharing
 

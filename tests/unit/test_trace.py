@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.trace import (
+from domain.errors import ValidationError
+from domain.model import TaskType
+from workloads.trace import (
     HostSpec,
     Trace,
     TraceError,
@@ -22,8 +24,6 @@ from benchmarks.trace import (
     read_trace,
     write_trace,
 )
-from domain.errors import ValidationError
-from domain.model import TaskType
 
 GIB = 1024**3
 

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.cli import register
-from benchmarks.cluster import format_hosts_spec, parse_hosts_spec, thesis_hosts
-from benchmarks.trace import TraceRequest, Workload, read_trace
-from benchmarks.workload import (
+from cli.bench import register
+from domain.errors import ValidationError
+from domain.model import TaskType
+from workloads.cluster import format_hosts_spec, parse_hosts_spec, thesis_hosts
+from workloads.thesis import (
     ProbeConfig,
     Range,
     ThesisWorkloadConfig,
@@ -28,8 +29,7 @@ from benchmarks.workload import (
     truncated_exponential,
     with_probes,
 )
-from domain.errors import ValidationError
-from domain.model import TaskType
+from workloads.trace import TraceRequest, Workload, read_trace
 
 MIB = 1024**2
 GIB = 1024**3

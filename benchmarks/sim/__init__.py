@@ -1,1 +1,0 @@
-"""The discrete-event simulator of DESIGN 7.2 (see benchmarks/simulator.py for the overview)."""

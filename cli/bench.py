@@ -1,0 +1,204 @@
+"""``greenswarm bench ...``: generate and convert traces, report on policy runs.
+
+Wired into ``cli/main.py`` through :func:`register`. Actions::
+
+    greenswarm bench generate --workload thesis --seed N --out trace.jsonl
+                              [--hosts 5x8c12g] [--duration-s 3600] [--arrival-rate R]
+    greenswarm bench convert --format google2011|alibaba IN [IN ...] --out trace.jsonl
+                             [--hosts SPEC] [--duration-s S] [--limit N] [--resource-scale F]
+    greenswarm bench report DIR [--no-plots]
+    greenswarm bench power-tables
+    greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR [...]
+    greenswarm bench profile [--out FILE] [--docker URL] [...]
+    greenswarm bench replay --trace FILE --manager URL --speedup K --policy-label NAME
+                            --out DIR [...]
+
+Every handler returns an exit code; errors of the project (``GreenSwarmError``) propagate to
+``cli.main.main``, which prints them and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from cli.argtypes import positive_float, positive_int
+from cli.options import add_hosts_argument
+from cli.replay import add_replay
+from cli.simulate import add_profile, add_simulate
+from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
+
+Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
+ActionRegistrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+
+# ------------------------------------------------------------------ generate
+
+
+def _add_generate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "generate", help="write a seeded workload trace",
+        description="Write the thesis workload (DESIGN 7.1) as a JSON Lines trace. A name "
+        "ending in .gz is compressed.",
+    )
+    parser.add_argument("--workload", choices=["thesis"], default="thesis",
+                        help="workload model (default: thesis)")
+    parser.add_argument("--seed", type=int, required=True, help="random seed (an integer)")
+    parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
+    add_hosts_argument(parser)
+    parser.add_argument("--duration-s", type=positive_float, default=3600.0, metavar="S",
+                        help="arrival window in seconds (default: 3600)")
+    parser.add_argument(
+        "--arrival-rate", type=positive_float, default=None, metavar="PER_S",
+        help="requests per second while sending (default: 2/s scaled with the cluster: "
+        "2 x hosts / 5 for thesis-sized hosts)",
+    )
+    parser.set_defaults(handler=_generate)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from workloads.cluster import parse_hosts_spec
+    from workloads.thesis import ThesisWorkloadConfig, iter_thesis_requests, thesis_header
+    from workloads.trace import write_requests
+
+    config = ThesisWorkloadConfig(
+        hosts=parse_hosts_spec(args.hosts),
+        duration_s=args.duration_s,
+        arrival_rate_per_s=args.arrival_rate,
+    )
+    header = thesis_header(config, args.seed)
+    # The generator numbers its ids: no need to remember millions of them.
+    count = write_requests(
+        args.out, header, iter_thesis_requests(args.seed, config), check_unique_ids=False
+    )
+    print(
+        f"wrote {count} requests to {args.out} ({len(config.hosts)} hosts, "
+        f"{config.duration_s:g} s, {config.effective_arrival_rate_per_s:g} requests/s, "
+        f"seed {args.seed})"
+    )
+    return 0
+
+
+# ------------------------------------------------------------------ convert
+
+
+def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "convert", help="convert a public cluster trace",
+        description="Convert Google 2011 task_events or Alibaba openb_pod_list CSV files "
+        "(plain or .gz) into a trace. Mappings: see workloads/readers.py.",
+    )
+    parser.add_argument("--format", required=True, choices=["google2011", "alibaba"],
+                        help="input format")
+    parser.add_argument("inputs", nargs="+", metavar="IN",
+                        help="input CSV file(s), read in order as one stream")
+    parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
+    add_hosts_argument(parser)
+    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
+                        help="keep only arrivals in the first S seconds")
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                        help="keep only the first N requests")
+    parser.add_argument(
+        "--resource-scale", type=positive_float, default=None, metavar="F",
+        help="alibaba only: multiply every pod's CPU and memory by F (default: 1)",
+    )
+    parser.set_defaults(handler=_convert)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from domain.errors import ValidationError
+    from workloads.cluster import parse_hosts_spec
+    from workloads.readers import convert_alibaba, convert_google2011
+    from workloads.trace import write_trace
+
+    hosts = parse_hosts_spec(args.hosts)
+    if args.format == "google2011":
+        if args.resource_scale is not None:
+            raise ValidationError(
+                "resource-scale", "applies to alibaba only (Google sizes are fractions of the "
+                "largest host of --hosts)"
+            )
+        conversion = convert_google2011(
+            args.inputs, hosts, duration_s=args.duration_s, limit=args.limit
+        )
+    else:
+        conversion = convert_alibaba(
+            args.inputs, hosts, resource_scale=args.resource_scale or 1.0,
+            duration_s=args.duration_s, limit=args.limit,
+        )
+    write_trace(args.out, conversion.trace)
+    print(f"wrote {len(conversion.trace.requests)} requests to {args.out}")
+    print(conversion.trace.header.notes)
+    return 0
+
+
+# ------------------------------------------------------------------ report
+
+
+def _add_report(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "report", help="compare policy runs side by side",
+        description="Read DIR/<policy>/result.json for every policy and write "
+        "DIR/summary.json, DIR/summary.md and PNG plots.",
+    )
+    parser.add_argument("dir", metavar="DIR", help="directory holding one folder per policy")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.set_defaults(handler=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from measure.report import write_report
+
+    files = write_report(args.dir, plots=not args.no_plots)
+    print(f"wrote {files.summary_json}")
+    print(f"wrote {files.summary_md}")
+    for plot in files.plots:
+        print(f"wrote {plot}")
+    return 0
+
+
+# ------------------------------------------------------------------ power tables
+
+
+def _add_power_tables(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "power-tables", help="list the SPECpower tables of the energy model",
+        description="List the published power tables (watts at 0, 10, ..., 100 %% CPU load).",
+    )
+    parser.set_defaults(handler=_power_tables)
+
+
+def _power_tables(args: argparse.Namespace) -> int:
+    for name in sorted(POWER_TABLES):
+        table = POWER_TABLES[name]
+        default = " (default)" if name == DEFAULT_POWER_TABLE else ""
+        watts = ", ".join(f"{w:g}" for w in table.watts)
+        sys.stdout.write(f"{name}{default}: {table.server}\n    {watts} W\n")
+    return 0
+
+
+# ------------------------------------------------------------------ registration
+
+# The actions of ``greenswarm bench``; the simulator's and the replay's live in cli/simulate.py
+# and cli/replay.py and reuse add_hosts_argument and add_power_table_argument.
+BENCH_ACTIONS: tuple[ActionRegistrar, ...] = (
+    _add_generate,
+    _add_convert,
+    _add_report,
+    _add_power_tables,
+    add_simulate,
+    add_profile,
+    add_replay,
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench`` and its actions to the ``greenswarm`` command line."""
+    bench = subparsers.add_parser(
+        "bench", help="benchmark traces and reports",
+        description="Benchmark workloads: generate or convert traces, report on policy runs.",
+    )
+    actions = bench.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
+    for add in BENCH_ACTIONS:
+        add(actions)

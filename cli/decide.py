@@ -1,0 +1,116 @@
+"""``greenswarm decide``: where would this request go, and why (a dry run, nothing applied)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from cli.policy_options import add_policy_options, class_table, empty_hosts, region_bounds
+from cli.scenario import load_scenario
+from domain.classes import ClassTable
+from domain.errors import ValidationError
+from domain.regions import RegionBounds
+from domain.store import ClusterStore
+from scheduler.registry import PolicyName, make_policy
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "decide",
+        help="dry-run a placement decision for a scenario file",
+        description="Read a scenario (or a JSON list of scenarios) and print the decision(s) "
+        "as JSON. Nothing is applied anywhere.",
+    )
+    parser.add_argument("--scenario", required=True, help="JSON file, or - for standard input")
+    parser.add_argument(
+        "--policy", default=PolicyName.ENERGY.value, choices=[p.value for p in PolicyName]
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="add the candidates each pass looked at and why each was passed over",
+    )
+    add_policy_options(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
+    parser.add_argument(
+        "--store",
+        choices=["memory", "redis"],
+        default="memory",
+        help="decide against the in-memory store or the Redis store",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default="redis://127.0.0.1:6379/0",
+        help="with --store redis; the scenario is loaded under a private key "
+        "prefix that is removed afterwards",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _read(path: str) -> object:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        raise ValidationError("scenario", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            "scenario", f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None
+
+
+def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | list[Any]:
+    classes = class_table(args)
+    bounds = region_bounds(args)
+    single = not isinstance(document, list)
+    scenarios = [document] if single else document
+    assert isinstance(scenarios, list)
+    results: list[dict[str, Any]] = []
+    for index, raw in enumerate(scenarios):
+        with _store(args, classes, bounds) as store:
+            try:
+                scenario = load_scenario(raw, classes, bounds, store)
+            except ValidationError as exc:
+                if single:
+                    raise
+                raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
+            policy = make_policy(
+                args.policy, empty_hosts=empty_hosts(args), seed=args.seed
+            )
+            decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
+        results.append(decision.to_dict(with_explain=args.explain))
+    return results[0] if single else results
+
+
+@contextlib.contextmanager
+def _store(
+    args: argparse.Namespace, classes: ClassTable, bounds: RegionBounds
+) -> Iterator[ClusterStore | None]:
+    """None (a fresh in-memory store per scenario), or a Redis store under its own prefix."""
+    if args.store == "memory":
+        yield None
+        return
+    from host_registry.redis_store import RedisStore  # the I/O edge, only when asked for
+
+    prefix = f"decide-{uuid.uuid4().hex[:12]}"
+    store = RedisStore.from_url(args.redis_url, classes, bounds, prefix)
+    try:
+        yield store
+    finally:
+        store.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    result = decide_all(_read(args.scenario), args)
+    print(json.dumps(result, indent=2))
+    return 0

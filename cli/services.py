@@ -1,0 +1,168 @@
+"""``greenswarm manager`` and ``greenswarm agent``: the two long-running services."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from domain.errors import ValidationError
+
+if TYPE_CHECKING:
+    from host_registry.redis_store import RedisStore
+    from manager.settings import ManagerSettings
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError("use HOST:PORT")
+    return host, int(port)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    manager = subparsers.add_parser(
+        "manager",
+        help="run the manager: REST API, scheduler, Host and Task Registry",
+        description="Settings come from GREENSWARM_* variables (see the README); options win. "
+        "GREENSWARM_TOKEN is required.",
+    )
+    manager.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:8080)")
+    manager.add_argument("--redis-url")
+    manager.add_argument("--docker-url")
+    manager.add_argument("--policy", choices=["energy", "spread", "binpack", "random", "swarm"])
+    manager.add_argument("--node-label", help="only Swarm nodes carrying this label are hosts")
+    manager.add_argument("--nodes", help="only these node ids or hostnames (comma-separated)")
+    manager.add_argument("--agent-url", help="one agent URL for every node (single-node set-ups)")
+    manager.add_argument("--log-level", default="INFO")
+    manager.set_defaults(handler=run_manager)
+
+    registry = subparsers.add_parser(
+        "registry",
+        help="run the Host and Task Registry endpoints on their own (no scheduler)",
+        description="The manager serves these endpoints itself; run them apart only when a "
+        "scheduler elsewhere drives them. Uses the manager's GREENSWARM_* settings.",
+    )
+    registry.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:8080)")
+    registry.add_argument("--redis-url")
+    registry.add_argument("--log-level", default="INFO")
+    registry.set_defaults(handler=run_registry)
+
+    agent = subparsers.add_parser(
+        "agent",
+        help="run a node agent: CPU shares, live cuts, kills, exit reports",
+        description="Settings come from GREENSWARM_AGENT_* variables, GREENSWARM_TOKEN and "
+        "GREENSWARM_MANAGER_URL; options win.",
+    )
+    agent.add_argument("--listen", type=_listen, help="HOST:PORT (default 0.0.0.0:8081)")
+    agent.add_argument("--manager-url")
+    agent.add_argument("--docker-url")
+    agent.add_argument("--node-id", help="default: the local engine's Swarm node id")
+    agent.add_argument("--log-level", default="INFO")
+    agent.set_defaults(handler=run_agent)
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _require_token(token: str) -> None:
+    if not token:
+        raise ValidationError("GREENSWARM_TOKEN", "is required: the shared bearer token")
+
+
+def _registry_store(settings: ManagerSettings) -> RedisStore:
+    """The shared token is required; the Redis store must answer before anything is served."""
+    from host_registry.redis_store import RedisStore
+
+    _require_token(settings.token)
+    store = RedisStore.from_url(
+        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
+    )
+    store.ping()
+    return store
+
+
+def run_manager(args: argparse.Namespace) -> int:
+    from manager.agents import AgentClient
+    from manager.app import create_app
+    from manager.core import Manager
+    from manager.records import RequestRecords
+    from manager.settings import ManagerSettings
+    from manager.swarm import SwarmBackend
+    from web.edge import serve
+
+    _logging(args.log_level)
+    host, port = args.listen or (None, None)
+    settings = ManagerSettings.from_env(
+        listen_host=host,
+        listen_port=port,
+        redis_url=args.redis_url,
+        docker_url=args.docker_url,
+        policy=args.policy,
+        node_label=args.node_label,
+        nodes=args.nodes,
+        agent_url=args.agent_url,
+    )
+    store = _registry_store(settings)
+    manager = Manager(
+        settings,
+        store,
+        RequestRecords(store.client, settings.redis_prefix),
+        SwarmBackend(settings.docker_url, settings.service_prefix),
+        AgentClient(settings.token),
+    )
+    manager.start()
+    try:
+        serve(create_app(manager), settings.listen_host, settings.listen_port, settings.threads)
+    finally:
+        manager.stop()
+    return 0
+
+
+def run_registry(args: argparse.Namespace) -> int:
+    from host_registry.app import create_registry_app
+    from manager.settings import ManagerSettings
+    from web.edge import serve
+
+    _logging(args.log_level)
+    host, port = args.listen or (None, None)
+    settings = ManagerSettings.from_env(
+        listen_host=host, listen_port=port, redis_url=args.redis_url
+    )
+    store = _registry_store(settings)
+    serve(
+        create_registry_app(store, settings.token),
+        settings.listen_host,
+        settings.listen_port,
+        settings.threads,
+    )
+    return 0
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    from task_registry.agent import Agent, AgentSettings, ManagerLink
+    from task_registry.agent_app import create_agent_app
+    from web.edge import serve
+
+    _logging(args.log_level)
+    host, port = args.listen or (None, None)
+    settings = AgentSettings.from_env(
+        listen_host=host,
+        listen_port=port,
+        manager_url=args.manager_url,
+        docker_url=args.docker_url,
+        node_id=args.node_id,
+    )
+    _require_token(settings.token)
+    agent = Agent(settings, ManagerLink(settings.manager_url, settings.token))
+    worker = threading.Thread(target=agent.run, name="agent-events", daemon=True)
+    worker.start()
+    try:
+        serve(create_agent_app(agent), settings.listen_host, settings.listen_port, threads=4)
+    finally:
+        agent.stop()
+    return 0

@@ -1,0 +1,365 @@
+"""``greenswarm bench simulate`` and ``greenswarm bench profile``: the simulator's I/O edge.
+
+    greenswarm bench simulate (--trace FILE | --workload thesis) [--seed N | --seeds LIST] --out DIR
+        [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
+        [--power-table NAME] [--profiles FILE] [--no-probes]
+        [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
+        [--queue-new] [--jobs N] [--no-plots] [--progress]
+    greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
+        [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
+
+``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (measure.report),
+``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
+side-by-side table, with the thesis's numbers for the thesis workload), then the report
+(``DIR/summary.md``, ``summary.json``, PNG plots). With ``--seeds`` each seed's run goes into
+``DIR/seed-N/`` as above, and ``DIR/seeds.md`` and ``DIR/seeds.json`` hold every number's mean,
+min and max over the seeds, per policy (sim.seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from cli.argtypes import positive_float, positive_int, seed_list
+from domain.errors import ValidationError
+from workloads.cluster import THESIS_HOSTS_SPEC
+
+if TYPE_CHECKING:
+    from measure.report import ReportFiles
+    from sim.engine import SimResult
+    from sim.profiles import Profiles
+    from workloads.trace import TraceRequest
+
+SIMULATION_FILE = "simulation.json"
+SIMULATION_SUMMARY = "simulation.md"
+SEEDS_SUMMARY = "seeds.md"
+SEEDS_FILE = "seeds.json"
+
+
+def _policies(text: str) -> list[str]:
+    from scheduler.registry import PolicyName
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    known = {p.value for p in PolicyName}
+    bad = [p for p in names if p not in known]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown policies {bad or text!r}; choose among {', '.join(sorted(known))}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError("a policy is listed twice")
+    return names
+
+
+class ProgressBoard:
+    """One line on a terminal for every policy of a run, rewritten at most ten times a second:
+    a bar per policy and the wall time. Policies that run one after the other and side by side
+    (``--jobs``) show the same way."""
+
+    def __init__(
+        self, stream: TextIO, labels: Sequence[str], width: int = 12, title: str = ""
+    ) -> None:
+        self.stream = stream
+        self.width = width
+        self.title = title
+        self.fractions = dict.fromkeys(labels, 0.0)
+        self.started = time.monotonic()
+        self.shown = 0.0
+        self.ended = False
+
+    def callback(self, label: str) -> Callable[[float, float], None]:
+        """The progress callback of one policy: told (simulated s, end s)."""
+        if label not in self.fractions:
+            raise ValueError(f"no policy {label!r} on this board")
+        return functools.partial(self.update, label)
+
+    def update(self, label: str, t_s: float, end_s: float) -> None:
+        self.fractions[label] = min(1.0, t_s / end_s) if end_s > 0 else 1.0
+        now = time.monotonic()
+        done = all(f >= 1.0 for f in self.fractions.values())
+        if self.ended or (not done and now - self.shown < 0.1):
+            return
+        self.shown = now
+        cells = []
+        for name, fraction in self.fractions.items():
+            filled = round(fraction * self.width)
+            cells.append(f"{name} [{'#' * filled}{'-' * (self.width - filled)}] {fraction:4.0%}")
+        title = f"{self.title}  " if self.title else ""
+        self.stream.write(f"\r{title}{'  '.join(cells)}  wall {now - self.started:,.1f} s")
+        if done:
+            self.ended = True
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def default_jobs() -> int:
+    """The processors this process may use."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+# ------------------------------------------------------------------ simulate
+
+
+def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from cli import policy_options
+    from cli.options import add_hosts_argument, add_power_table_argument
+    from sim.runner import DEFAULT_POLICIES
+
+    parser = actions.add_parser(
+        "simulate", help="replay a trace through the real scheduler in the simulator",
+        description="Discrete-event simulation (DESIGN 7.2) of every policy on the same trace "
+        "with the real scheduling code; writes results and the report into --out.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
+    source.add_argument("--workload", choices=["thesis"],
+                        help="generate the thesis workload (DESIGN 7.1) with --seed or --seeds")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, default=None,
+                       help="seed of the generated workload (--workload needs it or --seeds), "
+                       "of the random policy and of the monitors' phases (default: the "
+                       "trace's seed or 0)")
+    seeds.add_argument("--seeds", type=seed_list, default=None, metavar="LIST",
+                       help="one run per seed, e.g. 1-6 or 1,3,5: each into DIR/seed-N as a "
+                       "run with --seed N, then every number's mean, min and max per policy "
+                       f"into DIR/{SEEDS_SUMMARY} and DIR/{SEEDS_FILE}")
+    parser.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES),
+                        metavar="LIST", help="comma-separated policies (default: "
+                        f"{','.join(DEFAULT_POLICIES)})")
+    add_hosts_argument(parser)
+    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
+                        help="simulated time; with --workload also the arrival window "
+                        "(default: the trace's duration, 3600 for --workload)")
+    parser.add_argument("--drain-s", type=positive_float, default=None, metavar="S",
+                        help="after the arrival window, simulate S more seconds with no new "
+                        "request or probe: victims still queued may be placed then (every "
+                        "average then covers the longer run)")
+    add_power_table_argument(parser)
+    parser.add_argument("--profiles", metavar="FILE", default=None,
+                        help="usage profiles (default: sim/profiles.json as shipped)")
+    policy_options.add_policy_options(parser)
+    parser.add_argument("--queue-new", action="store_true",
+                        help="new requests ask to queue (DESIGN 3.7): one that no pass places "
+                        "waits in the pending queue instead of being refused, and counts as "
+                        "successful once placed, its wait in the scheduling delay; those still "
+                        "waiting at the end are undecided (not in the success rate: see "
+                        "'queued, still waiting at the end')")
+    parser.add_argument("--no-probes", action="store_true",
+                        help="do not add the probe jobs of known length every 5 minutes")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                        help="run up to N policies at once, each in its own process (default: "
+                        "the number of processors, here "
+                        f"{default_jobs()}); the results are the same as with --jobs 1, "
+                        "decision times aside: they are wall clock, and parallel runs share "
+                        "the machine")
+    parser.add_argument("--progress", action="store_true",
+                        help="show a progress bar even when stderr is not a terminal")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.set_defaults(handler=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from sim.profiles import load_shipped_profiles, read_profiles
+
+    if args.workload is not None and args.seed is None and args.seeds is None:
+        raise ValidationError("seed", "--workload thesis needs --seed N or --seeds LIST")
+    if args.trace is not None and args.hosts != THESIS_HOSTS_SPEC:
+        raise ValidationError("hosts", "a trace file names its own hosts")
+    profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
+    out = Path(args.out)
+    if args.seeds is None:
+        run = _simulate_seed(args, args.seed, profiles, out)
+        sys.stdout.write(run.text)
+        print(f"wrote {run.files.summary_md}, {run.files.summary_json} and "
+              f"{len(run.files.plots)} plots")
+        return 0
+    return _simulate_seeds(args, args.seeds, profiles, out)
+
+
+@dataclass(frozen=True)
+class _SeedRun:
+    results: list[SimResult]
+    text: str  # simulation.md
+    files: ReportFiles
+    thesis: bool
+
+
+def _simulate_seed(
+    args: argparse.Namespace, seed: int | None, profiles: Profiles, out: Path,
+    *, title: str = "",
+) -> _SeedRun:
+    """One run of every policy: results, ``simulation.md`` and the report into ``out``.
+    ``seed`` None: the trace's own seed (or 0)."""
+    from cli import policy_options
+    from measure.energy import PowerModel
+    from measure.report import save_result, write_report
+    from sim.engine import SimConfig
+    from sim.runner import TraceInput, run_policies, thesis_input
+    from sim.summary import render_summary
+    from workloads.cluster import parse_hosts_spec
+    from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
+    from workloads.trace import TraceSource, open_trace
+
+    if args.workload is not None:
+        assert seed is not None  # run_simulate checked
+        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts),
+                                      duration_s=args.duration_s or 3600.0)
+        trace = thesis_input(seed, config)
+    else:
+        path = args.trace
+        with open_trace(path) as reader:
+            header = reader.header
+
+        def stream() -> Iterator[TraceRequest]:
+            with open_trace(path, check_unique_ids=False) as reader:
+                yield from reader
+
+        trace = TraceInput(header, stream)
+        seed = seed if seed is not None else (header.seed or 0)
+    arrivals_s = args.duration_s or trace.header.duration_s
+    sim_config = SimConfig(
+        policy=args.policies[0],
+        seed=seed,
+        end_s=arrivals_s + args.drain_s if args.drain_s else args.duration_s,
+        power_model=PowerModel.named(args.power_table),
+        empty_hosts=policy_options.empty_hosts(args),
+        classes=policy_options.class_table(args),
+        bounds=policy_options.region_bounds(args),
+        queue_new=args.queue_new,
+    )
+    board = (ProgressBoard(sys.stderr, args.policies, title=title)
+             if args.progress or sys.stderr.isatty() else None)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run_policies(trace, args.policies, profiles, sim_config,
+                           probes=None if args.no_probes else ProbeConfig(),
+                           progress=board.callback if board is not None else None,
+                           arrivals_until_s=arrivals_s if args.drain_s else None,
+                           jobs=args.jobs or default_jobs())
+    for result in results:
+        directory = save_result(result.result, out)
+        (directory / SIMULATION_FILE).write_text(
+            json.dumps(result.stats.to_json(), indent=2) + "\n", encoding="utf-8"
+        )
+    thesis = trace.header.source == TraceSource.THESIS.value
+    sources = ", ".join(f"{w.value}: {p.source.value}"
+                        for w, p in profiles.by_workload.items())
+    header = trace.header
+    text = (
+        "# Simulation\n\n"
+        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
+        f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
+        f"power table {args.power_table}; usage profiles ({sources}).\n\n"
+        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        + render_summary(results, thesis=thesis)
+    )
+    (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
+    files = write_report(out, plots=not args.no_plots)
+    return _SeedRun(results, text, files, thesis)
+
+
+def _simulate_seeds(
+    args: argparse.Namespace, seeds: Sequence[int], profiles: Profiles, out: Path
+) -> int:
+    """Every seed as a run of its own into ``out/seed-N``, then the numbers over the seeds."""
+    from cli import policy_options
+    from sim.seeds import summarize_seeds
+
+    runs: list[tuple[int, Sequence[SimResult]]] = []
+    thesis = False
+    for count, seed in enumerate(seeds, start=1):
+        run = _simulate_seed(args, seed, profiles, out / f"seed-{seed}",
+                             title=f"seed {seed} ({count}/{len(seeds)})")
+        thesis = run.thesis
+        runs.append((seed, run.results))
+        rates = ", ".join(f"{r.stats.policy} {_rate(r)}" for r in run.results)
+        print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
+    summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
+    source = ("the thesis workload, generated with each seed" if args.workload is not None
+              else f"{args.trace}, the same for every seed")
+    text = (
+        f"# Simulation over {len(seeds)} seeds\n\n"
+        f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "
+        f"seed-N/ (its {SIMULATION_SUMMARY} and report).\n\n"
+        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        + summary.render()
+    )
+    (out / SEEDS_SUMMARY).write_text(text, encoding="utf-8")
+    (out / SEEDS_FILE).write_text(json.dumps(summary.to_json(), indent=2) + "\n",
+                                  encoding="utf-8")
+    sys.stdout.write("\n" + text)
+    print(f"wrote {out / SEEDS_SUMMARY} and {out / SEEDS_FILE}")
+    return 0
+
+
+def _rate(result: SimResult) -> str:
+    rate = result.result.metrics.success_rate
+    return "n/a" if rate is None else f"{rate * 100:.1f}%"
+
+
+# ------------------------------------------------------------------ profile
+
+
+def add_profile(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = actions.add_parser(
+        "profile", help="measure the workloads' usage profiles from real containers",
+        description="Run each workload image alone on a Docker engine, sample its cgroup CPU "
+        "and memory every second, and write the usage profiles the simulator uses.",
+    )
+    parser.add_argument("--out", default="profiles.json", metavar="FILE",
+                        help="profiles file to write (default: profiles.json; the simulator "
+                        "ships sim/profiles.json)")
+    parser.add_argument("--docker", default="unix:///var/run/docker.sock", metavar="URL",
+                        help="Docker engine (default: the main engine; a lab node's socket "
+                        "works too)")
+    parser.add_argument("--workloads", default="ffmpeg,redis,dl,timeserver", metavar="LIST",
+                        help="workloads to measure (the others keep their defaults)")
+    parser.add_argument("--makespan-s", type=positive_float, default=30.0, metavar="S",
+                        help="makespan of the measured jobs (default: 30)")
+    parser.add_argument("--service-s", type=positive_float, default=40.0, metavar="S",
+                        help="how long each service run is sampled (default: 40)")
+    parser.add_argument("--rates", default="20,40,80", metavar="LIST",
+                        help="client requests per 10 s, one service run each (default: "
+                        "20,40,80, the thesis's rates)")
+    parser.set_defaults(handler=run_profile)
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    import docker
+
+    from sim.profiler import measure_profiles
+    from sim.profiles import write_profiles
+    from workloads.trace import Workload
+
+    try:
+        workloads = [Workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
+        rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError as exc:
+        raise ValidationError("workloads", str(exc)) from None
+    if not rates or any(r < 1 for r in rates):
+        raise ValidationError("rates", "need at least one rate >= 1")
+    client = docker.DockerClient(base_url=args.docker)
+    try:
+        profiles = measure_profiles(client, workloads, makespan_s=args.makespan_s,
+                                    service_s=args.service_s, rates=rates, engine=args.docker)
+    finally:
+        client.close()
+    write_profiles(args.out, profiles)
+    print(f"wrote {args.out}")
+    for workload, profile in profiles.by_workload.items():
+        steps = ", ".join(f"{s.at_s:g}s: cpu {s.cpu_fraction:.3f} mem {s.memory_fraction:.3f}"
+                          for s in profile.steps)
+        print(f"  {workload.value} ({profile.source.value}): {steps}; per rate "
+              f"{profile.cpu_fraction_per_rate:.2e}")
+    return 0

@@ -1,0 +1,206 @@
+"""Values of the lab: the nodes it runs and the state file that records what it created.
+
+Pure: no I/O here. The state file (``/run/greenswarm/lab/state.json``) is the contract with the
+manager service and the tests: per node its name, Swarm node id, address, engine socket, pid,
+cgroup parent and cgroup directories, CPUs and memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL
+from lab.errors import LabError
+from lab.settings import LabSettings
+
+STATE_VERSION = 1
+
+# Labels the lab puts on every node's engine and on its Swarm node (see README of the lab).
+LABEL_NODE = "greenswarm.lab.node"
+LABEL_SOCKET = "greenswarm.lab.socket"
+LABEL_ADDRESS = "greenswarm.lab.address"
+LABEL_CGROUP = "greenswarm.lab.cgroup"
+
+
+class CgroupVersion(StrEnum):
+    V1 = "v1"
+    V2 = "v2"
+
+
+class DaemonState(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class EngineState(StrEnum):
+    ANSWERING = "answering"
+    SILENT = "silent"
+
+
+class SwarmState(StrEnum):
+    """A node as the manager sees it (Docker's node status, plus ``absent``)."""
+
+    READY = "ready"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+    DISCONNECTED = "disconnected"
+    ABSENT = "absent"
+
+    @classmethod
+    def parse(cls, value: str) -> SwarmState:
+        try:
+            return cls(value.lower())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class ImageSet(StrEnum):
+    """Which images `lab up` builds and loads into the nodes."""
+
+    ALL = "all"
+    MINIMAL = "minimal"  # greenswarm/busybox only
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One lab node: every name and path derived from its index, plus its size and ids."""
+
+    index: int
+    name: str
+    address: str
+    netns: str
+    veth_host: str
+    socket: str
+    run_dir: str
+    pidfile: str
+    exec_root: str
+    data_root: str
+    uts_file: str
+    log_file: str
+    cgroup_parent: str
+    cpus: float
+    memory_bytes: int
+    pid: int | None = None
+    swarm_node_id: str | None = None
+    cgroup_dirs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def socket_url(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def cpu_shares(self) -> int:
+        return round(self.cpus * 1024)
+
+    def engine_labels(self) -> dict[str, str]:
+        """Fixed labels of the node's engine (``dockerd --label``): who it is, where it listens."""
+        return {
+            LABEL_NODE: self.name,
+            LABEL_SOCKET: self.socket,
+            LABEL_ADDRESS: self.address,
+            LABEL_CGROUP: self.cgroup_parent,
+        }
+
+    def labels(self) -> dict[str, str]:
+        """Labels of the Swarm node: the engine's plus its capacity (updated on resize)."""
+        return {
+            **self.engine_labels(),
+            CAPACITY_CPU_LABEL: str(self.cpu_shares),
+            CAPACITY_MEMORY_LABEL: str(self.memory_bytes),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeRecord:
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise LabError(f"state file: bad node record: {exc}") from exc
+
+
+def node_record(settings: LabSettings, index: int) -> NodeRecord:
+    """The node of 1-based ``index`` with the size of ``settings``."""
+    name = f"{settings.node_prefix}{index}"
+    paths = settings.paths
+    run_dir = paths.run_dir / name
+    return NodeRecord(
+        index=index,
+        name=name,
+        address=settings.node_address(index),
+        netns=name,
+        veth_host=f"{settings.bridge[:6]}v{index}",
+        socket=str(paths.run_dir / f"{name}.sock"),
+        run_dir=str(run_dir),
+        pidfile=str(run_dir / "dockerd.pid"),
+        exec_root=str(run_dir / "exec"),
+        data_root=str(paths.nodes_cache / name / "data-root"),
+        uts_file=str(run_dir / "uts"),
+        log_file=str(paths.node_logs / f"{name}.log"),
+        cgroup_parent=f"/{settings.cgroup_name}/{name}",
+        cpus=settings.node_cpus,
+        memory_bytes=settings.node_memory_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class LabState:
+    """What the lab created, written after every step of `up` and read by `down`/`status`."""
+
+    bridge: str
+    subnet: str
+    gateway: str
+    cgroup_name: str
+    cgroup_version: CgroupVersion
+    main_socket: str
+    main_engine_started_by_lab: bool = False
+    main_engine_pid: int | None = None
+    swarm_initialised_by_lab: bool = False
+    gwbridge_created_by_lab: bool = False
+    bridge_created_by_lab: bool = False
+    forward_rule_added: bool = False
+    nodes: tuple[NodeRecord, ...] = ()
+    version: int = STATE_VERSION
+
+    def node(self, name: str) -> NodeRecord | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cgroup_version"] = str(self.cgroup_version)
+        data["nodes"] = [n.to_dict() for n in self.nodes]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LabState:
+        if data.get("version") != STATE_VERSION:
+            raise LabError(f"state file: unsupported version {data.get('version')!r}")
+        values = dict(data)
+        values["nodes"] = tuple(NodeRecord.from_dict(n) for n in data.get("nodes", []))
+        try:
+            values["cgroup_version"] = CgroupVersion(data["cgroup_version"])
+            return cls(**values)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LabError(f"state file: {exc}") from exc
+
+
+def empty_state(settings: LabSettings, cgroup_version: CgroupVersion) -> LabState:
+    return LabState(
+        bridge=settings.bridge,
+        subnet=settings.subnet,
+        gateway=settings.gateway,
+        cgroup_name=settings.cgroup_name,
+        cgroup_version=cgroup_version,
+        main_socket=str(settings.engine.main_socket),
+    )
+
+
+def node_path_dirs(node: NodeRecord) -> list[Path]:
+    """Directories that must exist before a node's engine starts."""
+    return [Path(node.run_dir), Path(node.exec_root), Path(node.data_root),
+            Path(node.log_file).parent]

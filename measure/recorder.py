@@ -1,0 +1,1239 @@
+"""The metrics recorder: what a simulator or a live replay tells it, and what it computes.
+
+One :class:`MetricsRecorder` per policy run. The driver (simulator, live replay) calls the
+``on_*`` methods as things happen, in time order, then :meth:`MetricsRecorder.finish` once,
+which returns a :class:`PolicyResult` (pure values; :func:`measure.report.save_result` writes
+it as ``DIR/<policy>/result.json`` + ``host_series.csv``). The recorder does no I/O and never
+calls the scheduler.
+
+Times ``t`` are seconds on the run's clock (trace time: 0 = start of the trace; the live replay
+uses trace time too, i.e. wall time / compression). Ids: a placed request becomes a task with
+the same id as the request; a rescheduled victim keeps its id.
+
+Calls (all times in seconds, all sizes in shares and bytes)::
+
+    rec = MetricsRecorder(policy, hosts, *, t_start_s=0.0, power_model=None,
+                          region_bounds=None, delay_window_s=300.0, series_step_s=None,
+                          duration_hint_s=None, trace_info=None)
+        ``hosts``: the trace header's HostSpec tuple. ``power_model``: None (hp-ml110-g4 +
+        0.392 W per GiB in use), a PowerModel for every host, or {host_id: PowerModel}.
+        ``region_bounds``: domain.regions.RegionBounds (default 0.50 / 0.85).
+        ``series_step_s``: width of the plot bins (default duration_hint_s / 360, >= 1 s).
+    rec = MetricsRecorder.for_trace(policy, trace.header, **same_options)
+        The same, with the hosts, duration hint and trace description from a trace header.
+
+    rec.on_submit(t, request_id, request_class, task_type, *, workload=Workload.GENERIC,
+                  expected_makespan_s=None, probe=False)
+        A client submitted a request (optional but recommended: it starts the scheduling
+        delay clock and carries the workload, the expected makespan and the probe flag;
+        probes -- see workloads.thesis.iter_probe_requests -- are counted apart).
+        ``rec.on_submit_request(request, t=None, probe=False)`` does it from a TraceRequest.
+
+    rec.on_decision(t, request_id, request_class, task_type, placed, *, decision_ms,
+                    pass_name=None, host_id=None, cuts=(), kills=(), delay_ms=None)
+        The scheduler decided about a NEW request (placed or refused). ``decision_ms``: the
+        scheduler's own compute time (wall clock). ``pass_name``: which pass placed it
+        ("simple", "cut", "kill", or a baseline's name). ``cuts``: every task shrunk by this
+        decision, as ``Cut(task_id, cpu_shares, memory_bytes)`` (or plain tuples) giving the
+        amounts REMOVED -- include the placed request itself when it was placed cut.
+        ``kills``: ids of the victims; each is counted as a kill and waits for a reschedule.
+        Scheduling delay of the request, in ms: ``delay_ms`` if given, else
+        ``max((t - submit time) x 1000, decision_ms)`` when on_submit was called for it, else
+        ``decision_ms``. (So a simulator that charges no simulated time for a decision gets
+        the compute time; a queueing simulator or a live replay gets what the client saw.)
+        A refused request is a failed allocation.
+
+    rec.on_reschedule(t, task_id, placed, *, decision_ms=None, pass_name=None, host_id=None,
+                      cuts=(), kills=())
+        A killed task was offered to the scheduler again (immediately after its kill, or a
+        retry from the pending queue). Not counted as a new allocation; its decision time is
+        counted in decision_ms statistics; its own cuts and kills are counted as usual.
+        A victim that is not placed keeps waiting; it counts as "lost" if it is still waiting
+        when ``finish`` is called, or when ``on_victim_lost`` says so.
+
+    rec.on_victim_lost(task_id, t=None)
+        The driver gives up on a victim (it will never be rescheduled).
+
+    rec.on_queued(t, request_id, *, decision_ms=None)
+        A NEW request that no pass placed waits in the pending queue, because its client
+        asked to queue (DESIGN 3.7), after a decision that took ``decision_ms`` (None: a
+        retry turned down without deciding). Call it when it is first queued and after every
+        retry that fails. It is neither successful nor failed: ``on_decision`` places it
+        later, and its wait is its scheduling delay. Still waiting at ``finish``, it is
+        undecided (``queued_at_end``). Not a victim, and not a reschedule.
+
+    rec.on_host_state(t, host_id, *, cpu_util, memory_util, task_count,
+                      memory_in_use_bytes=None, cpu_allocated_shares=None,
+                      memory_allocated_bytes=None)
+        The host is in this state from ``t`` until its next call (piecewise constant; call it
+        whenever anything changes, at least on every placement, end, cut and kill).
+        ``cpu_util``/``memory_util``: true measured utilization in [0, 1] (values above 1 are
+        clamped); ``task_count == 0`` means empty (may be switched off).
+        ``memory_in_use_bytes`` defaults to ``memory_util x capacity``; allocations not given
+        keep their last value. Before its first call a host is idle and empty.
+
+    rec.on_task_end(t, task_id, status, *, makespan_s=None, expected_makespan_s=None)
+        A running task ended; ``status`` is an :class:`EndStatus` (finished | failed | killed |
+        oom | stopped). For a finished job, ``makespan_s`` is how long its last run took
+        (default: ``t`` minus the time it was placed) and ``expected_makespan_s`` how long it
+        should have taken (default: from on_submit); their ratio is the slowdown.
+        Each run ends once: kills reported in on_decision/on_reschedule and OOM kills reported
+        by on_oom_kill already end the run, so a later on_task_end for it is ignored (counted
+        in ``ignored_events``). A ``killed`` end of a running task that no decision reported
+        counts as a kill; an ``oom`` end counts as an OOM kill.
+
+    rec.on_service_response(t, task_id, request_rate, response_ms)
+        One round of client requests to a service (every 10 s in the thesis) took
+        ``response_ms`` to be answered. Grouped by workload and rate ("redis-20").
+
+    rec.on_oom_kill(t, host_id, task_id)
+        The kernel killed a task for lack of memory (counted; ends the task's run).
+
+    rec.finish(t_end) -> PolicyResult
+        Closes every host at ``t_end`` and computes everything. The recorder must not be used
+        afterwards.
+
+Errors: bad arguments (unknown host, time going backwards on one host, a class outside 1..4,
+negative numbers) raise ``domain.errors.ValidationError``.
+
+What the result holds (see :class:`PolicyMetrics` for every field): allocations and success
+rate, cuts and kills, victims lost, OOM kills, decision time and scheduling delay percentiles
+(overall and per 5-minute window), time-weighted CPU/memory utilization and booking, time share
+of host-time in LEE / DEE / EED (U = max(cpu, memory), bounds of DESIGN 3.3) and empty, hosts
+that could be switched off, energy with all hosts on and with empty hosts off (DESIGN 7.4),
+successful allocations per kWh, job makespans and slowdowns, service response times, and
+per-host binned time series (``HostSeries``) for plots.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from domain.classes import MAX_CLASS, MIN_CLASS
+from domain.errors import ValidationError
+from domain.model import TaskType
+from domain.regions import Region, RegionBounds
+from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
+from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
+
+RESULT_FORMAT = "greenswarm-policy-result"
+RESULT_VERSION = 1
+DEFAULT_DELAY_WINDOW_S = 300.0
+DEFAULT_SERIES_BINS = 360
+_RECENT_ENDS = 100_000
+
+
+class EndStatus(StrEnum):
+    FINISHED = "finished"  # a job ran to its end
+    FAILED = "failed"  # exited with an error
+    KILLED = "killed"  # evicted by the kill pass
+    OOM = "oom"  # killed by the kernel for lack of memory
+    STOPPED = "stopped"  # a service stopped by its client
+
+
+class Cut(NamedTuple):
+    """Resources removed from one task by one decision."""
+
+    task_id: str
+    cpu_shares: int
+    memory_bytes: int
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    if len(sorted_values) == 1:
+        return float(sorted_values[0])
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return float(sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Summary of a sample; every number is None when the sample is empty."""
+
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Stats:
+        ordered = sorted(values)
+        if not ordered:
+            return cls(0)
+        return cls(
+            count=len(ordered),
+            mean=math.fsum(ordered) / len(ordered),
+            p50=percentile(ordered, 0.50),
+            p75=percentile(ordered, 0.75),
+            p90=percentile(ordered, 0.90),
+            p99=percentile(ordered, 0.99),
+            min=float(ordered[0]),
+            max=float(ordered[-1]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Stats:
+        def number(key: str) -> float | None:
+            value = obj.get(key)
+            return None if value is None else float(value)
+
+        return cls(
+            count=int(obj["count"]),
+            mean=number("mean"),
+            p50=number("p50"),
+            p75=number("p75"),
+            p90=number("p90"),
+            p99=number("p99"),
+            min=number("min"),
+            max=number("max"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """Scheduling delays (ms) of the new requests decided in [start_s, end_s)."""
+
+    start_s: float
+    end_s: float
+    delay_ms: Stats
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start_s": self.start_s, "end_s": self.end_s, "delay_ms": self.delay_ms.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> WindowStats:
+        return cls(float(obj["start_s"]), float(obj["end_s"]), Stats.from_json(obj["delay_ms"]))
+
+
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    host_id: str
+    cpu_capacity_shares: int
+    memory_capacity_bytes: int
+    avg_cpu_util: float
+    avg_memory_util: float
+    lee_share: float
+    dee_share: float
+    eed_share: float
+    empty_share: float
+    energy_kwh: float
+    energy_kwh_switch_off: float
+    oom_kills: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> HostSummary:
+        return cls(**{f.name: obj[f.name] for f in fields(cls)})
+
+
+SERIES_COLUMNS: tuple[str, ...] = (
+    "cpu_util",
+    "memory_util",
+    "cpu_allocated",
+    "memory_allocated",
+    "tasks",
+    "power_w",
+    "power_switch_off_w",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HostSeries:
+    """Per-host time series, averaged over bins of ``step_s`` starting at ``t0_s``.
+
+    ``values[column][host_index][bin]`` for each column of :data:`SERIES_COLUMNS`:
+    utilizations and allocations (as fractions of capacity), task count and power (W, all on /
+    empty off). The last bin may be shorter than ``step_s`` (it ends at the end of the run).
+    """
+
+    t0_s: float
+    step_s: float
+    host_ids: tuple[str, ...]
+    values: Mapping[str, tuple[tuple[float, ...], ...]]
+
+    @property
+    def bins(self) -> int:
+        first = next(iter(self.values.values()), ())
+        return len(first[0]) if first else 0
+
+    def times_s(self) -> list[float]:
+        """Start of every bin."""
+        return [self.t0_s + i * self.step_s for i in range(self.bins)]
+
+    def column(self, name: str) -> tuple[tuple[float, ...], ...]:
+        return self.values[name]
+
+    def mean_over_hosts(self, name: str) -> list[float]:
+        rows = self.values[name]
+        if not rows:
+            return []
+        return [math.fsum(r[i] for r in rows) / len(rows) for i in range(self.bins)]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMetrics:
+    """The flat numbers of one policy run (None where a ratio has no denominator)."""
+
+    # the run
+    duration_s: float
+    hosts: int
+    # allocations of new requests (probes excluded)
+    requests: int
+    successful: int
+    failed: int
+    undecided: int
+    success_rate: float | None
+    probes: int
+    # cuts, kills, victims, OOM
+    cuts: int
+    cut_cpu_shares: int
+    cut_memory_bytes: int
+    kills: int
+    kills_share: float | None  # kills / successful
+    victims: int  # distinct tasks killed at least once
+    victims_lost: int  # never placed again
+    victims_lost_share: float | None  # of victims
+    reschedule_attempts: int
+    reschedules_placed: int
+    oom_kills: int
+    # task ends
+    jobs_finished: int
+    services_stopped: int
+    tasks_failed: int
+    ignored_events: int
+    # scheduler speed (all decisions, reschedules included)
+    decisions: int
+    decision_ms_mean: float | None
+    decision_ms_p50: float | None
+    decision_ms_p90: float | None
+    decision_ms_p99: float | None
+    decision_ms_max: float | None
+    # scheduling delay of new requests
+    scheduling_delay_ms_mean: float | None
+    scheduling_delay_ms_p50: float | None
+    scheduling_delay_ms_p90: float | None
+    scheduling_delay_ms_p99: float | None
+    # utilization, time-weighted over all host-time ("busy": over host-time with tasks)
+    avg_cpu_util: float
+    avg_memory_util: float
+    avg_cpu_util_busy: float | None
+    avg_memory_util_busy: float | None
+    avg_cpu_allocated: float  # booked CPU / capacity
+    avg_memory_allocated: float
+    avg_overbooking_busy: float | None  # OF = max(cpu, memory booked / capacity), busy hosts
+    # regions of U = max(cpu_util, memory_util), shares of host-time (empty hosts are in LEE)
+    lee_share: float
+    dee_share: float
+    eed_share: float
+    empty_share: float
+    hosts_switchable_off_mean: float  # time-average number of empty hosts
+    hosts_never_used: int
+    # energy
+    energy_kwh: float
+    energy_kwh_switch_off: float
+    avg_power_w: float
+    avg_power_w_switch_off: float
+    successful_per_kwh: float | None
+    successful_per_kwh_switch_off: float | None
+    # jobs
+    job_makespan_s_mean: float | None
+    job_makespan_s_p50: float | None
+    job_makespan_s_p90: float | None
+    job_makespan_s_p99: float | None
+    job_slowdown_mean: float | None
+    job_slowdown_p50: float | None
+    job_slowdown_p90: float | None
+    job_slowdown_p99: float | None
+    probe_makespan_s_mean: float | None
+    probe_slowdown_mean: float | None
+    # services
+    responses: int
+    response_ms_mean: float | None
+    response_ms_p50: float | None
+    response_ms_p75: float | None
+    response_ms_p90: float | None
+    response_ms_p99: float | None
+    # of victims_lost: the victims still queued for a place when the run ended (killed shortly
+    # before the end, typically), as opposed to given up; None in results written before it
+    victims_waiting_at_end: int | None = None
+    # new requests whose clients asked to queue and that waited in the pending queue (see
+    # on_queued), and of those the ones still waiting at the end (they are undecided); None in
+    # results written before them
+    queued_requests: int | None = None
+    queued_at_end: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> PolicyMetrics:
+        required = [f for f in fields(cls) if f.default is MISSING]
+        missing = [f.name for f in required if f.name not in obj]
+        if missing:
+            raise ValidationError("metrics", f"missing keys: {', '.join(missing)}")
+        return cls(**{f.name: obj[f.name] for f in fields(cls) if f.name in obj})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """Everything one policy run produced (pure values; JSON via to_json/from_json)."""
+
+    policy: str
+    t_start_s: float
+    t_end_s: float
+    trace: Mapping[str, Any]  # source, seed, duration_s, hosts (count), notes
+    energy_model: Mapping[str, Any]
+    region_bounds: tuple[float, float]
+    metrics: PolicyMetrics
+    decision_ms: Stats
+    scheduling_delay_ms: Stats
+    delay_windows: tuple[WindowStats, ...]
+    makespan_s: Mapping[str, Stats]  # "jobs", "probes", one per workload
+    slowdown: Mapping[str, Stats]  # same keys
+    response_ms: Mapping[str, Stats]  # "<workload>-<rate>", e.g. "redis-20"
+    response_ms_by_rate: Mapping[str, Stats]  # "20", "40", "80"
+    passes: Mapping[str, int]  # placements per pass name
+    by_class: Mapping[str, Mapping[str, int]]  # "1".."4" -> counts
+    hosts: tuple[HostSummary, ...]
+    series: HostSeries = field(repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The content of ``result.json`` (the series go to a CSV file of their own)."""
+        return {
+            "format": RESULT_FORMAT,
+            "version": RESULT_VERSION,
+            "policy": self.policy,
+            "t_start_s": self.t_start_s,
+            "t_end_s": self.t_end_s,
+            "trace": dict(self.trace),
+            "energy_model": dict(self.energy_model),
+            "region_bounds": {"lee_below": self.region_bounds[0],
+                              "eed_above": self.region_bounds[1]},
+            "metrics": self.metrics.to_json(),
+            "decision_ms": self.decision_ms.to_json(),
+            "scheduling_delay_ms": self.scheduling_delay_ms.to_json(),
+            "delay_windows": [w.to_json() for w in self.delay_windows],
+            "makespan_s": {k: v.to_json() for k, v in self.makespan_s.items()},
+            "slowdown": {k: v.to_json() for k, v in self.slowdown.items()},
+            "response_ms": {k: v.to_json() for k, v in self.response_ms.items()},
+            "response_ms_by_rate": {k: v.to_json() for k, v in self.response_ms_by_rate.items()},
+            "passes": dict(self.passes),
+            "by_class": {k: dict(v) for k, v in self.by_class.items()},
+            "hosts": [h.to_json() for h in self.hosts],
+            "series": {"t0_s": self.series.t0_s, "step_s": self.series.step_s,
+                       "bins": self.series.bins, "columns": list(SERIES_COLUMNS)},
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], series: HostSeries) -> PolicyResult:
+        if obj.get("format") != RESULT_FORMAT or obj.get("version") != RESULT_VERSION:
+            raise ValidationError(
+                "format", f"not a {RESULT_FORMAT} version {RESULT_VERSION} document"
+            )
+        bounds = obj["region_bounds"]
+        return cls(
+            policy=str(obj["policy"]),
+            t_start_s=float(obj["t_start_s"]),
+            t_end_s=float(obj["t_end_s"]),
+            trace=dict(obj.get("trace") or {}),
+            energy_model=dict(obj.get("energy_model") or {}),
+            region_bounds=(float(bounds["lee_below"]), float(bounds["eed_above"])),
+            metrics=PolicyMetrics.from_json(obj["metrics"]),
+            decision_ms=Stats.from_json(obj["decision_ms"]),
+            scheduling_delay_ms=Stats.from_json(obj["scheduling_delay_ms"]),
+            delay_windows=tuple(WindowStats.from_json(w) for w in obj["delay_windows"]),
+            makespan_s={k: Stats.from_json(v) for k, v in obj["makespan_s"].items()},
+            slowdown={k: Stats.from_json(v) for k, v in obj["slowdown"].items()},
+            response_ms={k: Stats.from_json(v) for k, v in obj["response_ms"].items()},
+            response_ms_by_rate={
+                k: Stats.from_json(v) for k, v in obj["response_ms_by_rate"].items()
+            },
+            passes={str(k): int(v) for k, v in obj["passes"].items()},
+            by_class={str(k): {str(a): int(b) for a, b in v.items()}
+                      for k, v in obj["by_class"].items()},
+            hosts=tuple(HostSummary.from_json(h) for h in obj["hosts"]),
+            series=series,
+        )
+
+
+# ------------------------------------------------------------------ internal state
+
+
+class _Task:
+    __slots__ = ("awaiting", "expected_s", "host_id", "placed", "probe", "queued",
+                 "request_class", "run_start", "running", "submit_t", "type", "workload")
+
+    def __init__(self, request_class: int, task_type: TaskType) -> None:
+        self.request_class = request_class
+        self.type = task_type
+        self.workload = Workload.GENERIC
+        self.expected_s: float | None = None
+        self.probe = False
+        self.submit_t: float | None = None
+        self.placed = False
+        self.running = False
+        self.run_start = 0.0
+        self.awaiting = False  # a killed victim waiting to be placed again
+        self.queued = False  # a new request waiting in the pending queue, never placed yet
+        self.host_id: str | None = None
+
+
+_N_SERIES = len(SERIES_COLUMNS)
+
+
+class _Host:
+    __slots__ = ("bins", "busy_s", "cap_cpu", "cap_mem", "cpu", "cpu_alloc", "cpu_alloc_s",
+                 "cpu_busy_s", "cpu_s", "empty_s", "last_t", "mem", "mem_alloc", "mem_alloc_s",
+                 "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "region_s",
+                 "tasks", "used")
+
+    def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
+        self.cap_cpu = spec.cpu_capacity_shares
+        self.cap_mem = spec.memory_capacity_bytes
+        self.model = model
+        self.last_t = t0
+        self.cpu = 0.0
+        self.mem = 0.0
+        self.mem_bytes = 0.0
+        self.cpu_alloc = 0.0  # fraction of capacity
+        self.mem_alloc = 0.0
+        self.tasks = 0
+        self.used = False
+        self.cpu_s = self.mem_s = self.cpu_busy_s = self.mem_busy_s = 0.0
+        self.busy_s = self.empty_s = self.cpu_alloc_s = self.mem_alloc_s = self.of_busy_s = 0.0
+        self.region_s = [0.0, 0.0, 0.0]
+        self.oom = 0
+        # bins[k] = [sum of value x dt per bin] for each series, plus coverage at index _N_SERIES
+        self.bins: list[list[float]] = [[] for _ in range(_N_SERIES + 1)]
+
+
+def _check_t(t: float, field_name: str = "t") -> float:
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+        raise ValidationError(field_name, f"must be a finite number, got {t!r}")
+    return float(t)
+
+
+def _check_nonneg(value: float, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValidationError(field_name, f"must be a finite number, got {value!r}")
+    if value < 0:
+        raise ValidationError(field_name, f"must be >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_class(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        MIN_CLASS <= value <= MAX_CLASS
+    ):
+        raise ValidationError("request_class", f"must be {MIN_CLASS}..{MAX_CLASS}, got {value!r}")
+    return value
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+_REGION_INDEX = {Region.LEE: 0, Region.DEE: 1, Region.EED: 2}
+
+
+class MetricsRecorder:
+    """Collects one policy run; see the module docstring for the contract of every call."""
+
+    def __init__(
+        self,
+        policy: str,
+        hosts: Sequence[HostSpec],
+        *,
+        t_start_s: float = 0.0,
+        power_model: PowerModel | Mapping[str, PowerModel] | None = None,
+        region_bounds: RegionBounds | None = None,
+        delay_window_s: float = DEFAULT_DELAY_WINDOW_S,
+        series_step_s: float | None = None,
+        duration_hint_s: float | None = None,
+        trace_info: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(policy, str) or not policy.strip():
+            raise ValidationError("policy", "must be a non-empty name")
+        if not hosts:
+            raise ValidationError("hosts", "need at least one host")
+        self.policy = policy
+        self.t_start_s = _check_t(t_start_s, "t_start_s")
+        self.bounds = region_bounds or RegionBounds()
+        if not delay_window_s > 0:
+            raise ValidationError("delay_window_s", "must be > 0")
+        self.delay_window_s = float(delay_window_s)
+        if series_step_s is None:
+            hint = duration_hint_s if duration_hint_s and duration_hint_s > 0 else 3600.0
+            series_step_s = max(1.0, hint / DEFAULT_SERIES_BINS)
+        if not series_step_s > 0:
+            raise ValidationError("series_step_s", "must be > 0")
+        self.series_step_s = float(series_step_s)
+        self.trace_info = dict(trace_info or {})
+        default_model = PowerModel.named()
+        models: dict[str, PowerModel] = {}
+        for spec in hosts:
+            if power_model is None:
+                models[spec.id] = default_model
+            elif isinstance(power_model, PowerModel):
+                models[spec.id] = power_model
+            else:
+                if spec.id not in power_model:
+                    raise ValidationError("power_model", f"no power model for host {spec.id!r}")
+                models[spec.id] = power_model[spec.id]
+        self._hosts: dict[str, _Host] = {}
+        for spec in hosts:
+            if spec.id in self._hosts:
+                raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
+            self._hosts[spec.id] = _Host(spec, models[spec.id], self.t_start_s)
+        self._energy = EnergyMeter([h.id for h in hosts], models, t_start_s=self.t_start_s)
+        self._models = models
+        self._tasks: dict[str, _Task] = {}
+        self._recent_ends: OrderedDict[str, EndStatus] = OrderedDict()
+        self._lost: set[str] = set()
+        self._queued = 0
+        self._victims: set[str] = set()
+        self._decision_ms = array("d")
+        self._delays = array("d")
+        self._delay_windows: dict[int, array[float]] = {}
+        self._makespans: dict[str, array[float]] = {}
+        self._slowdowns: dict[str, array[float]] = {}
+        self._responses: dict[tuple[str, int], array[float]] = {}
+        self._passes: dict[str, int] = {}
+        self._by_class: dict[int, dict[str, int]] = {
+            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0}
+            for c in range(MIN_CLASS, MAX_CLASS + 1)
+        }
+        self._submitted = 0
+        self._probes = 0
+        self._successful = 0
+        self._failed = 0
+        self._cuts = 0
+        self._cut_cpu = 0
+        self._cut_memory = 0
+        self._kills = 0
+        self._oom = 0
+        self._reschedule_attempts = 0
+        self._reschedules_placed = 0
+        self._jobs_finished = 0
+        self._services_stopped = 0
+        self._tasks_failed = 0
+        self._ignored = 0
+        self._finished = False
+
+    @classmethod
+    def for_trace(cls, policy: str, header: TraceHeader, **options: Any) -> MetricsRecorder:
+        """A recorder for the cluster of ``header``; options as in the constructor."""
+        info = {
+            "source": header.source,
+            "seed": header.seed,
+            "duration_s": header.duration_s,
+            "hosts": len(header.hosts),
+            "notes": header.notes,
+        }
+        options.setdefault("duration_hint_s", header.duration_s)
+        options.setdefault("trace_info", info)
+        return cls(policy, header.hosts, **options)
+
+    # ------------------------------------------------------------------ requests
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise ValidationError("recorder", "finish() was already called")
+
+    def on_submit(
+        self,
+        t: float,
+        request_id: str,
+        request_class: int,
+        task_type: TaskType,
+        *,
+        workload: Workload = Workload.GENERIC,
+        expected_makespan_s: float | None = None,
+        probe: bool = False,
+    ) -> None:
+        self._check_open()
+        t = _check_t(t)
+        task = _Task(_check_class(request_class), TaskType(task_type))
+        task.workload = Workload(workload)
+        task.expected_s = expected_makespan_s
+        task.probe = probe
+        task.submit_t = t
+        self._tasks[request_id] = task
+        if probe:
+            self._probes += 1
+
+    def on_submit_request(
+        self, request: TraceRequest, *, t: float | None = None, probe: bool = False
+    ) -> None:
+        """on_submit from a trace request (at its trace time unless ``t`` is given)."""
+        self.on_submit(
+            request.t_s if t is None else t,
+            request.id,
+            request.request_class,
+            request.type,
+            workload=request.workload,
+            expected_makespan_s=request.makespan_s,
+            probe=probe,
+        )
+
+    def _apply_cuts_and_kills(
+        self, t: float, cuts: Iterable[tuple[str, int, int]], kills: Iterable[str]
+    ) -> None:
+        for cut in cuts:
+            task_id, cpu, memory = cut
+            cpu_cut = int(_check_nonneg(cpu, "cuts.cpu_shares"))
+            memory_cut = int(_check_nonneg(memory, "cuts.memory_bytes"))
+            self._cuts += 1
+            self._cut_cpu += cpu_cut
+            self._cut_memory += memory_cut
+            task = self._tasks.get(task_id)
+            if task is not None:
+                self._by_class[task.request_class]["cut"] += 1
+        for victim_id in kills:
+            self._kills += 1
+            self._victims.add(victim_id)
+            task = self._tasks.get(victim_id)
+            if task is None:  # never told about it: track it as a victim of unknown class
+                task = _Task(MAX_CLASS, TaskType.JOB)
+                task.placed = True
+                self._tasks[victim_id] = task
+            else:
+                self._by_class[task.request_class]["killed"] += 1
+            task.running = False
+            task.awaiting = True
+            self._remember_end(victim_id, EndStatus.KILLED)
+
+    def on_decision(
+        self,
+        t: float,
+        request_id: str,
+        request_class: int,
+        task_type: TaskType,
+        placed: bool,
+        *,
+        decision_ms: float | None,
+        pass_name: str | None = None,
+        host_id: str | None = None,
+        cuts: Iterable[tuple[str, int, int]] = (),
+        kills: Iterable[str] = (),
+        delay_ms: float | None = None,
+    ) -> None:
+        """The first decision on a request. ``decision_ms`` None: its time is not known (a
+        live manager placed a queued request in a retry): not in the decision times, and the
+        delay runs from the submission."""
+        self._check_open()
+        t = _check_t(t)
+        if decision_ms is not None:
+            decision_ms = _check_nonneg(decision_ms, "decision_ms")
+        request_class = _check_class(request_class)
+        task = self._tasks.get(request_id)
+        if task is None or task.placed:
+            task = _Task(request_class, TaskType(task_type))
+            self._tasks[request_id] = task
+        task.queued = False
+        if delay_ms is None:
+            delay_ms = decision_ms or 0.0
+            if task.submit_t is not None:
+                delay_ms = max((t - task.submit_t) * 1000.0, delay_ms)
+        delay_ms = _check_nonneg(delay_ms, "delay_ms")
+        if decision_ms is not None:
+            self._decision_ms.append(decision_ms)
+        self._apply_cuts_and_kills(t, cuts, kills)
+        if not task.probe:
+            self._submitted += 1
+            counts = self._by_class[request_class]
+            counts["requests"] += 1
+            self._delays.append(delay_ms)
+            window = math.floor((t - self.t_start_s) / self.delay_window_s)
+            self._delay_windows.setdefault(window, array("d")).append(delay_ms)
+            if placed:
+                self._successful += 1
+                counts["successful"] += 1
+            else:
+                self._failed += 1
+                counts["failed"] += 1
+        if placed:
+            task.placed = True
+            task.running = True
+            task.run_start = t
+            task.host_id = host_id
+            name = pass_name or "unknown"
+            self._passes[name] = self._passes.get(name, 0) + 1
+        else:
+            del self._tasks[request_id]
+
+    def on_reschedule(
+        self,
+        t: float,
+        task_id: str,
+        placed: bool,
+        *,
+        decision_ms: float | None = None,
+        pass_name: str | None = None,
+        host_id: str | None = None,
+        cuts: Iterable[tuple[str, int, int]] = (),
+        kills: Iterable[str] = (),
+    ) -> None:
+        self._check_open()
+        t = _check_t(t)
+        if decision_ms is not None:
+            self._decision_ms.append(_check_nonneg(decision_ms, "decision_ms"))
+        self._reschedule_attempts += 1
+        self._apply_cuts_and_kills(t, cuts, kills)
+        task = self._tasks.get(task_id)
+        if task is None:
+            if task_id in self._lost:
+                self._lost.discard(task_id)
+            task = _Task(MAX_CLASS, TaskType.JOB)
+            task.placed = True
+            self._tasks[task_id] = task
+        if placed:
+            self._reschedules_placed += 1
+            self._lost.discard(task_id)
+            task.awaiting = False
+            task.running = True
+            task.run_start = t
+            task.host_id = host_id
+            name = pass_name or "unknown"
+            self._passes[name] = self._passes.get(name, 0) + 1
+            self._recent_ends.pop(task_id, None)
+        else:
+            task.awaiting = True
+
+    def on_queued(self, t: float, request_id: str, *, decision_ms: float | None = None) -> None:
+        self._check_open()
+        _check_t(t)
+        task = self._tasks.get(request_id)
+        if task is None or task.placed:
+            raise ValidationError("request_id", f"{request_id!r} is not a submitted request "
+                                  "waiting for its first place")
+        if decision_ms is not None:
+            self._decision_ms.append(_check_nonneg(decision_ms, "decision_ms"))
+        if not task.queued and not task.probe:
+            self._queued += 1
+        task.queued = True
+
+    def on_victim_lost(self, task_id: str, t: float | None = None) -> None:
+        self._check_open()
+        task = self._tasks.pop(task_id, None)
+        if task is not None and task.running:
+            # It was running: it is not a waiting victim; put it back untouched.
+            self._tasks[task_id] = task
+            raise ValidationError("task_id", f"{task_id!r} is running, not a waiting victim")
+        self._lost.add(task_id)
+
+    # ------------------------------------------------------------------ hosts
+
+    def on_host_state(
+        self,
+        t: float,
+        host_id: str,
+        *,
+        cpu_util: float,
+        memory_util: float,
+        task_count: int,
+        memory_in_use_bytes: float | None = None,
+        cpu_allocated_shares: float | None = None,
+        memory_allocated_bytes: float | None = None,
+    ) -> None:
+        self._check_open()
+        t = _check_t(t)
+        host = self._hosts.get(host_id)
+        if host is None:
+            raise ValidationError("host_id", f"unknown host {host_id!r}")
+        if t < host.last_t:
+            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
+                                  f"{host.last_t}")
+        cpu = min(1.0, _check_nonneg(cpu_util, "cpu_util"))
+        mem = min(1.0, _check_nonneg(memory_util, "memory_util"))
+        if isinstance(task_count, bool) or not isinstance(task_count, int) or task_count < 0:
+            raise ValidationError("task_count", f"must be an integer >= 0, got {task_count!r}")
+        mem_bytes = (
+            mem * host.cap_mem if memory_in_use_bytes is None
+            else _check_nonneg(memory_in_use_bytes, "memory_in_use_bytes")
+        )
+        self._advance(host, t)
+        host.cpu = cpu
+        host.mem = mem
+        host.mem_bytes = mem_bytes
+        host.tasks = task_count
+        if task_count:
+            host.used = True
+        if cpu_allocated_shares is not None:
+            host.cpu_alloc = _check_nonneg(cpu_allocated_shares, "cpu_allocated_shares") / (
+                host.cap_cpu
+            )
+        if memory_allocated_bytes is not None:
+            host.mem_alloc = _check_nonneg(memory_allocated_bytes, "memory_allocated_bytes") / (
+                host.cap_mem
+            )
+        self._energy.update(t, host_id, cpu, mem_bytes, task_count == 0)
+
+    def _advance(self, host: _Host, t: float) -> None:
+        """Integrate the host's current state over [last_t, t)."""
+        a = host.last_t
+        dt = t - a
+        if dt <= 0:
+            return
+        empty = host.tasks == 0
+        host.cpu_s += host.cpu * dt
+        host.mem_s += host.mem * dt
+        host.cpu_alloc_s += host.cpu_alloc * dt
+        host.mem_alloc_s += host.mem_alloc * dt
+        if empty:
+            host.empty_s += dt
+        else:
+            host.busy_s += dt
+            host.cpu_busy_s += host.cpu * dt
+            host.mem_busy_s += host.mem * dt
+            host.of_busy_s += max(host.cpu_alloc, host.mem_alloc) * dt
+        region = self.bounds.classify(max(host.cpu, host.mem))
+        host.region_s[_REGION_INDEX[region]] += dt
+        power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
+        # the series, then the coverage (1.0: the bin's time this host has been accounted for)
+        values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
+                  0.0 if empty else power, 1.0)
+        bins = host.bins
+        step = self.series_step_s
+        t0 = self.t_start_s
+        start = a
+        while start < t:
+            index = math.floor((start - t0) / step)
+            bin_end = min(t, t0 + (index + 1) * step)
+            if bin_end <= start:  # float edge: move to the next bin
+                index += 1
+                bin_end = min(t, t0 + (index + 1) * step)
+            piece = bin_end - start
+            if len(bins[0]) <= index:  # all columns have the same length
+                for column in bins:
+                    column.extend([0.0] * (index + 1 - len(column)))
+            for column, value in zip(bins, values, strict=True):
+                column[index] += value * piece
+            start = bin_end
+        host.last_t = t
+
+    # ------------------------------------------------------------------ task ends
+
+    def _remember_end(self, task_id: str, status: EndStatus) -> None:
+        self._recent_ends[task_id] = status
+        self._recent_ends.move_to_end(task_id)
+        if len(self._recent_ends) > _RECENT_ENDS:
+            self._recent_ends.popitem(last=False)
+
+    def on_task_end(
+        self,
+        t: float,
+        task_id: str,
+        status: EndStatus,
+        *,
+        makespan_s: float | None = None,
+        expected_makespan_s: float | None = None,
+    ) -> None:
+        self._check_open()
+        t = _check_t(t)
+        status = EndStatus(status)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running:
+            self._ignored += 1
+            return
+        task.running = False
+        self._remember_end(task_id, status)
+        if status is EndStatus.KILLED:  # a kill no decision reported
+            self._kills += 1
+            self._victims.add(task_id)
+            self._by_class[task.request_class]["killed"] += 1
+            task.awaiting = True
+            return
+        del self._tasks[task_id]
+        if status is EndStatus.OOM:
+            self._count_oom(task.host_id)
+        elif status is EndStatus.FAILED:
+            self._tasks_failed += 1
+        elif status is EndStatus.STOPPED:
+            self._services_stopped += 1
+        elif status is EndStatus.FINISHED and task.type is TaskType.JOB:
+            self._jobs_finished += 1
+            run_s = t - task.run_start if makespan_s is None else _check_nonneg(
+                makespan_s, "makespan_s")
+            expected = expected_makespan_s if expected_makespan_s is not None else task.expected_s
+            keys = ["probes" if task.probe else "jobs", task.workload.value]
+            for key in keys:
+                self._makespans.setdefault(key, array("d")).append(run_s)
+                if expected:
+                    self._slowdowns.setdefault(key, array("d")).append(run_s / expected)
+        elif status is EndStatus.FINISHED:  # a service that exited by itself
+            self._services_stopped += 1
+
+    def _count_oom(self, host_id: str | None) -> None:
+        self._oom += 1
+        host = self._hosts.get(host_id) if host_id is not None else None
+        if host is not None:
+            host.oom += 1
+
+    def on_oom_kill(self, t: float, host_id: str, task_id: str) -> None:
+        self._check_open()
+        _check_t(t)
+        if host_id not in self._hosts:
+            raise ValidationError("host_id", f"unknown host {host_id!r}")
+        task = self._tasks.get(task_id)
+        if task is not None and task.running:
+            task.running = False
+            task.host_id = host_id
+            del self._tasks[task_id]
+            self._remember_end(task_id, EndStatus.OOM)
+            self._count_oom(host_id)
+            return
+        if self._recent_ends.get(task_id) is EndStatus.OOM:  # already counted by on_task_end
+            self._recent_ends.pop(task_id)
+            self._ignored += 1
+            return
+        self._count_oom(host_id)
+
+    def on_service_response(
+        self, t: float, task_id: str, request_rate: int, response_ms: float
+    ) -> None:
+        self._check_open()
+        _check_t(t)
+        if isinstance(request_rate, bool) or not isinstance(request_rate, int) or (
+            request_rate < 0
+        ):
+            raise ValidationError("request_rate", f"must be an integer >= 0, got {request_rate!r}")
+        response_ms = _check_nonneg(response_ms, "response_ms")
+        task = self._tasks.get(task_id)
+        workload = task.workload.value if task is not None else Workload.GENERIC.value
+        self._responses.setdefault((workload, request_rate), array("d")).append(response_ms)
+
+    # ------------------------------------------------------------------ the result
+
+    def finish(self, t_end: float) -> PolicyResult:
+        self._check_open()
+        t_end = _check_t(t_end, "t_end")
+        for host_id, host in self._hosts.items():
+            if t_end < host.last_t:
+                raise ValidationError(
+                    "t_end", f"{t_end} is before the last state of {host_id} at {host.last_t}"
+                )
+            self._advance(host, t_end)
+        self._finished = True
+        energy = self._energy.finish(t_end)
+        duration = t_end - self.t_start_s
+        n_hosts = len(self._hosts)
+        host_time = duration * n_hosts
+
+        host_summaries: list[HostSummary] = []
+        for host_id, host in self._hosts.items():
+            host_energy = energy.host(host_id)
+            host_summaries.append(
+                HostSummary(
+                    host_id=host_id,
+                    cpu_capacity_shares=host.cap_cpu,
+                    memory_capacity_bytes=host.cap_mem,
+                    avg_cpu_util=_ratio(host.cpu_s, duration) or 0.0,
+                    avg_memory_util=_ratio(host.mem_s, duration) or 0.0,
+                    lee_share=_ratio(host.region_s[0], duration) or 0.0,
+                    dee_share=_ratio(host.region_s[1], duration) or 0.0,
+                    eed_share=_ratio(host.region_s[2], duration) or 0.0,
+                    empty_share=_ratio(host.empty_s, duration) or 0.0,
+                    energy_kwh=host_energy.energy_kwh,
+                    energy_kwh_switch_off=host_energy.energy_kwh_switch_off,
+                    oom_kills=host.oom,
+                )
+            )
+        hosts = list(self._hosts.values())
+
+        def total(attr: str) -> float:
+            return math.fsum(getattr(h, attr) for h in hosts)
+
+        busy = total("busy_s")
+        region = [math.fsum(h.region_s[i] for h in hosts) for i in range(3)]
+        decision = Stats.of(self._decision_ms)
+        delay = Stats.of(self._delays)
+        windows = self._windows(t_end)
+        makespan = {k: Stats.of(v) for k, v in sorted(self._makespans.items())}
+        slowdown = {k: Stats.of(v) for k, v in sorted(self._slowdowns.items())}
+        response = {
+            f"{w}-{r}": Stats.of(v) for (w, r), v in sorted(self._responses.items())
+        }
+        by_rate_values: dict[int, list[float]] = {}
+        for (_, r), v in self._responses.items():
+            by_rate_values.setdefault(r, []).extend(v)
+        response_by_rate = {str(r): Stats.of(v) for r, v in sorted(by_rate_values.items())}
+        all_responses = Stats.of(x for v in self._responses.values() for x in v)
+        jobs = makespan.get("jobs", Stats(0))
+        job_slowdown = slowdown.get("jobs", Stats(0))
+        probes = makespan.get("probes", Stats(0))
+        probe_slowdown = slowdown.get("probes", Stats(0))
+        waiting = {tid for tid, task in self._tasks.items() if task.awaiting}
+        lost = len(self._lost | waiting)  # disjoint: a task given up leaves _tasks
+        kwh = energy.energy_kwh
+        kwh_off = energy.energy_kwh_switch_off
+        decided = self._successful + self._failed
+        undecided = sum(
+            1 for task in self._tasks.values() if not task.placed and not task.probe
+        )
+        queued_at_end = sum(
+            1 for task in self._tasks.values() if task.queued and not task.probe
+        )
+
+        metrics = PolicyMetrics(
+            duration_s=duration,
+            hosts=n_hosts,
+            requests=decided + undecided,
+            successful=self._successful,
+            failed=self._failed,
+            undecided=undecided,
+            success_rate=_ratio(self._successful, decided),
+            probes=self._probes,
+            cuts=self._cuts,
+            cut_cpu_shares=self._cut_cpu,
+            cut_memory_bytes=self._cut_memory,
+            kills=self._kills,
+            kills_share=_ratio(self._kills, self._successful),
+            victims=len(self._victims),
+            victims_lost=lost,
+            victims_lost_share=_ratio(lost, len(self._victims)),
+            victims_waiting_at_end=len(waiting),
+            queued_requests=self._queued,
+            queued_at_end=queued_at_end,
+            reschedule_attempts=self._reschedule_attempts,
+            reschedules_placed=self._reschedules_placed,
+            oom_kills=self._oom,
+            jobs_finished=self._jobs_finished,
+            services_stopped=self._services_stopped,
+            tasks_failed=self._tasks_failed,
+            ignored_events=self._ignored,
+            decisions=decision.count,
+            decision_ms_mean=decision.mean,
+            decision_ms_p50=decision.p50,
+            decision_ms_p90=decision.p90,
+            decision_ms_p99=decision.p99,
+            decision_ms_max=decision.max,
+            scheduling_delay_ms_mean=delay.mean,
+            scheduling_delay_ms_p50=delay.p50,
+            scheduling_delay_ms_p90=delay.p90,
+            scheduling_delay_ms_p99=delay.p99,
+            avg_cpu_util=_ratio(total("cpu_s"), host_time) or 0.0,
+            avg_memory_util=_ratio(total("mem_s"), host_time) or 0.0,
+            avg_cpu_util_busy=_ratio(total("cpu_busy_s"), busy),
+            avg_memory_util_busy=_ratio(total("mem_busy_s"), busy),
+            avg_cpu_allocated=_ratio(total("cpu_alloc_s"), host_time) or 0.0,
+            avg_memory_allocated=_ratio(total("mem_alloc_s"), host_time) or 0.0,
+            avg_overbooking_busy=_ratio(total("of_busy_s"), busy),
+            lee_share=_ratio(region[0], host_time) or 0.0,
+            dee_share=_ratio(region[1], host_time) or 0.0,
+            eed_share=_ratio(region[2], host_time) or 0.0,
+            empty_share=_ratio(total("empty_s"), host_time) or 0.0,
+            hosts_switchable_off_mean=_ratio(total("empty_s"), duration) or 0.0,
+            hosts_never_used=sum(1 for h in hosts if not h.used),
+            energy_kwh=kwh,
+            energy_kwh_switch_off=kwh_off,
+            avg_power_w=_ratio(kwh * JOULES_PER_KWH, duration) or 0.0,
+            avg_power_w_switch_off=_ratio(kwh_off * JOULES_PER_KWH, duration) or 0.0,
+            successful_per_kwh=_ratio(self._successful, kwh),
+            successful_per_kwh_switch_off=_ratio(self._successful, kwh_off),
+            job_makespan_s_mean=jobs.mean,
+            job_makespan_s_p50=jobs.p50,
+            job_makespan_s_p90=jobs.p90,
+            job_makespan_s_p99=jobs.p99,
+            job_slowdown_mean=job_slowdown.mean,
+            job_slowdown_p50=job_slowdown.p50,
+            job_slowdown_p90=job_slowdown.p90,
+            job_slowdown_p99=job_slowdown.p99,
+            probe_makespan_s_mean=probes.mean,
+            probe_slowdown_mean=probe_slowdown.mean,
+            responses=all_responses.count,
+            response_ms_mean=all_responses.mean,
+            response_ms_p50=all_responses.p50,
+            response_ms_p75=all_responses.p75,
+            response_ms_p90=all_responses.p90,
+            response_ms_p99=all_responses.p99,
+        )
+        first_model = next(iter(self._models.values()))
+        energy_model: dict[str, Any] = first_model.describe()
+        if len(set(self._models.values())) > 1:
+            energy_model = {
+                "per_host": {h: m.table.name for h, m in self._models.items()},
+                "memory_w_per_gib": first_model.memory_w_per_gib,
+            }
+        return PolicyResult(
+            policy=self.policy,
+            t_start_s=self.t_start_s,
+            t_end_s=t_end,
+            trace=self.trace_info,
+            energy_model=energy_model,
+            region_bounds=(self.bounds.lee_below, self.bounds.eed_above),
+            metrics=metrics,
+            decision_ms=decision,
+            scheduling_delay_ms=delay,
+            delay_windows=windows,
+            makespan_s=makespan,
+            slowdown=slowdown,
+            response_ms=response,
+            response_ms_by_rate=response_by_rate,
+            passes=dict(sorted(self._passes.items())),
+            by_class={str(c): dict(v) for c, v in self._by_class.items()},
+            hosts=tuple(host_summaries),
+            series=self._series(t_end),
+        )
+
+    def _windows(self, t_end: float) -> tuple[WindowStats, ...]:
+        duration = t_end - self.t_start_s
+        count = max(1, math.ceil(duration / self.delay_window_s)) if duration > 0 else 0
+        count = max(count, max(self._delay_windows, default=-1) + 1)
+        first = min(0, min(self._delay_windows, default=0))
+        result = []
+        for index in range(first, count):
+            start = self.t_start_s + index * self.delay_window_s
+            result.append(
+                WindowStats(
+                    start_s=start,
+                    end_s=start + self.delay_window_s,
+                    delay_ms=Stats.of(self._delay_windows.get(index, ())),
+                )
+            )
+        return tuple(result)
+
+    def _series(self, t_end: float) -> HostSeries:
+        step = self.series_step_s
+        duration = t_end - self.t_start_s
+        n_bins = math.ceil(duration / step - 1e-9) if duration > 0 else 0
+        values: dict[str, list[tuple[float, ...]]] = {name: [] for name in SERIES_COLUMNS}
+        for host in self._hosts.values():
+            coverage = host.bins[_N_SERIES]
+            for k, name in enumerate(SERIES_COLUMNS):
+                column = host.bins[k]
+                row = []
+                for i in range(n_bins):
+                    covered = coverage[i] if i < len(coverage) else 0.0
+                    row.append(column[i] / covered if covered > 0 else 0.0)
+                values[name].append(tuple(row))
+        return HostSeries(
+            t0_s=self.t_start_s,
+            step_s=step,
+            host_ids=tuple(self._hosts),
+            values={name: tuple(rows) for name, rows in values.items()},
+        )

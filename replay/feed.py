@@ -1,0 +1,640 @@
+"""What the live replay sees, turned into MetricsRecorder calls (pure: no I/O).
+
+The driver hands :class:`RecorderFeed` four kinds of observations, all stamped with wall-clock
+epoch seconds; the feed converts every time to the trace's clock (``TraceClock``) and calls the
+recorder (measure/recorder.py) as the simulator does:
+
+* the answer to ``POST /requests`` (:meth:`RecorderFeed.on_answer`): ``on_submit`` at the send
+  time, then ``on_decision`` with the decision's host, pass, cuts (amounts removed: the task's
+  resources before minus after; the request's own cut included) and kills; when the request
+  asked to queue and waits (``--queue-new``), ``on_queued`` instead, and ``on_decision`` when
+  its history shows it placed, its delay running from the submission. ``decision_ms`` is
+  the manager's own decision time, as its answer reports it (``decision_ms``: deciding and
+  booking, Docker work excluded; the client's round trip when an answer lacks it),
+  ``delay_ms`` the client's round trip of the POST; both are also kept in :class:`ReplayCounters`;
+* request records with their history (:meth:`RecorderFeed.on_record`): new events are buffered
+  and :meth:`RecorderFeed.flush` processes the events of every record in timestamp order
+  (replay/history.py says how each is recognised):
+
+  - a victim placed again: ``on_reschedule(placed=True)`` with the cuts its decision made
+    (other tasks' ``cut`` events that no POST answer announced); a victim left waiting:
+    ``on_reschedule(placed=False)``;
+  - a kill that no POST answer announced (``killed ... to make room for <victim>`` of a
+    victim's reschedule, or a host that left, or a kill on request): ``on_task_end(killed)``,
+    which the recorder counts as a kill like one of a decision;
+  - a job that ended: ``on_task_end(finished)`` with the makespan from its latest ``placed``
+    event to its ``ended`` event, x K; failed: ``on_task_end(failed)``; exit code 137:
+    ``on_oom_kill`` (a service whose container exited with 137 too; Swarm restarts that one,
+    and it keeps running, but its recorded run ends there as in the simulator);
+  - a service stopped by its client: ``on_task_end(stopped)``;
+* ``GET /hosts`` (:meth:`RecorderFeed.on_hosts`): ``on_host_state`` with the monitor's
+  ``cpu_util`` and ``memory_util``, the task count and the allocations, per host;
+* client rounds of the services (:meth:`RecorderFeed.on_round`): ``on_service_response``.
+
+The feed also tells the driver what to do next: which services are due to be stopped
+(:meth:`RecorderFeed.due_stops`), which requests still change (:meth:`RecorderFeed.active_ids`)
+and where each running service's clients must connect (:meth:`RecorderFeed.service_targets`).
+Nothing after the end of the run (``end_trace_s``) reaches the recorder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from domain.model import TaskType
+from measure.recorder import Cut, EndStatus, MetricsRecorder, Stats
+from replay.history import EventKind, HistoryEvent, classify, is_oom
+from replay.plan import Submission, TraceClock
+from workloads.trace import Workload
+
+FINAL_STATUSES = frozenset({"completed", "failed", "rejected", "stopped"})
+RUNNING_STATUSES = frozenset({"running", "killed-and-rescheduled"})
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTarget:
+    """Where the clients of one running service connect."""
+
+    request_id: str
+    workload: Workload
+    rate: int
+    address: str
+    port: int
+    data_keys: int  # redis: keys key:0 .. key:N-1 exist once it is loaded
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """One client round: ``rate`` requests one after the other."""
+
+    at_wall_s: float  # when the round started
+    request_id: str
+    rate: int
+    response_ms: float
+    ok: bool
+    ready: bool = True  # False: the service did not answer yet (starting, loading its data)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayCounters:
+    """What the replay saw beyond the recorder's metrics (written to replay.json)."""
+
+    submitted: int
+    refused_invalid: int  # 400 from the manager: counted as failed allocations
+    placed: int
+    rejected: int
+    # new requests the manager queued instead of refusing (--queue-new); probes are left out,
+    # as the recorder leaves them out of queued_requests
+    queued: int
+    queued_placed: int  # of those, placed later by a retry
+    client_rtt_ms: Stats
+    server_decision_ms: Stats
+    reschedules_placed: int
+    reschedules_waiting: int
+    kills_from_answers: int
+    kills_from_history: int
+    kills_unreported: int  # no decision made them (host left, kill on request)
+    cuts_from_answers: int
+    cuts_from_history: int
+    cuts_unattributed: int  # seen in a history, never matched to a decision before the end
+    jobs_completed: int
+    jobs_failed: int
+    oom_jobs: int
+    oom_services: int
+    service_exits: int  # service containers that exited (not 137) and were restarted
+    services_stopped: int
+    start_failures: int
+    vanished: int
+    rounds_ok: int
+    rounds_failed: int
+    rounds_not_ready: int
+    rounds_unrecorded: int  # the service's recorded run had ended (OOM) or was unknown
+    events: int
+    events_after_end: int
+    unknown_hosts: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            out[name] = value.to_json() if isinstance(value, Stats) else (
+                list(value) if isinstance(value, tuple) else value
+            )
+        return out
+
+
+@dataclass
+class _Tracked:
+    """The feed's view of one submitted request (internal, mutable)."""
+
+    sub: Submission
+    cpu: int
+    memory: int
+    seen: int = 0  # history events already taken
+    status: str = "pending"
+    host: str | None = None
+    placed_wall_s: float | None = None
+    answer_placed: bool = False  # the answer reported this placement; its event is known
+    in_run: bool = False  # the recorder holds a running run for it
+    awaiting: bool = False  # a killed victim not placed again yet
+    queued: bool = False  # a new request waiting for its first place (it asked to queue)
+    expected_cuts: int = 0  # cut events announced by POST answers, not seen yet
+    expected_kills: int = 0
+    stop_sent: bool = False
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+
+def recorder_host_ids(hosts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Live host id -> the name the recorder (and the report) uses: its address when every
+    host has a distinct one (``10.123.0.11``), else the id."""
+    addresses = [str(h.get("address") or "") for h in hosts]
+    readable = all(addresses) and len(set(addresses)) == len(addresses)
+    return {str(h["id"]): (a if readable else str(h["id"])) for h, a in zip(hosts, addresses,
+                                                                           strict=True)}
+
+
+class RecorderFeed:
+    """See the module docstring. One per replay; single-threaded."""
+
+    def __init__(
+        self,
+        recorder: MetricsRecorder,
+        clock: TraceClock,
+        host_names: Mapping[str, str],
+        *,
+        policy: str,
+        end_trace_s: float,
+    ) -> None:
+        self.recorder = recorder
+        self.clock = clock
+        self.host_names = dict(host_names)
+        self.policy = policy
+        self.end_trace_s = end_trace_s
+        self._tracked: dict[str, _Tracked] = {}
+        self._buffer: list[tuple[float, int, str, HistoryEvent]] = []
+        self._order = 0
+        self._unattributed: list[Cut] = []
+        self._records: dict[str, Mapping[str, Any]] = {}
+        self._addresses: dict[str, str] = {}
+        self._unknown_hosts: set[str] = set()
+        self._rtt_ms: list[float] = []
+        self._server_ms: list[float] = []
+        self._n: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _count(self, name: str, by: int = 1) -> None:
+        self._n[name] = self._n.get(name, 0) + by
+
+    def _t(self, wall_s: float) -> float:
+        return self.clock.trace_s(wall_s)
+
+    def _in_window(self, wall_s: float) -> bool:
+        return self._t(wall_s) <= self.end_trace_s
+
+    def _host(self, live_id: str | None) -> str | None:
+        if live_id is None:
+            return None
+        name = self.host_names.get(live_id)
+        if name is None:
+            self._unknown_hosts.add(live_id)
+        return name
+
+    def tracked(self, request_id: str) -> _Tracked | None:
+        return self._tracked.get(request_id)
+
+    # ------------------------------------------------------------------ submissions
+
+    def on_answer(
+        self, sub: Submission, sent_wall_s: float, received_wall_s: float,
+        answer: Mapping[str, Any],
+    ) -> None:
+        """The 201 answer of ``POST /requests``: the request's record and the decision."""
+        request = sub.request
+        record = answer["request"]
+        decision = answer.get("decision")
+        if decision is None:
+            raise ValueError(f"{sub.request_id}: the answer carries no decision (the 'swarm' "
+                             "policy hands requests to Swarm; the replay does not follow it)")
+        tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes)
+        self._tracked[sub.request_id] = tracked
+        self._count("submitted")
+        rtt_ms = max(0.0, (received_wall_s - sent_wall_s) * 1000.0)
+        given = decision.get("decision_ms")  # the scheduler's own time (manager/api.py)
+        server_ms = float(given) if isinstance(given, int | float) else None
+        self._rtt_ms.append(rtt_ms)
+        if server_ms is not None:
+            self._server_ms.append(server_ms)
+        t_sent = self._t(sent_wall_s)
+        t_answer = self._t(received_wall_s)
+        self.recorder.on_submit(
+            t_sent, sub.request_id, request.request_class, request.type,
+            workload=request.workload, expected_makespan_s=sub.expected_makespan_s,
+            probe=sub.probe,
+        )
+        placed = bool(decision.get("placed"))
+        cuts: list[Cut] = []
+        kills: list[str] = []
+        host_id = decision.get("host") if placed else None
+        if placed:
+            self._count("placed")
+            own = decision.get("request") or {}
+            cpu = int(own.get("cpu_shares", request.cpu_shares))
+            memory = int(own.get("memory", request.memory_bytes))
+            if cpu < request.cpu_shares or memory < request.memory_bytes:
+                cuts.append(Cut(sub.request_id, request.cpu_shares - cpu,
+                                request.memory_bytes - memory))
+            tracked.cpu, tracked.memory = cpu, memory
+            tracked.host = host_id
+            tracked.answer_placed = True
+            tracked.in_run = True
+            tracked.placed_wall_s = received_wall_s  # refined by its 'placed' event
+            for cut in decision.get("cuts", []):
+                cuts.append(self._answer_cut(cut))
+            for victim in decision.get("kills", []):
+                kills.append(str(victim))
+                self._count("kills_from_answers")
+                other = self._tracked.get(str(victim))
+                if other is not None:
+                    other.expected_kills += 1
+                    other.awaiting = True
+                    other.in_run = False
+                    other.host = None
+                    other.placed_wall_s = None
+        elif record.get("status") == "pending":  # it asked to queue, and waits
+            if not sub.probe:
+                self._count("queued")
+            tracked.queued = True
+            if t_answer <= self.end_trace_s:
+                self.recorder.on_queued(
+                    t_answer, sub.request_id,
+                    decision_ms=server_ms if server_ms is not None else rtt_ms,
+                )
+            else:
+                self._count("events_after_end")
+            self.on_record(record)
+            return
+        else:
+            self._count("rejected")
+        if t_answer <= self.end_trace_s:
+            self.recorder.on_decision(
+                t_answer, sub.request_id, request.request_class, request.type, placed,
+                decision_ms=server_ms if server_ms is not None else rtt_ms,
+                pass_name=self._pass_name(decision.get("pass")) if placed else None,
+                host_id=self._host(host_id), cuts=cuts, kills=kills, delay_ms=rtt_ms,
+            )
+        else:
+            self._count("events_after_end")
+        self.on_record(record)
+
+    def _answer_cut(self, cut: Mapping[str, Any]) -> Cut:
+        task_id = str(cut["task"])
+        cpu, memory = int(cut["cpu_shares"]), int(cut["memory"])
+        self._count("cuts_from_answers")
+        other = self._tracked.get(task_id)
+        if other is None:
+            return Cut(task_id, 0, 0)
+        removed = Cut(task_id, max(0, other.cpu - cpu), max(0, other.memory - memory))
+        other.cpu, other.memory = cpu, memory
+        other.expected_cuts += 1
+        return removed
+
+    def on_invalid(self, sub: Submission, sent_wall_s: float, received_wall_s: float) -> None:
+        """The manager refused the request as invalid (HTTP 400: e.g. larger than any host):
+        no host can ever take it, so it counts as a failed allocation."""
+        request = sub.request
+        self._count("submitted")
+        self._count("refused_invalid")
+        rtt_ms = max(0.0, (received_wall_s - sent_wall_s) * 1000.0)
+        self._rtt_ms.append(rtt_ms)
+        t_sent, t_answer = self._t(sent_wall_s), self._t(received_wall_s)
+        self.recorder.on_submit(t_sent, sub.request_id, request.request_class, request.type,
+                                workload=request.workload, probe=sub.probe)
+        if t_answer <= self.end_trace_s:
+            self.recorder.on_decision(t_answer, sub.request_id, request.request_class,
+                                      request.type, False, decision_ms=rtt_ms, delay_ms=rtt_ms)
+        tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes, status="rejected")
+        self._tracked[sub.request_id] = tracked
+
+    def _pass_name(self, raw: object) -> str:
+        """The energy policy's pass; a baseline's placements are named after it (as the
+        simulator names them)."""
+        if self.policy != "energy" or not isinstance(raw, str) or not raw:
+            return self.policy
+        return raw
+
+    # ------------------------------------------------------------------ records
+
+    def on_record(self, record: Mapping[str, Any]) -> None:
+        """A request's record with its history; new events wait for :meth:`flush`."""
+        tracked = self._tracked.get(str(record.get("id")))
+        if tracked is None:
+            return
+        self._records[tracked.sub.request_id] = record
+        events = record.get("history", [])
+        for raw in events[tracked.seen:]:
+            event = classify(raw)
+            self._order += 1
+            self._buffer.append((event.t_wall_s, self._order, tracked.sub.request_id, event))
+        tracked.seen = max(tracked.seen, len(events))
+
+    def flush(self) -> None:
+        """Process every buffered history event, oldest first."""
+        buffered = sorted(self._buffer, key=lambda item: (item[0], item[1]))
+        self._buffer.clear()
+        for _, _, request_id, event in buffered:
+            self._count("events")
+            self._apply(self._tracked[request_id], event)
+
+    def _apply(self, tracked: _Tracked, event: HistoryEvent) -> None:
+        if event.status is not None:
+            tracked.status = event.status
+        record = self._in_window(event.t_wall_s)
+        if not record and event.kind not in (EventKind.SUBMITTED, EventKind.OTHER):
+            self._count("events_after_end")
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, tracked, event, record)
+
+    def _on_placed(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        if event.host is not None:
+            tracked.host = event.host
+        if event.cpu_shares is not None:
+            tracked.cpu = event.cpu_shares
+        if event.memory_bytes is not None:
+            tracked.memory = event.memory_bytes
+        tracked.placed_wall_s = event.t_wall_s
+        tracked.stop_sent = False
+        if tracked.answer_placed:  # the placement its POST answer reported
+            tracked.answer_placed = False
+            return
+        if tracked.queued:  # a queued new request's first place: its decision
+            self._on_first_place(tracked, event, record)
+            return
+        if not tracked.awaiting:
+            return  # nothing the recorder needs (e.g. a repeated event)
+        tracked.awaiting = False
+        tracked.in_run = True
+        self._count("reschedules_placed")
+        cuts, self._unattributed = self._unattributed, []
+        if record:
+            self.recorder.on_reschedule(
+                self._t(event.t_wall_s), tracked.sub.request_id, True,
+                pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
+                cuts=cuts,
+            )
+
+    def _on_first_place(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        """A retry placed a queued new request: the decision the recorder waits for, its delay
+        from the submission (the decision's own time is not reported: a retry's). Kills that
+        decision made come from the victims' histories, as a victim's reschedule's do."""
+        tracked.queued = False
+        tracked.in_run = True
+        if not tracked.sub.probe:
+            self._count("queued_placed")
+        cuts, self._unattributed = self._unattributed, []
+        request = tracked.sub.request
+        if record:
+            self.recorder.on_decision(
+                self._t(event.t_wall_s), tracked.sub.request_id, request.request_class,
+                request.type, True, decision_ms=None,
+                pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
+                cuts=cuts,
+            )
+
+    def _on_cut(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        cpu = event.cpu_shares if event.cpu_shares is not None else tracked.cpu
+        memory = event.memory_bytes if event.memory_bytes is not None else tracked.memory
+        if tracked.expected_cuts > 0:  # announced by a POST answer (booked amounts counted)
+            tracked.expected_cuts -= 1
+        else:
+            self._count("cuts_from_history")
+            self._unattributed.append(Cut(tracked.sub.request_id, max(0, tracked.cpu - cpu),
+                                          max(0, tracked.memory - memory)))
+        tracked.cpu, tracked.memory = cpu, memory
+
+    def _on_killed(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        was_running = tracked.in_run
+        tracked.awaiting = True
+        tracked.in_run = False
+        tracked.host = None
+        tracked.placed_wall_s = None
+        tracked.cpu, tracked.memory = tracked.sub.request.cpu_shares, (
+            tracked.sub.request.memory_bytes)
+        if tracked.expected_kills > 0:  # reported with the decision of a POST answer
+            tracked.expected_kills -= 1
+            return
+        # A victim's reschedule made room (its beneficiary is named), or a kill no decision
+        # made (host left, kill on request): the recorder counts a 'killed' end as a kill.
+        self._count("kills_from_history" if event.beneficiary in self._tracked
+                    else "kills_unreported")
+        if record and was_running:
+            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+                                      EndStatus.KILLED)
+
+    def _on_waiting(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        if not tracked.awaiting:
+            return
+        self._count("reschedules_waiting")
+        tracked.host = None
+        if record:
+            self.recorder.on_reschedule(self._t(event.t_wall_s), tracked.sub.request_id, False)
+
+    def _on_ended(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        was_running = tracked.in_run
+        tracked.in_run = False
+        request_id = tracked.sub.request_id
+        t = self._t(event.t_wall_s)
+        if is_oom(event):
+            self._count("oom_jobs" if tracked.sub.request.type is TaskType.JOB
+                        else "oom_services")
+            if record and was_running:
+                self._oom(t, tracked)
+            return
+        status = event.status or ""
+        if status == "completed":
+            self._count("jobs_completed")
+            if record and was_running:
+                placed = tracked.placed_wall_s if tracked.placed_wall_s is not None else (
+                    event.t_wall_s)
+                self.recorder.on_task_end(
+                    t, request_id, EndStatus.FINISHED,
+                    makespan_s=max(0.0, (event.t_wall_s - placed) * self.clock.speedup),
+                    expected_makespan_s=tracked.sub.expected_makespan_s,
+                )
+        elif status == "failed":
+            self._count("jobs_failed")
+            if record and was_running:
+                self.recorder.on_task_end(t, request_id, EndStatus.FAILED)
+        elif record and was_running:
+            self.recorder.on_task_end(t, request_id, EndStatus.STOPPED)
+
+    def _oom(self, t: float, tracked: _Tracked) -> None:
+        host = self._host(tracked.host)
+        if host is not None:
+            self.recorder.on_oom_kill(t, host, tracked.sub.request_id)
+        else:
+            self.recorder.on_task_end(t, tracked.sub.request_id, EndStatus.OOM)
+
+    def _on_exited(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        if not is_oom(event):
+            self._count("service_exits")
+            return
+        self._count("oom_services")
+        if tracked.in_run:  # the recorded run ends here; Swarm restarts the container
+            tracked.in_run = False
+            if record:
+                self._oom(self._t(event.t_wall_s), tracked)
+
+    def _on_stopped(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        was_running = tracked.in_run
+        tracked.in_run = False
+        if not record:
+            return
+        self._count("services_stopped")
+        if was_running:
+            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+                                      EndStatus.STOPPED)
+
+    def _on_lost(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        was_running = tracked.in_run
+        tracked.in_run = False
+        self._count("start_failures" if event.kind is EventKind.START_FAILED else "vanished")
+        if record and was_running:
+            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+                                      EndStatus.FAILED)
+
+    # ------------------------------------------------------------------ hosts and rounds
+
+    def on_hosts(self, wall_s: float, hosts: Iterable[Mapping[str, Any]]) -> None:
+        """One ``GET /hosts``: every known host's state from now on (monitor's numbers)."""
+        t = min(self._t(wall_s), self.end_trace_s)
+        for host in hosts:
+            live_id = str(host["id"])
+            if host.get("address"):
+                self._addresses[live_id] = str(host["address"])
+            name = self._host(live_id)
+            if name is None:
+                continue
+            self.recorder.on_host_state(
+                t, name,
+                cpu_util=_unit(host.get("cpu_util")),
+                memory_util=_unit(host.get("memory_util")),
+                task_count=int(host.get("task_count", 0)),
+                cpu_allocated_shares=float(host.get("cpu_allocated", 0)),
+                memory_allocated_bytes=float(host.get("memory_allocated", 0)),
+            )
+
+    def on_round(self, result: RoundResult) -> None:
+        if not result.ready:
+            self._count("rounds_not_ready")
+            return
+        if not result.ok:
+            self._count("rounds_failed")
+            return
+        self._count("rounds_ok")
+        tracked = self._tracked.get(result.request_id)
+        if tracked is None or not tracked.in_run or not self._in_window(result.at_wall_s):
+            self._count("rounds_unrecorded")
+            return
+        self.recorder.on_service_response(self._t(result.at_wall_s), result.request_id,
+                                          result.rate, result.response_ms)
+
+    # ------------------------------------------------------------------ what to do next
+
+    def due_stops(self, now_wall_s: float) -> list[str]:
+        """Running services whose client time is over (not asked to stop yet)."""
+        due = []
+        for tracked in self._tracked.values():
+            if (tracked.sub.is_service and not tracked.final and not tracked.awaiting
+                    and not tracked.stop_sent and tracked.placed_wall_s is not None
+                    and tracked.sub.stop_due_wall_s(tracked.placed_wall_s) <= now_wall_s):
+                due.append(tracked.sub.request_id)
+        return due
+
+    def mark_stop_sent(self, request_id: str) -> None:
+        self._tracked[request_id].stop_sent = True
+
+    def active_ids(self) -> list[str]:
+        """Requests whose record may still change (not in a final status)."""
+        return [rid for rid, tracked in self._tracked.items() if not tracked.final]
+
+    def service_targets(self) -> list[ServiceTarget]:
+        targets = []
+        for tracked in self._tracked.values():
+            sub = tracked.sub
+            rate = sub.request.request_rate or 0
+            if (not sub.is_service or sub.port is None or rate <= 0 or tracked.final
+                    or tracked.awaiting or tracked.stop_sent
+                    or tracked.status not in RUNNING_STATUSES or tracked.host is None):
+                continue
+            address = self._addresses.get(tracked.host)
+            if address:
+                targets.append(ServiceTarget(sub.request_id, sub.request.workload, rate,
+                                             address, sub.port, sub.data_keys))
+        return targets
+
+    def records(self) -> list[Mapping[str, Any]]:
+        """The latest record (with its history) of every request, in submission order."""
+        return [self._records[rid] for rid in self._tracked if rid in self._records]
+
+    def counters(self) -> ReplayCounters:
+        n = self._n.get
+        return ReplayCounters(
+            submitted=n("submitted", 0),
+            refused_invalid=n("refused_invalid", 0),
+            placed=n("placed", 0),
+            rejected=n("rejected", 0),
+            queued=n("queued", 0),
+            queued_placed=n("queued_placed", 0),
+            client_rtt_ms=Stats.of(self._rtt_ms),
+            server_decision_ms=Stats.of(self._server_ms),
+            reschedules_placed=n("reschedules_placed", 0),
+            reschedules_waiting=n("reschedules_waiting", 0),
+            kills_from_answers=n("kills_from_answers", 0),
+            kills_from_history=n("kills_from_history", 0),
+            kills_unreported=n("kills_unreported", 0),
+            cuts_from_answers=n("cuts_from_answers", 0),
+            cuts_from_history=n("cuts_from_history", 0),
+            cuts_unattributed=len(self._unattributed),
+            jobs_completed=n("jobs_completed", 0),
+            jobs_failed=n("jobs_failed", 0),
+            oom_jobs=n("oom_jobs", 0),
+            oom_services=n("oom_services", 0),
+            service_exits=n("service_exits", 0),
+            services_stopped=n("services_stopped", 0),
+            start_failures=n("start_failures", 0),
+            vanished=n("vanished", 0),
+            rounds_ok=n("rounds_ok", 0),
+            rounds_failed=n("rounds_failed", 0),
+            rounds_not_ready=n("rounds_not_ready", 0),
+            rounds_unrecorded=n("rounds_unrecorded", 0),
+            events=n("events", 0),
+            events_after_end=n("events_after_end", 0),
+            unknown_hosts=tuple(sorted(self._unknown_hosts)),
+        )
+
+
+def _unit(value: object) -> float:
+    number = float(value) if isinstance(value, int | float) else 0.0
+    return min(1.0, max(0.0, number)) if math.isfinite(number) else 0.0
+
+
+_Handler = Callable[[RecorderFeed, _Tracked, HistoryEvent, bool], None]
+_HANDLERS: dict[EventKind, _Handler] = {
+    EventKind.PLACED: RecorderFeed._on_placed,
+    EventKind.CUT: RecorderFeed._on_cut,
+    EventKind.KILLED: RecorderFeed._on_killed,
+    EventKind.WAITING: RecorderFeed._on_waiting,
+    EventKind.ENDED: RecorderFeed._on_ended,
+    EventKind.EXITED: RecorderFeed._on_exited,
+    EventKind.STOPPED: RecorderFeed._on_stopped,
+    EventKind.START_FAILED: RecorderFeed._on_lost,
+    EventKind.VANISHED: RecorderFeed._on_lost,
+}

@@ -1,0 +1,309 @@
+"""The energy-aware policy: simple, cut and kill passes, exactly as DESIGN 3.4-3.6.
+
+Every pass walks candidate hosts in (region, host class, U) order and stops at the first host
+that takes the request. Hosts are read through ``ClusterReader.hosts`` with a room key, so a
+store can skip lists that cannot hold the request; each host is still checked here in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from fractions import Fraction
+
+from domain.capacity import (
+    CUT_INDEX,
+    KILL_INDEX,
+    SIMPLE_INDEX,
+    SIMPLE_ROOM,
+    RoomKey,
+    RoomKind,
+    fits,
+)
+from domain.classes import CLASSES, ClassTable, after_cut
+from domain.decision import Decision, Pass, TaskCut
+from domain.model import HostView, Request, Task, TaskType
+from domain.regions import Region
+from domain.store import ClusterReader, Segment
+from domain.tally import cut_target
+from scheduler.explain import Notes
+
+
+class EmptyHosts(StrEnum):
+    """Where empty hosts stand in the simple pass."""
+
+    LAST = "last"  # after every non-empty LEE and DEE host: idle machines stay idle
+    LEE = "lee"  # as in the thesis: with the LEE hosts, before any DEE host
+
+
+@dataclass(frozen=True)
+class EnergyPolicy:
+    empty_hosts: EmptyHosts = EmptyHosts.LAST
+    name: str = "energy"
+
+    def decide(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        run = _Run(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE)
+        decision = run.simple() or run.cut() or run.kill()
+        if decision is not None:
+            return decision
+        return Decision.refused(
+            request,
+            f"no host can take {request.cpu_shares} CPU shares and {request.memory} bytes "
+            f"of class {request.cls}, even with cuts and kills",
+            tuple(run.notes.lines),
+        )
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        """Whether one of the passes would take ``request`` on one of ``hosts``, each judged
+        as the passes below judge a host: by its region, class and rooms (which are exact)."""
+        rc = request.cls
+        need = (request.cpu_shares, request.memory)
+        # The request as cut on a stricter host of class hc (3.5 step 2), for hc < rc.
+        cut_needs = {}
+        for stricter in range(1, rc):
+            cut = classes.request_cut(rc, stricter)
+            cut_needs[stricter] = (after_cut(need[0], cut), after_cut(need[1], cut))
+        cut_index = CUT_INDEX[rc]
+        kill_index = KILL_INDEX[rc, request.type is TaskType.JOB]
+        for host in hosts:
+            hc, region, rooms = host.host_class, host.region, host.rooms
+            if hc is None:  # an empty host: the simple pass, outside EED
+                if region is not Region.EED and _within(need, rooms[SIMPLE_INDEX]):
+                    return True
+                continue
+            if region is not Region.EED:  # the simple and cut passes
+                if hc < rc:  # the cut request covers the simple pass
+                    if _within(cut_needs[hc], rooms[SIMPLE_INDEX]):
+                        return True
+                elif _within(need, rooms[cut_index]):  # covers the simple pass when hc == rc
+                    return True
+            if region is not Region.LEE and _within(need, rooms[kill_index]):  # the kill pass
+                return True
+        return False
+
+
+def _within(need: tuple[int, int], room: tuple[int, int]) -> bool:
+    return need[0] <= room[0] and need[1] <= room[1]
+
+
+class _Run:
+    """One decision: the request, the store, and the notes of the passes."""
+
+    def __init__(
+        self,
+        request: Request,
+        view: ClusterReader,
+        exclude: Collection[str],
+        notes: Notes,
+        empties_in_lee: bool,
+    ) -> None:
+        self.request = request
+        self.empties_in_lee = empties_in_lee
+        self.view = view
+        self.exclude = exclude
+        self.notes = notes
+        self.classes = view.classes
+        self.need = (request.cpu_shares, request.memory)
+
+    # -- candidates -------------------------------------------------------------------------
+
+    def _walk(self, pass_name: str, segments: list[Segment]) -> Iterator[HostView]:
+        """The hosts of the pass's lists in order, less the excluded ones."""
+        if self.notes.enabled:  # read every host so each one gets its line
+            segments = [replace(segment, room_key=None) for segment in segments]
+        for _, host in self.view.candidates(segments):
+            if host.id in self.exclude:
+                self.notes.host(pass_name, host, "excluded (the task was just removed from it)")
+                continue
+            yield host
+
+    def _placed(
+        self,
+        host: HostView,
+        pass_: Pass,
+        new_class: int,
+        reason: str,
+        *,
+        cut: Fraction = Fraction(0),
+        cuts: tuple[TaskCut, ...] = (),
+        kills: tuple[str, ...] = (),
+    ) -> Decision:
+        request = self.request
+        self.notes.host(pass_.value, host, f"takes it: {reason}")
+        return Decision(
+            request=request,
+            placed=True,
+            host=host.id,
+            pass_=pass_,
+            cpu_shares=after_cut(request.cpu_shares, cut),
+            memory=after_cut(request.memory, cut),
+            cut_received=cut,
+            cuts=cuts,
+            kills=kills,
+            new_class=new_class,
+            reason=f"{pass_.value} pass: {host.region.value} host {host.id} "
+            f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
+            explain=tuple(self.notes.lines),
+        )
+
+    # -- simple pass (3.4) ------------------------------------------------------------------
+
+    def simple(self) -> Decision | None:
+        rc = self.request.cls
+        cpu, memory = self.need
+        empty_regions = (Region.DEE,) if self.empties_in_lee else (Region.LEE, Region.DEE)
+        segments: list[Segment] = []
+        for region in (Region.LEE, Region.DEE):
+            segments += [
+                Segment(region, hc, False, SIMPLE_ROOM, self.need) for hc in range(1, rc + 1)
+            ]
+            if region is Region.LEE and self.empties_in_lee:
+                segments.append(Segment(Region.LEE, None, False, SIMPLE_ROOM, self.need))
+        segments += [Segment(r, None, False, SIMPLE_ROOM, self.need) for r in empty_regions]
+        for host in self._walk("simple", segments):
+            hc = host.host_class
+            if hc is None:
+                if fits(host, cpu, memory, rc):
+                    return self._placed(host, Pass.SIMPLE, rc, "empty host, fits")
+                self.notes.host("simple", host, "empty, but the request exceeds its capacity")
+            elif hc <= rc:
+                if fits(host, cpu, memory, hc):
+                    return self._placed(host, Pass.SIMPLE, hc, "fits unchanged")
+                self.notes.host("simple", host, "does not fit")
+        return None
+
+    # -- cut pass (3.5) ---------------------------------------------------------------------
+
+    def cut(self) -> Decision | None:
+        rc = self.request.cls
+        cut_needs = {hc: self._cut_need(hc) for hc in range(1, rc)}
+        segments = [
+            Segment(region, hc, False, SIMPLE_ROOM, cut_needs[hc])
+            if hc < rc
+            else Segment(region, hc, False, RoomKey(RoomKind.CUT, rc), self.need)
+            for region in (Region.LEE, Region.DEE)
+            for hc in CLASSES
+        ]
+        for host in self._walk("cut", segments):
+            hc = host.host_class
+            if hc is None:
+                continue
+            # Step 2 on a stricter host; steps 1 and 3 otherwise.
+            decision = self._cut_request(host, hc) if hc < rc else self._cut_tasks(host)
+            if decision is not None:
+                return decision
+        return None
+
+    def _cut_need(self, hc: int) -> tuple[int, int]:
+        cut = self.classes.request_cut(self.request.cls, hc)
+        return after_cut(self.need[0], cut), after_cut(self.need[1], cut)
+
+    def _cut_request(self, host: HostView, hc: int) -> Decision | None:
+        """Step 2: a stricter host; the request itself gives up t(rc) - t(hc)."""
+        cpu, memory = self.need
+        if fits(host, cpu, memory, hc):
+            return self._placed(host, Pass.CUT, hc, "fits unchanged")
+        cut = self.classes.request_cut(self.request.cls, hc)
+        cut_cpu, cut_memory = self._cut_need(hc)
+        if fits(host, cut_cpu, cut_memory, hc):
+            reason = f"fits once the request is cut by {cut}"
+            return self._placed(host, Pass.CUT, hc, reason, cut=cut)
+        self.notes.host("cut", host, f"does not fit even with the request cut by {cut}")
+        return None
+
+    def _cut_tasks(self, host: HostView) -> Decision | None:
+        """Steps 1 and 3: the host class becomes rc; its higher-class tasks give way."""
+        rc = self.request.cls
+        cpu, memory = self.need
+        if fits(host, cpu, memory, rc):
+            return self._placed(host, Pass.CUT, rc, "fits unchanged")
+        cuts = self._select_cuts(host)
+        if cuts is not None:
+            names = ", ".join(f"{c.task} to {c.cut_received}" for c in cuts)
+            return self._placed(host, Pass.CUT, rc, f"fits after cutting {names}", cuts=cuts)
+        self.notes.host("cut", host, "does not fit even after every allowed cut")
+        return None
+
+    def _select_cuts(self, host: HostView) -> tuple[TaskCut, ...] | None:
+        nc = self.request.cls
+        cpu, memory = self.need
+        if cpu > host.cpu_capacity or memory > host.memory_capacity:
+            return None
+        free_cpu = host.cpu_limits[nc - 1] - host.cpu_allocated
+        free_memory = host.memory_limits[nc - 1] - host.memory_allocated
+        chosen: list[TaskCut] = []
+        for task in self.view.tasks_on(host.id):
+            if task.cls <= nc:
+                break  # ordered by class descending: nothing below may be cut
+            target = cut_target(task, nc, self.classes)
+            if target is None:
+                continue
+            total, new_cpu, new_memory = target
+            freed_cpu, freed_memory = task.cpu_shares - new_cpu, task.memory - new_memory
+            chosen.append(
+                TaskCut(task.id, host.id, new_cpu, new_memory, total, freed_cpu, freed_memory)
+            )
+            free_cpu += freed_cpu
+            free_memory += freed_memory
+            if free_cpu >= cpu and free_memory >= memory:
+                return tuple(chosen)
+        return None
+
+    # -- kill pass (3.6) --------------------------------------------------------------------
+
+    def kill(self) -> Decision | None:
+        rc = self.request.cls
+        key = RoomKey(RoomKind.KILL, rc, self.request.type is TaskType.JOB)
+        class_order = [*range(rc, 5), *range(rc - 1, 0, -1)]
+        segments = [Segment(Region.EED, hc, True, key, self.need) for hc in class_order]
+        segments += [Segment(Region.DEE, hc, False, key, self.need) for hc in class_order]
+        for host in self._walk("kill", segments):
+            if host.host_class is None:
+                continue
+            nc = min(host.host_class, rc)
+            victims = self._select_victims(host, nc)
+            if victims is None:
+                self.notes.host("kill", host, "does not fit even without every victim")
+                continue
+            if victims:
+                names = ", ".join(v.id for v in victims)
+                reason = f"fits once {names} {'is' if len(victims) == 1 else 'are'} killed"
+            else:
+                reason = "fits without killing anything"
+            return self._placed(host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims))
+        return None
+
+    def _is_victim(self, task: Task) -> bool:
+        rc = self.request.cls
+        if rc < 4:
+            return task.cls > rc
+        return self.request.type is TaskType.JOB and task.cls == 4 and task.type is TaskType.SERVICE
+
+    def _select_victims(self, host: HostView, nc: int) -> list[Task] | None:
+        cpu, memory = self.need
+        if cpu > host.cpu_capacity or memory > host.memory_capacity:
+            return None
+        free_cpu = host.cpu_limits[nc - 1] - host.cpu_allocated
+        free_memory = host.memory_limits[nc - 1] - host.memory_allocated
+        chosen: list[Task] = []
+        if free_cpu >= cpu and free_memory >= memory:
+            return chosen
+        for task in self.view.tasks_on(host.id):
+            if not self._is_victim(task):
+                continue
+            chosen.append(task)
+            free_cpu += task.cpu_shares
+            free_memory += task.memory
+            if free_cpu >= cpu and free_memory >= memory:
+                return chosen
+        return None

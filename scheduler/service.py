@@ -1,0 +1,206 @@
+"""Decide, apply, and follow through: victims are rescheduled, the unplaceable wait (3.7).
+
+``Scheduler`` is still pure: it talks to a ClusterStore and returns an ``Outcome`` that lists,
+in order, every decision it applied. The live manager turns that list into Docker calls; the
+simulator into events.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from domain.decision import Decision
+from domain.errors import ConflictError
+from domain.model import Request, Task
+from domain.pending import PendingEntry, PendingReason, violation_deadline
+from domain.store import ChangeLog, ClusterStore
+from scheduler.registry import Policy
+
+# Kill chains end by construction (victims are of strictly higher classes, or class-4 services
+# for class-4 jobs); this bound only guards against a broken invariant.
+MAX_CHAIN = 10_000
+# How many pending entries one retry round decides at most (most urgent first); the rest wait
+# for the next event that frees room. Keeps an event's cost bounded when the queue is long.
+DEFAULT_RETRY_LIMIT = 32
+
+
+@dataclass
+class Outcome:
+    """What one event led to, in the order it was applied."""
+
+    applied: list[Decision] = field(default_factory=list)  # placed and applied, in order
+    killed: list[Task] = field(default_factory=list)  # tasks killed by those decisions
+    queued: list[PendingEntry] = field(default_factory=list)  # newly put in the pending queue
+    refused: list[Decision] = field(default_factory=list)  # new requests refused outright
+    # new requests no pass placed, queued as they asked (their entries are in ``queued``)
+    waiting: list[Decision] = field(default_factory=list)
+
+    def decision_for(self, request_id: str) -> Decision | None:
+        for decision in (*self.applied, *self.refused, *self.waiting):
+            if decision.request.id == request_id:
+                return decision
+        return None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: ClusterStore,
+        policy: Policy,
+        *,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
+        skip_unchanged: bool = True,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.retry_limit = retry_limit
+        # With a store that logs its changes: where each waiting request last failed, so a
+        # retry can tell "no changed host could take it" without deciding (see retry_pending).
+        self._log: ChangeLog | None = (
+            store if skip_unchanged and isinstance(store, ChangeLog) else None
+        )
+        self._failed_at: dict[str, int] = {}
+
+    # -- new requests ---------------------------------------------------------------------
+
+    def submit(self, request: Request, now: float, *, queue: bool = False) -> Outcome:
+        """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it."""
+        if self.store.task(request.id) is not None or self.store.is_pending(request.id):
+            raise ConflictError(f"request {request.id!r} is already known")
+        outcome = Outcome()
+        decision = self.policy.decide(request, self.store)
+        if decision.placed:
+            self._apply(decision, now, 0.0, 0.0, outcome)
+        elif queue:
+            outcome.waiting.append(decision)
+            self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
+        else:
+            outcome.refused.append(decision)
+        return outcome
+
+    # -- tasks that must move -------------------------------------------------------------
+
+    def reschedule(self, tasks: list[Task], now: float, reason: PendingReason) -> Outcome:
+        """Resubmit tasks removed from their hosts (killed, or their host left)."""
+        outcome = Outcome()
+        self._cascade(deque((task, reason) for task in tasks), now, outcome)
+        return outcome
+
+    def host_lost(self, host_id: str, now: float) -> Outcome:
+        tasks = self.store.remove_host(host_id)
+        return self.reschedule(tasks, now, PendingReason.HOST_LOST)
+
+    def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
+        """A task finished, failed, or was stopped: free its room and retry the queue."""
+        task = self.store.end_task(task_id)
+        return task, self.retry_pending(now)
+
+    # -- pending queue --------------------------------------------------------------------
+
+    def retry_pending(self, now: float) -> Outcome:
+        """Try waiting requests in time-to-violate order; the placed ones leave the queue.
+
+        An entry is skipped when one at least as small, of the same class and type, already
+        failed in this round (every pass is monotone in the request size); at most
+        ``retry_limit`` entries are tried per round.
+
+        With a store that logs its changes (``domain.store.ChangeLog``), an entry that failed
+        before is decided again only if a host that changed since could take it
+        (``Policy.may_place``): whether a host takes a request depends on that host's books
+        alone, so the other hosts would refuse it again. Such an entry counts as tried and
+        failed, exactly as if it had been decided: the outcome is the same either way.
+        """
+        outcome = Outcome()
+        # (class, type) -> sizes (cpu, memory) that failed in this round
+        failed: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        attempts = 0
+        marks = self._failed_at
+        entries = self.store.pending()
+        for entry in entries:
+            if attempts >= self.retry_limit:
+                break
+            request = entry.request
+            group = (request.cls, request.type)
+            smaller = failed.get(group)
+            if smaller is not None:
+                cpu_shares, memory = request.cpu_shares, request.memory
+                if any(cpu <= cpu_shares and mem <= memory for cpu, mem in smaller):
+                    continue  # not tried: the mark of its last failure still holds
+            attempts += 1
+            if self._may_place_now(request, marks.get(request.id)):
+                decision = self.policy.decide(request, self.store)
+                if decision.placed:
+                    marks.pop(request.id, None)
+                    self.store.remove_pending(request.id)
+                    self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
+                    continue
+            failed.setdefault(group, []).append((request.cpu_shares, request.memory))
+            if self._log is not None:
+                marks[request.id] = self._log.change_mark()
+        if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
+            waiting = {entry.request.id for entry in entries}
+            self._failed_at = {rid: mark for rid, mark in marks.items() if rid in waiting}
+        return outcome
+
+    def _may_place_now(self, request: Request, failed_at: int | None) -> bool:
+        """False when ``request`` failed at mark ``failed_at`` and no host changed since
+        could take it; True when it may fit, or when that cannot be told."""
+        if self._log is None or failed_at is None:
+            return True
+        changed = self._log.changed_since(failed_at)
+        if changed is None:
+            return True
+        return self.policy.may_place(request, changed, self.store.classes)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _apply(
+        self, decision: Decision, now: float, executed_s: float, pending_s: float, outcome: Outcome
+    ) -> None:
+        killed = self.store.apply(decision, now, executed_s, pending_s)
+        outcome.applied.append(decision)
+        if killed:
+            outcome.killed += killed
+            self._cascade(deque((task, PendingReason.VICTIM) for task in killed), now, outcome)
+
+    def _cascade(
+        self, victims: deque[tuple[Task, PendingReason]], now: float, outcome: Outcome
+    ) -> None:
+        steps = 0
+        while victims:
+            steps += 1
+            if steps > MAX_CHAIN:
+                raise RuntimeError("kill chain did not end: class invariant broken")
+            victim, reason = victims.popleft()
+            executed = victim.executed_s + max(0.0, now - victim.started_at)
+            request = victim.as_request()
+            decision = self.policy.decide(request, self.store, exclude=(victim.host,))
+            if not decision.placed:
+                self._enqueue(request, reason, now, executed, victim.pending_s, outcome)
+                continue
+            killed = self.store.apply(decision, now, executed, victim.pending_s)
+            outcome.applied.append(decision)
+            outcome.killed += killed
+            victims.extend((task, PendingReason.VICTIM) for task in killed)
+
+    def _enqueue(
+        self,
+        request: Request,
+        reason: PendingReason,
+        now: float,
+        executed_s: float,
+        pending_s: float,
+        outcome: Outcome,
+    ) -> None:
+        objective = self.store.classes.availability_objective(request.cls)
+        entry = PendingEntry(
+            request=request,
+            reason=reason,
+            enqueued_at=now,
+            deadline=violation_deadline(now, executed_s, pending_s, objective),
+            executed_s=executed_s,
+            pending_s=pending_s,
+        )
+        self.store.push_pending(entry)
+        outcome.queued.append(entry)

@@ -1,0 +1,776 @@
+"""The discrete-event simulator (DESIGN 7.2): the real scheduler, a modelled cluster.
+
+What is real: every decision is taken by ``scheduler.service.Scheduler`` with the policy
+of ``make_policy`` on a ``host_registry.memory.MemoryStore``, exactly as in the live manager.
+The simulator only plays the world around it:
+
+* arrivals from the trace; a request becomes ``Request(id, class, type, cpu, memory)`` and goes
+  through ``Scheduler.submit`` (refused ones are failed allocations, never queued: the thesis
+  behaviour; with ``SimConfig.queue_new`` they ask to queue, wait in the pending queue and
+  count as successful once placed); the scheduler reschedules kill victims itself and queues
+  those that find no host;
+* tasks: every placed decision starts a run on its host. A job has ``makespan_s`` seconds of
+  work at full speed and restarts from the beginning after a kill (the thesis behaviour); a
+  service runs ``makespan_s`` seconds of wall time from each start, then its client stops it;
+* usage: each run follows its workload's profile (sim/profiles.py): it wants a
+  fraction of its original allocated cores and holds a fraction of its original memory;
+* CPU contention (sim/contention.py): a host's cores are shared by CPU shares,
+  work-conserving; a job progresses at served / wanted (at most 1), so contended jobs take
+  longer than their makespan;
+* memory: the limit of a container is its booked memory. A cut lowers it like the live agent:
+  never below the current use plus a margin (the rest is counted as a cut not fully applied).
+  A task whose use exceeds its limit, and the largest task of a host whose tasks use more than
+  its memory, are killed for lack of memory (counted as OOM kills, never rescheduled);
+* the monitor (sim/monitor_model.py): hosts and tasks are averaged over 30 s / 45 s
+  windows and pushed only past the 10 p.p. threshold, so decisions see stale utilization;
+* metrics: every change of a host's true state goes to ``MetricsRecorder.on_host_state``.
+
+Time is the trace's clock in seconds. Events at the same instant run in a fixed order (task
+ends, usage steps, task windows, host windows, then arrivals) and by insertion otherwise, so
+a run is deterministic for a trace, profiles and seed (decision times aside: they are wall
+clock).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from domain.classes import ClassTable
+from domain.decision import Decision
+from domain.model import HostSpec, HostView, Request, TaskType
+from domain.regions import RegionBounds
+from domain.store import ClusterReader
+from host_registry.memory import MemoryStore
+from measure.energy import PowerModel
+from measure.recorder import Cut, EndStatus, MetricsRecorder, PolicyResult
+from monitor.core import TaskTracker, UtilSample
+from scheduler.policies.energy import EmptyHosts
+from scheduler.registry import Policy, PolicyName, make_policy
+from scheduler.service import Outcome, Scheduler
+from sim.contention import share_cpu
+from sim.monitor_model import (
+    HostMonitor,
+    MonitorModelConfig,
+    WindowAccumulator,
+    close_task_window,
+)
+from sim.profiles import Profiles, UsageProfile
+from workloads.trace import TraceHeader, TraceRequest
+
+SHARES_PER_CORE = 1024
+MIB = 1024**2
+DEFAULT_MEMORY_CUT_MARGIN_BYTES = 32 * MIB
+# A job whose work left is below this is done (float residue of rate x time).
+_WORK_EPS_S = 1e-6
+
+# Event kinds, in the order they run at the same instant.
+_END = 0  # a host's next job completion
+_STOP = 1  # a service's client stops it
+_STEP = 2  # a run moves to the next step of its usage profile
+_TASK_WINDOW = 3  # a host's task monitor closes a 45 s window
+_HOST_WINDOW = 4  # a host's monitor closes a 30 s window
+_INF = math.inf
+
+ProgressCallback = Callable[[float, float], None]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One policy run. ``end_s`` None: the trace's duration (its arrival window)."""
+
+    policy: str
+    seed: int = 0  # the random policy and the monitors' phases
+    end_s: float | None = None
+    monitor: MonitorModelConfig = field(default_factory=MonitorModelConfig)
+    memory_cut_margin_bytes: int = DEFAULT_MEMORY_CUT_MARGIN_BYTES
+    power_model: PowerModel | None = None
+    empty_hosts: EmptyHosts = EmptyHosts.LAST
+    classes: ClassTable | None = None
+    bounds: RegionBounds | None = None
+    # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
+    # and is retried like a victim, instead of being refused (the thesis behaviour).
+    queue_new: bool = False
+    # Retries skip waiting requests no changed host could take (scheduler.service);
+    # False decides every retry in full (same outcome, slower: for comparisons).
+    skip_unchanged_retries: bool = True
+    # Test aid: after every event, compare the simulator's books with the store (slow).
+    check_invariants: bool = False
+
+
+@dataclass(frozen=True)
+class SimStats:
+    """What the simulator saw that the metrics recorder does not hold."""
+
+    policy: str
+    wall_s: float
+    events: int
+    decisions: int
+    end_s: float
+    memory_cuts: int  # task cuts that lowered memory
+    memory_cuts_partial: int  # of those, limited by the task's use plus the margin
+    memory_cut_unapplied_bytes: int  # what those could not take
+    oom_host_kills: int  # a host's tasks used more than its memory: the largest was killed
+    oom_limit_kills: int  # a task used more than its own (cut) limit
+    oom_kills_by_workload: dict[str, int]  # "<workload> class <c>" -> OOM kills
+    contended_host_share: float  # host-time with CPU demand above capacity
+    monitor_host_pushes: int
+    monitor_task_pushes: int  # task values sent (one per task per batch)
+    pending_max: int
+    pending_at_end: int
+    running_at_end: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class SimResult:
+    result: PolicyResult
+    stats: SimStats
+
+
+class TimedPolicy:
+    """Wraps the real policy; logs every decision as (request id, ms, placed), in order, and
+    every retry ``may_place`` turns down without a decision as (request id, None, False): the
+    scheduler counts it as tried and failed, and so does the recorder."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.log: list[tuple[str, float | None, bool]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def decide(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        start = time.perf_counter_ns()
+        decision = self.inner.decide(request, view, exclude=exclude, explain=explain)
+        self.log.append((request.id, (time.perf_counter_ns() - start) / 1e6, decision.placed))
+        return decision
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        possible = self.inner.may_place(request, hosts, classes)
+        if not possible:
+            self.log.append((request.id, None, False))
+        return possible
+
+
+class _Run:
+    """One run of a task on a host (a rescheduled task gets a new run)."""
+
+    __slots__ = ("acc", "alive", "alloc_cores", "cpu_shares", "demand", "finish_t", "host",
+                 "id", "is_job", "limit", "mem_use", "memory", "original_memory", "profile",
+                 "rate", "request", "served", "start_t", "step", "work_left", "work_t")
+
+    def __init__(self, request: TraceRequest, host: _Host, profile: UsageProfile, t: float,
+                 cpu_shares: int, memory: int, acc: WindowAccumulator) -> None:
+        self.id = request.id
+        self.request = request
+        self.host = host
+        self.profile = profile
+        self.is_job = request.type is TaskType.JOB
+        self.start_t = t
+        self.step = 0
+        self.alive = True
+        self.cpu_shares = cpu_shares  # booked, possibly cut: the CPU weight
+        self.memory = memory  # booked, possibly cut
+        self.limit = memory  # the container's memory limit
+        self.alloc_cores = request.cpu_shares / SHARES_PER_CORE  # original allocation
+        self.original_memory = request.memory_bytes
+        first = profile.steps[0]
+        self.demand = profile.cpu_fraction(first, request.request_rate) * self.alloc_cores
+        self.mem_use = first.memory_fraction * self.original_memory
+        self.served = 0.0
+        self.rate = 1.0
+        self.work_left = request.makespan_s if self.is_job else 0.0
+        self.work_t = t
+        self.finish_t = t + self.work_left if self.is_job else _INF
+        self.acc = acc
+
+
+class _Host:
+    __slots__ = (
+        "booked_cpu",
+        "booked_mem",
+        "cap_cores",
+        "cap_mem",
+        "changed",
+        "contended",
+        "contended_s",
+        "contended_since",
+        "demand",
+        "id",
+        "mem_use",
+        "monitor",
+        "next_t",
+        "phase",
+        "recount",
+        "runs",
+        "served",
+        "task_tracker",
+    )
+
+    def __init__(self, host_id: str, cpu_shares: int, memory_bytes: int, phase: float,
+                 config: MonitorModelConfig, t: float) -> None:
+        self.id = host_id
+        self.cap_cores = cpu_shares / SHARES_PER_CORE
+        self.cap_mem = memory_bytes
+        self.phase = phase
+        self.runs: dict[str, _Run] = {}
+        # Since the last recompute: runs started or changed, and whether a job left (then the
+        # next completion must be looked for among all jobs).
+        self.changed: list[_Run] = []
+        self.recount = False
+        self.demand = 0.0
+        self.served = 0.0
+        self.mem_use = 0.0
+        self.booked_cpu = 0
+        self.booked_mem = 0
+        self.next_t = _INF
+        self.contended = False
+        self.contended_since = 0.0
+        self.contended_s = 0.0
+        self.monitor = HostMonitor(config, phase, t)
+        self.task_tracker = TaskTracker(config.threshold_pp)
+
+
+class Simulation:
+    """One policy over one trace. ``run()`` once; see the module docstring."""
+
+    def __init__(
+        self,
+        header: TraceHeader,
+        requests: Iterable[tuple[TraceRequest, bool]],
+        profiles: Profiles,
+        config: SimConfig,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.header = header
+        self.config = config
+        self.end_s = header.duration_s if config.end_s is None else config.end_s
+        self.profiles = profiles
+        self.progress = progress
+        self._arrivals: Iterator[tuple[TraceRequest, bool]] = iter(requests)
+        self.store = MemoryStore(config.classes, config.bounds)
+        inner = make_policy(config.policy, empty_hosts=config.empty_hosts, seed=config.seed)
+        self.policy = TimedPolicy(inner)
+        self.scheduler = Scheduler(
+            self.store, self.policy, skip_unchanged=config.skip_unchanged_retries
+        )
+        self._pass_names = PolicyName(config.policy) is PolicyName.ENERGY
+        self.recorder = MetricsRecorder.for_trace(
+            config.policy, header, power_model=config.power_model,
+            region_bounds=config.bounds,
+        )
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._hosts: dict[str, _Host] = {}
+        rng = random.Random(config.seed)
+        monitor = config.monitor
+        for spec in header.hosts:
+            self.store.add_host(
+                HostSpec(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes)
+            )
+            # Monitors start at independent moments: a random phase of the host window.
+            phase = rng.random() * monitor.host_window_s
+            host = _Host(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes,
+                         phase, monitor, 0.0)
+            self._hosts[spec.id] = host
+            self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
+            self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)
+        self._runs: dict[str, _Run] = {}
+        self._requests: dict[str, TraceRequest] = {}  # placed or waiting, by id
+        self._pending: set[str] = set()
+        self._queued_new: set[str] = set()  # of those, new requests never placed yet
+        self._touched: dict[str, _Host] = {}
+        self._dirty: dict[str, _Host] = {}
+        self._oom_limit: list[_Run] = []
+        self._events = 0
+        self._decisions = 0
+        self._memory_cuts = 0
+        self._memory_cuts_partial = 0
+        self._memory_cut_unapplied = 0
+        self._oom_host = 0
+        self._oom_limit_kills = 0
+        self._oom_by_workload: dict[str, int] = {}
+        self._host_pushes = 0
+        self._task_pushes = 0
+        self._pending_max = 0
+        self._ran = False
+
+    # ------------------------------------------------------------------ the loop
+
+    def _push(self, t: float, kind: int, obj: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, obj))
+
+    def run(self) -> SimResult:
+        if self._ran:
+            raise RuntimeError("a Simulation runs once")
+        self._ran = True
+        wall_start = time.perf_counter()
+        end_s = self.end_s
+        heap = self._heap
+        arrival = next(self._arrivals, None)
+        progress = self.progress
+        while True:
+            arrival_t = arrival[0].t_s if arrival is not None else _INF
+            heap_t = heap[0][0] if heap else _INF
+            if heap_t <= arrival_t:
+                if heap_t > end_s:
+                    break
+                t, kind, _, obj = heapq.heappop(heap)
+                self._dispatch(t, kind, obj)
+            else:
+                if arrival is None or arrival_t > end_s:
+                    break
+                t = arrival_t
+                self._arrive(t, arrival[0], arrival[1])
+                arrival = next(self._arrivals, None)
+            self._settle(t)
+            self._flush(t)
+            self._events += 1
+            if self.config.check_invariants:
+                self.check_books()
+            if progress is not None and self._events % 2000 == 0:
+                progress(t, end_s)
+        if progress is not None:
+            progress(end_s, end_s)
+        return self._finish(time.perf_counter() - wall_start)
+
+    def _dispatch(self, t: float, kind: int, obj: Any) -> None:
+        if kind == _END:
+            self._on_job_end(t, obj)
+        elif kind == _STOP:
+            if obj.alive:
+                self._end_run(t, obj, EndStatus.STOPPED)
+        elif kind == _STEP:
+            if obj.alive:
+                self._on_step(t, obj)
+        elif kind == _TASK_WINDOW:
+            self._on_task_window(t, obj)
+        else:
+            self._on_host_window(t, obj)
+
+    # ------------------------------------------------------------------ requests
+
+    def _arrive(self, t: float, request: TraceRequest, probe: bool) -> None:
+        self.recorder.on_submit_request(request, t=t, probe=probe)
+        self._requests[request.id] = request
+        outcome = self.scheduler.submit(
+            Request(request.id, request.request_class, request.type, request.cpu_shares,
+                    request.memory_bytes),
+            t,
+            queue=self.config.queue_new,
+        )
+        self._follow(outcome, t, request.id)
+
+    def _follow(self, outcome: Outcome, t: float, new_id: str | None = None) -> None:
+        """Mirror what the scheduler applied, in its order, and tell the recorder."""
+        applied = iter(outcome.applied)
+        recorder = self.recorder
+        queued = self._queued_new
+        for request_id, ms, placed in self.policy.log:
+            if ms is None:  # a retry may_place turned down: tried and failed, not decided
+                if request_id in queued:
+                    recorder.on_queued(t, request_id)
+                else:
+                    recorder.on_reschedule(t, request_id, False)
+                continue
+            self._decisions += 1
+            if placed:
+                decision = next(applied)
+                if decision.request.id != request_id:
+                    raise RuntimeError("the scheduler applied decisions out of order")
+                self._apply(decision, t)
+                cuts = self._cuts_of(decision)
+                pass_name = (decision.pass_.value if self._pass_names and decision.pass_
+                             else self.config.policy)
+                self._pending.discard(request_id)
+                if request_id == new_id or request_id in queued:
+                    queued.discard(request_id)
+                    recorder.on_decision(
+                        t, request_id, decision.request.cls, decision.request.type, True,
+                        decision_ms=ms, pass_name=pass_name, host_id=decision.host,
+                        cuts=cuts, kills=decision.kills,
+                    )
+                else:
+                    recorder.on_reschedule(
+                        t, request_id, True, decision_ms=ms, pass_name=pass_name,
+                        host_id=decision.host, cuts=cuts, kills=decision.kills,
+                    )
+            elif request_id in queued or (request_id == new_id and self.config.queue_new):
+                queued.add(request_id)  # in the queue: outcome.queued has it
+                recorder.on_queued(t, request_id, decision_ms=ms)
+            elif request_id == new_id:
+                request = self._requests.pop(request_id)
+                recorder.on_decision(t, request_id, request.request_class, request.type,
+                                     False, decision_ms=ms)
+            else:
+                recorder.on_reschedule(t, request_id, False, decision_ms=ms)
+        self.policy.log.clear()
+        for entry in outcome.queued:
+            self._pending.add(entry.request.id)
+        self._pending_max = max(self._pending_max, len(self._pending))
+
+    @staticmethod
+    def _cuts_of(decision: Decision) -> list[Cut]:
+        cuts = [Cut(c.task, c.cpu_freed, c.memory_freed) for c in decision.cuts]
+        if decision.cut_received > Fraction(0):
+            request = decision.request
+            cuts.append(Cut(request.id, request.cpu_shares - decision.cpu_shares,
+                            request.memory - decision.memory))
+        return cuts
+
+    # ------------------------------------------------------------------ applying decisions
+
+    def _apply(self, decision: Decision, t: float) -> None:
+        host = self._hosts[decision.host or ""]
+        for victim_id in decision.kills:
+            victim = self._runs.get(victim_id)
+            if victim is not None:
+                self._remove(victim)  # the request stays known: the victim is rescheduled
+        for cut in decision.cuts:
+            if cut.task in decision.kills:
+                continue
+            self._cut(self._runs[cut.task], cut.cpu_shares, cut.memory, t)
+        self._start(host, decision, t)
+
+    def _start(self, host: _Host, decision: Decision, t: float) -> None:
+        request = self._requests[decision.request.id]
+        profile = self.profiles[request.workload]
+        acc = WindowAccumulator(host.phase, self.config.monitor.interval_s, t)
+        run = _Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
+        host.runs[run.id] = run
+        self._runs[run.id] = run
+        host.demand += run.demand
+        host.mem_use += run.mem_use
+        host.booked_cpu += run.cpu_shares
+        host.booked_mem += run.memory
+        if len(profile.steps) > 1:
+            self._push(t + profile.steps[1].at_s, _STEP, run)
+        if not run.is_job:
+            self._push(t + request.makespan_s, _STOP, run)
+        if run.mem_use > run.limit:
+            self._oom_limit.append(run)
+        self._touch(host, run)
+
+    def _remove(self, run: _Run) -> None:
+        """Take a run off its host (it ended, was killed, or was killed for memory)."""
+        run.alive = False
+        host = run.host
+        del host.runs[run.id]
+        del self._runs[run.id]
+        host.demand -= run.demand
+        host.mem_use -= run.mem_use
+        host.booked_cpu -= run.cpu_shares
+        host.booked_mem -= run.memory
+        if not host.runs:  # no float residue on an empty host
+            host.demand = 0.0
+            host.mem_use = 0.0
+        host.recount = host.recount or run.is_job
+        self._touch(host)
+
+    def _cut(self, run: _Run, cpu_shares: int, memory: int, t: float) -> None:
+        host = run.host
+        host.booked_cpu += cpu_shares - run.cpu_shares
+        host.booked_mem += memory - run.memory
+        run.cpu_shares = cpu_shares
+        if memory < run.memory:
+            self._memory_cuts += 1
+            # The live agent's rule: never below what the container uses plus a margin.
+            floor = math.ceil(run.mem_use) + self.config.memory_cut_margin_bytes
+            limit = min(run.limit, max(memory, floor))
+            if limit > memory:
+                self._memory_cuts_partial += 1
+                self._memory_cut_unapplied += limit - memory
+            run.limit = limit
+        run.memory = memory
+        self._touch(host, run)
+
+    # ------------------------------------------------------------------ task events
+
+    def _on_step(self, t: float, run: _Run) -> None:
+        steps = run.profile.steps
+        run.step += 1
+        step = steps[run.step]
+        host = run.host
+        demand = run.profile.cpu_fraction(step, run.request.request_rate) * run.alloc_cores
+        mem_use = step.memory_fraction * run.original_memory
+        host.demand += demand - run.demand
+        host.mem_use += mem_use - run.mem_use
+        run.demand = demand
+        run.mem_use = mem_use
+        if run.step + 1 < len(steps):
+            self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
+        if mem_use > run.limit:
+            self._oom_limit.append(run)
+        self._touch(host, run)
+
+    def _on_job_end(self, t: float, host: _Host) -> None:
+        if host.next_t != t:
+            return  # superseded: the host's completions moved since this was scheduled
+        host.next_t = _INF
+        done = [run for run in host.runs.values()
+                if run.is_job and run.finish_t <= t + _WORK_EPS_S]
+        for run in sorted(done, key=lambda r: r.id):
+            self._end_run(t, run, EndStatus.FINISHED)
+        host.recount = True  # look for the next completion
+        self._touch(host)
+
+    def _end_run(self, t: float, run: _Run, status: EndStatus) -> None:
+        self._remove(run)
+        self._requests.pop(run.id, None)
+        self.recorder.on_task_end(
+            t, run.id, status, makespan_s=t - run.start_t,
+            expected_makespan_s=run.request.makespan_s if run.is_job else None,
+        )
+        _, outcome = self.scheduler.task_ended(run.id, t)
+        self._follow(outcome, t)
+
+    def _oom_kill(self, t: float, run: _Run) -> None:
+        key = f"{run.request.workload.value} class {run.request.request_class}"
+        self._oom_by_workload[key] = self._oom_by_workload.get(key, 0) + 1
+        self._remove(run)
+        self._requests.pop(run.id, None)
+        self.recorder.on_oom_kill(t, run.host.id, run.id)
+        _, outcome = self.scheduler.task_ended(run.id, t)
+        self._follow(outcome, t)
+
+    # ------------------------------------------------------------------ monitor events
+
+    def _on_host_window(self, t: float, host: _Host) -> None:
+        self._push(t + self.config.monitor.host_window_s, _HOST_WINDOW, host)
+        sent = host.monitor.window_closed(t)
+        if sent is None:
+            return
+        self._host_pushes += 1
+        before = self.store.host(host.id)
+        self.store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util)
+        # "A utilization drop" frees room for the waiting (DESIGN 3.7).
+        if self._pending and (sent.cpu_util < before.cpu_util
+                              or sent.memory_util < before.memory_util):
+            self._follow(self.scheduler.retry_pending(t), t)
+
+    def _on_task_window(self, t: float, host: _Host) -> None:
+        self._push(t + self.config.monitor.task_window_s, _TASK_WINDOW, host)
+        averages: dict[str, UtilSample] = {}
+        for run in host.runs.values():
+            average = run.acc.close(t)
+            if average is not None:
+                averages[run.id] = average
+        batch = close_task_window(host.task_tracker, averages)
+        for task in batch.tasks:
+            self.store.update_task_utilization(task.task_id, task.cpu_util, task.memory_util)
+        self._task_pushes += len(batch.tasks)
+
+    # ------------------------------------------------------------------ hosts
+
+    def _touch(self, host: _Host, run: _Run | None = None) -> None:
+        """``host`` changed (``run`` started on it or changed): recompute it before ``t`` ends."""
+        self._touched[host.id] = host
+        if run is not None:
+            host.changed.append(run)
+
+    def _settle(self, t: float) -> None:
+        """Out-of-memory kills first, then CPU shares and rates of every changed host."""
+        while self._touched or self._oom_limit:
+            if self._oom_limit:
+                run = self._oom_limit.pop()
+                if run.alive and run.mem_use > run.limit:
+                    self._oom_limit_kills += 1
+                    self._oom_kill(t, run)
+                continue
+            _, host = self._touched.popitem()
+            if host.mem_use > host.cap_mem and host.runs:
+                # The kernel's choice: the largest user of memory.
+                victim = max(host.runs.values(), key=lambda r: (r.mem_use, r.id))
+                self._oom_host += 1
+                self._oom_kill(t, victim)  # touches the host again
+                continue
+            self._recompute(host, t)
+
+    def _recompute(self, host: _Host, t: float) -> None:
+        contended = host.demand > host.cap_cores + 1e-12
+        if not contended and not host.contended:
+            self._recompute_changed(host, t)
+            return
+        host.changed.clear()
+        host.recount = False
+        runs = list(host.runs.values())
+        if contended:
+            served_all = share_cpu(host.cap_cores, [r.demand for r in runs],
+                                   [r.cpu_shares for r in runs])
+        else:
+            served_all = [r.demand for r in runs]
+        if contended != host.contended:
+            if host.contended:
+                host.contended_s += t - host.contended_since
+            else:
+                host.contended_since = t
+            host.contended = contended
+        total = 0.0
+        next_t = _INF
+        for run, served in zip(runs, served_all, strict=True):
+            total += served
+            _serve(run, served, t)
+            if run.is_job:
+                rate = served / run.demand if served < run.demand else 1.0
+                if rate != run.rate:
+                    run.work_left -= run.rate * (t - run.work_t)
+                    run.work_t = t
+                    run.rate = rate
+                    run.finish_t = t + max(0.0, run.work_left) / rate
+                if run.finish_t < next_t:
+                    next_t = run.finish_t
+        self._recomputed(host, t, total, next_t)
+
+    def _recompute_changed(self, host: _Host, t: float) -> None:
+        """``_recompute`` for a host uncontended before and after: every run is served what it
+        wants and every job runs at full speed, so only the changed runs are served anew (and
+        the next completion looked for among all jobs only when a job left). The same result,
+        without sharing the CPU out again."""
+        next_t = host.next_t
+        for run in host.changed:
+            if not run.alive:
+                continue
+            _serve(run, run.demand, t)
+            if run.is_job and run.finish_t < next_t:
+                next_t = run.finish_t
+        host.changed.clear()
+        runs = host.runs.values()
+        if host.recount:
+            host.recount = False
+            next_t = min([r.finish_t for r in runs if r.is_job], default=_INF)
+        total = sum([r.demand for r in runs])  # in the order _recompute adds them up
+        self._recomputed(host, t, total, next_t)
+
+    def _recomputed(self, host: _Host, t: float, served: float, next_t: float) -> None:
+        """The host serves ``served`` cores from ``t`` and its next job ends at ``next_t``."""
+        host.served = served
+        host.monitor.accumulator.set(
+            t, served / host.cap_cores, min(1.0, host.mem_use / host.cap_mem)
+        )
+        if next_t != host.next_t:
+            host.next_t = next_t
+            if next_t < _INF:
+                self._push(next_t, _END, host)
+        self._dirty[host.id] = host
+
+    def _flush(self, t: float) -> None:
+        """Tell the recorder the true state of every host that changed at ``t``."""
+        recorder = self.recorder
+        for host in self._dirty.values():
+            recorder.on_host_state(
+                t, host.id,
+                cpu_util=host.served / host.cap_cores,
+                memory_util=min(1.0, host.mem_use / host.cap_mem),
+                task_count=len(host.runs),
+                memory_in_use_bytes=max(0.0, host.mem_use),
+                cpu_allocated_shares=host.booked_cpu,
+                memory_allocated_bytes=host.booked_mem,
+            )
+        self._dirty.clear()
+
+    # ------------------------------------------------------------------ checks and the end
+
+    def check_books(self) -> None:
+        """The simulator's tasks are exactly the store's, with the same resources, and every
+        host's allocation is the sum of its tasks' (raises RuntimeError otherwise)."""
+        store_tasks = {task.id: task for task in self.store.tasks()}
+        if set(store_tasks) != set(self._runs):
+            only_sim = sorted(set(self._runs) - set(store_tasks))[:5]
+            only_store = sorted(set(store_tasks) - set(self._runs))[:5]
+            raise RuntimeError(f"tasks differ: simulator only {only_sim}, store only "
+                               f"{only_store}")
+        for run in self._runs.values():
+            task = store_tasks[run.id]
+            if (task.host, task.cpu_shares, task.memory) != (
+                run.host.id, run.cpu_shares, run.memory
+            ):
+                raise RuntimeError(f"task {run.id} booked differently")
+        for host in self._hosts.values():
+            view = self.store.host(host.id)
+            cpu = sum(r.cpu_shares for r in host.runs.values())
+            memory = sum(r.memory for r in host.runs.values())
+            if (view.cpu_allocated, view.memory_allocated, view.task_count) != (
+                cpu, memory, len(host.runs)
+            ) or (host.booked_cpu, host.booked_mem) != (cpu, memory):
+                raise RuntimeError(f"host {host.id}: allocations differ")
+            if host.mem_use > host.cap_mem * (1 + 1e-9):
+                raise RuntimeError(f"host {host.id} uses more memory than it has")
+            if host.served > host.cap_cores * (1 + 1e-9):
+                raise RuntimeError(f"host {host.id} serves more CPU than it has")
+        pending = {entry.request.id for entry in self.store.pending()}
+        if pending != self._pending:
+            raise RuntimeError("pending queues differ")
+
+    def _finish(self, wall_s: float) -> SimResult:
+        end_s = self.end_s
+        contended = 0.0
+        for host in self._hosts.values():
+            contended += host.contended_s
+            if host.contended:
+                contended += end_s - host.contended_since
+        result = self.recorder.finish(end_s)
+        host_time = end_s * len(self._hosts)
+        stats = SimStats(
+            policy=self.config.policy,
+            wall_s=wall_s,
+            events=self._events,
+            decisions=self._decisions,
+            end_s=end_s,
+            memory_cuts=self._memory_cuts,
+            memory_cuts_partial=self._memory_cuts_partial,
+            memory_cut_unapplied_bytes=self._memory_cut_unapplied,
+            oom_host_kills=self._oom_host,
+            oom_limit_kills=self._oom_limit_kills,
+            oom_kills_by_workload=dict(sorted(self._oom_by_workload.items())),
+            contended_host_share=contended / host_time if host_time > 0 else 0.0,
+            monitor_host_pushes=self._host_pushes,
+            monitor_task_pushes=self._task_pushes,
+            pending_max=self._pending_max,
+            pending_at_end=len(self._pending),
+            running_at_end=len(self._runs),
+        )
+        return SimResult(result, stats)
+
+
+def _serve(run: _Run, served: float, t: float) -> None:
+    """``run`` is served ``served`` cores from ``t``: what its monitor window sees."""
+    run.served = served
+    allocation = run.cpu_shares / SHARES_PER_CORE
+    cpu_util = served / allocation if served < allocation else 1.0
+    mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
+    acc = run.acc
+    if cpu_util != acc.cpu or mem_util != acc.memory:
+        acc.set(t, cpu_util, mem_util)
+
+
+def simulate(
+    header: TraceHeader,
+    requests: Iterable[tuple[TraceRequest, bool]],
+    profiles: Profiles,
+    config: SimConfig,
+    *,
+    progress: ProgressCallback | None = None,
+) -> SimResult:
+    """Run one policy over ``requests`` (``(request, is_probe)`` in time order)."""
+    return Simulation(header, requests, profiles, config, progress=progress).run()
