@@ -124,8 +124,8 @@ def run_manager(args: argparse.Namespace) -> int:
 
 
 def run_registry(args: argparse.Namespace) -> int:
-    from host_registry.app import create_registry_app
     from manager.settings import ManagerSettings
+    from task_registry.standalone import create_registry_app
     from web.edge import serve
 
     _logging(args.log_level)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
-from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -22,28 +21,11 @@ from domain.model import (
 )
 from domain.regions import Region
 from domain.store import Segment
-from task_registry.api import registry
+from host_registry.events import registry
 from web.edge import allow_only, json_body, required
+from web.forms import host_json
 
 blueprint = Blueprint("host_registry", __name__, url_prefix="/registry")
-
-
-def host_json(host: HostView) -> dict[str, Any]:
-    return {
-        "id": host.id,
-        "address": host.address,
-        "cpu_capacity": host.cpu_capacity,
-        "memory_capacity": host.memory_capacity,
-        "cpu_util": host.cpu_util,
-        "memory_util": host.memory_util,
-        "util": host.util,
-        "region": host.region.value,
-        "class": host.host_class,
-        "cpu_allocated": host.cpu_allocated,
-        "memory_allocated": host.memory_allocated,
-        "overbooking_factor": round(host.overbooking_factor, 6),
-        "task_count": host.task_count,
-    }
 
 
 def _list_filter() -> tuple[Region, int | None, bool] | None:

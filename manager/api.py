@@ -8,12 +8,11 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from domain.errors import ValidationError
 from domain.model import check_id
-from host_registry.api import host_json
 from manager.core import Manager
 from manager.openapi import document
 from manager.records import RequestStatus
-from task_registry.api import task_json
 from web.edge import allow_only, json_body
+from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
 

@@ -9,8 +9,8 @@ from flask import Flask
 import host_registry.api
 import manager.api
 import task_registry.api
+from host_registry.events import Registry
 from manager.core import Manager, ManagerEvents
-from task_registry.api import Registry
 from web import edge as web
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from typing import Any
 from domain.decision import Decision, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.labels import AGENT_URL_LABEL
+from domain.lifecycle import EndStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
 from host_registry.redis_store import RedisStore
@@ -30,7 +31,6 @@ from manager.swarm import Placement, ServiceInfo, SwarmBackend, TaskState
 from scheduler.policies.energy import EmptyHosts
 from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler
-from task_registry.api import EndStatus
 
 log = logging.getLogger(__name__)
 NODE_GRACE_S = 15.0  # a node must be gone this long before its tasks are rescheduled
@@ -155,25 +155,14 @@ class Manager:
 
     # -- events from the registries and agents ----------------------------------------------
 
-    def task_ended(
-        self,
-        task_id: str,
-        status: EndStatus,
-        exit_code: int | None,
-        service_id: str | None = None,
-        oom: bool = False,
-    ) -> bool:
-        return self.loop.call(lambda: self._task_ended(task_id, status, exit_code, service_id, oom))
+    def task_ended(self, end: TaskEnd) -> bool:
+        return self.loop.call(lambda: self._task_ended(end))
 
-    def _task_ended(
-        self,
-        task_id: str,
-        status: EndStatus,
-        exit_code: int | None,
-        service_id: str | None,
-        oom: bool = False,
-    ) -> bool:
+    def _task_ended(self, end: TaskEnd) -> bool:
         """Free a task's room when its container is done; False when the report is stale."""
+        task_id, status, exit_code, service_id, oom = (
+            end.task_id, end.status, end.exit_code, end.service_id, end.oom
+        )
         try:
             record = self.records.get(task_id)
         except NotFoundError:
@@ -547,15 +536,8 @@ class ManagerEvents:
     def host_removed(self, host_id: str) -> None:
         self.manager.host_removed(host_id)
 
-    def task_ended(
-        self,
-        task_id: str,
-        status: EndStatus,
-        exit_code: int | None,
-        service_id: str | None = None,
-        oom: bool = False,
-    ) -> bool:
-        return self.manager.task_ended(task_id, status, exit_code, service_id, oom)
+    def task_ended(self, end: TaskEnd) -> bool:
+        return self.manager.task_ended(end)
 
     def kill(self, task_id: str) -> None:
         self.manager.kill(task_id)

@@ -1,79 +1,20 @@
 """Task Registry endpoints (thesis 3.2.2, messages 2, 4, 6, 7, 9, 10, 13) as a Flask blueprint.
 
 The blueprint reads and writes the ClusterStore found in ``app.extensions["greenswarm"]``;
-events that need the scheduler (a task ended, a kill) go through ``RegistryEvents``.
+events that need the scheduler (a task ended, a kill) go through
+``host_registry.events.RegistryEvents``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
-
-from flask import Blueprint, Response, current_app, jsonify
+from flask import Blueprint, Response, jsonify
 
 from domain.errors import NotFoundError, ValidationError
-from domain.model import HostView, Task, check_fraction_of_one, check_id, check_int
-from domain.store import ClusterStore
+from domain.lifecycle import REPORTED_END_STATUSES, EndStatus, TaskEnd
+from domain.model import check_fraction_of_one, check_id, check_int
+from host_registry.events import registry
 from web.edge import allow_only, json_body, required
-
-
-class EndStatus(StrEnum):
-    FINISHED = "finished"  # exit code 0
-    FAILED = "failed"  # non-zero exit code, or the engine gave up on it
-    STOPPED = "stopped"  # the client or an operator stopped it
-    KILLED = "killed"  # the scheduler killed it to make room
-
-
-class RegistryEvents(Protocol):
-    """What the registries hand to the scheduler (the manager's loop implements it)."""
-
-    def host_changed(self, host: HostView) -> None: ...
-
-    def host_removed(self, host_id: str) -> None: ...
-
-    def task_ended(
-        self,
-        task_id: str,
-        status: EndStatus,
-        exit_code: int | None,
-        service_id: str | None = None,
-        oom: bool = False,
-    ) -> bool:
-        """False when the report is stale (an earlier placement of the same task)."""
-        ...
-
-    def kill(self, task_id: str) -> None: ...
-
-
-@dataclass
-class Registry:
-    store: ClusterStore
-    events: RegistryEvents
-
-
-def registry() -> Registry:
-    found: Registry = current_app.extensions["greenswarm"]
-    return found
-
-
-def task_json(task: Task) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "host": task.host,
-        "class": task.cls,
-        "type": task.type.value,
-        "cpu_shares": task.cpu_shares,
-        "memory": task.memory,
-        "original_cpu_shares": task.original_cpu_shares,
-        "original_memory": task.original_memory,
-        "cut_received": float(task.cut_received),
-        "cut_received_exact": str(task.cut_received),
-        "cpu_util": task.cpu_util,
-        "memory_util": task.memory_util,
-        "started_at": task.started_at,
-    }
-
+from web.forms import task_json
 
 blueprint = Blueprint("task_registry", __name__, url_prefix="/registry")
 
@@ -117,8 +58,9 @@ def task_end(task_id: str) -> tuple[Response, int]:
     body = json_body()
     allow_only(body, {"status", "exit_code", "service_id", "oom"})
     raw_status = required(body, "status")
-    if raw_status not in {s.value for s in EndStatus}:
-        raise ValidationError("status", "must be one of " + ", ".join(s.value for s in EndStatus))
+    if raw_status not in REPORTED_END_STATUSES:
+        choices = ", ".join(REPORTED_END_STATUSES)
+        raise ValidationError("status", "must be one of " + choices)
     exit_code = body.get("exit_code")
     if exit_code is not None:
         exit_code = check_int(exit_code, "exit_code", -(2**31), 2**31)
@@ -129,7 +71,7 @@ def task_end(task_id: str) -> tuple[Response, int]:
     if not isinstance(oom, bool):
         raise ValidationError("oom", "must be true or false")
     ended = registry().events.task_ended(
-        check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id, oom
+        TaskEnd(check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id, oom)
     )
     return jsonify({"task": task_id, "ended": ended}), 200
 
@@ -137,7 +79,7 @@ def task_end(task_id: str) -> tuple[Response, int]:
 @blueprint.delete("/tasks/<task_id>")
 def delete_task(task_id: str) -> tuple[Response, int]:
     """Message 9: the scheduler tells the registry a task terminated."""
-    registry().events.task_ended(check_id(task_id, "task"), EndStatus.STOPPED, None)
+    registry().events.task_ended(TaskEnd(check_id(task_id, "task"), EndStatus.STOPPED))
     return jsonify({"ended": task_id}), 202
 
 

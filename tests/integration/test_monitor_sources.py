@@ -26,7 +26,6 @@ from werkzeug.serving import make_server
 
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
-from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, redis_server, wait_for
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
@@ -36,6 +35,7 @@ from monitor.host_sources import CgroupHostSource, HostCapacity
 from monitor.identity import HostIdentity, resolve_identity
 from monitor.service import Monitor, Timings
 from monitor.tasks import ContainerSampler, ReadPath, TaskContainer
+from task_registry.standalone import create_registry_app
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024**2

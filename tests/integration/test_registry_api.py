@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer
+from task_registry.standalone import create_registry_app
 
 pytestmark = pytest.mark.redis
 TOKEN = "registry-token"

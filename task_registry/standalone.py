@@ -13,9 +13,10 @@ from flask import Flask
 import host_registry.api
 import task_registry.api
 from domain.errors import NotFoundError
+from domain.lifecycle import TaskEnd
 from domain.model import HostView
 from domain.store import ClusterStore
-from task_registry.api import EndStatus, Registry
+from host_registry.events import Registry
 from web import edge as web
 
 
@@ -29,16 +30,9 @@ class StandaloneEvents:
     def host_removed(self, host_id: str) -> None:
         self.store.remove_host(host_id)
 
-    def task_ended(
-        self,
-        task_id: str,
-        status: EndStatus,
-        exit_code: int | None,
-        service_id: str | None = None,
-        oom: bool = False,
-    ) -> bool:
+    def task_ended(self, end: TaskEnd) -> bool:
         try:
-            self.store.end_task(task_id)
+            self.store.end_task(end.task_id)
         except NotFoundError:
             return False
         return True
