@@ -112,11 +112,11 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
+from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from domain.regions import Region, RegionBounds
 from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
@@ -127,14 +127,6 @@ RESULT_VERSION = 1
 DEFAULT_DELAY_WINDOW_S = 300.0
 DEFAULT_SERIES_BINS = 360
 _RECENT_ENDS = 100_000
-
-
-class EndStatus(StrEnum):
-    FINISHED = "finished"  # a job ran to its end
-    FAILED = "failed"  # exited with an error
-    KILLED = "killed"  # evicted by the kill pass
-    OOM = "oom"  # killed by the kernel for lack of memory
-    STOPPED = "stopped"  # a service stopped by its client
 
 
 class Cut(NamedTuple):

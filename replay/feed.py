@@ -44,8 +44,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domain.lifecycle import EndStatus
 from domain.model import TaskType
-from measure.recorder import Cut, EndStatus, MetricsRecorder, Stats
+from measure.recorder import Cut, MetricsRecorder, Stats
 from replay.history import EventKind, HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
 from workloads.trace import Workload

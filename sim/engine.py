@@ -44,12 +44,13 @@ from typing import Any
 
 from domain.classes import ClassTable
 from domain.decision import Decision
+from domain.lifecycle import EndStatus
 from domain.model import HostSpec, HostView, Request, TaskType
 from domain.regions import RegionBounds
 from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
 from measure.energy import PowerModel
-from measure.recorder import Cut, EndStatus, MetricsRecorder, PolicyResult
+from measure.recorder import Cut, MetricsRecorder, PolicyResult
 from monitor.core import TaskTracker, UtilSample
 from scheduler.policies.energy import EmptyHosts
 from scheduler.registry import Policy, PolicyName, make_policy

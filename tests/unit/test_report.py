@@ -12,11 +12,11 @@ import pytest
 
 from cli.bench import register
 from domain.errors import ValidationError
+from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel
 from measure.recorder import (
     Cut,
-    EndStatus,
     MetricsRecorder,
     PolicyResult,
     Stats,
