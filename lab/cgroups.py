@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError, LabUnavailableError
-from lab.model import CgroupVersion
 from lab.mounts import unescape_mount_field
 from lab.plan import cfs_quota_us
+from monitor.cgroups import CgroupVersion
 
 CFS_PERIOD_US = 100_000
 V2_CONTROLLERS = ("cpuset", "cpu", "io", "memory", "pids")

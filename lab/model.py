@@ -15,6 +15,7 @@ from typing import Any
 from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL
 from lab.errors import LabError
 from lab.settings import LabSettings
+from monitor.cgroups import CgroupVersion  # the lab's nodes use v1 or v2
 
 STATE_VERSION = 1
 
@@ -23,11 +24,6 @@ LABEL_NODE = "greenswarm.lab.node"
 LABEL_SOCKET = "greenswarm.lab.socket"
 LABEL_ADDRESS = "greenswarm.lab.address"
 LABEL_CGROUP = "greenswarm.lab.cgroup"
-
-
-class CgroupVersion(StrEnum):
-    V1 = "v1"
-    V2 = "v2"
 
 
 class DaemonState(StrEnum):
