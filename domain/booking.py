@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ValidationError
 from domain.model import HostView, Task
-from domain.tally import combine, contribution
+from domain.tally import combine
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
-from domain.capacity import compute_rooms
+from domain import tally as layout
 from domain.classes import check_class
 from domain.errors import ValidationError
 from domain.regions import Region, total_utilization
+from domain.rooms import compute_rooms
 
 MIN_CPU_SHARES = 2
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -151,7 +152,12 @@ class HostView:
     rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rooms", compute_rooms(self))
+        object.__setattr__(
+            self,
+            "rooms",
+            compute_rooms(self.tally, self.cpu_capacity, self.memory_capacity, self.cpu_limits,
+                          self.memory_limits),
+        )
 
     @property
     def util(self) -> float:
@@ -172,27 +178,20 @@ class HostView:
 
     @property
     def cpu_allocated(self) -> int:
-        t = self.tally
-        return t[4] + t[5] + t[6] + t[7]
+        return layout.cpu_allocated(self.tally)
 
     @property
     def memory_allocated(self) -> int:
-        t = self.tally
-        return t[8] + t[9] + t[10] + t[11]
+        return layout.memory_allocated(self.tally)
 
     @property
     def task_count(self) -> int:
-        t = self.tally
-        return t[0] + t[1] + t[2] + t[3]
+        return layout.task_count(self.tally)
 
     @property
     def host_class(self) -> int | None:
         """The lowest class among the running tasks; None for an empty host."""
-        t = self.tally
-        for cls in (1, 2, 3, 4):
-            if t[cls - 1]:
-                return cls
-        return None
+        return layout.host_class(self.tally)
 
     @property
     def overbooking_factor(self) -> float:

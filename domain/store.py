@@ -11,12 +11,12 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from domain.capacity import RoomKey
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.rooms import RoomKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from domain.capacity import RoomKey, RoomKind, all_room_keys, room
+from domain.capacity import room
 from domain.model import HostView, Request, TaskType
 from domain.pending import PendingEntry, PendingReason
 from domain.regions import Region
+from domain.rooms import RoomKey, RoomKind, all_room_keys
 from domain.tally import TALLY_FIELDS
 
 EMPTY = "empty"

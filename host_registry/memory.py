@@ -15,15 +15,16 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import replace
 
 from domain.booking import book
-from domain.capacity import ROOM_INDEX, ROOM_KEYS
+from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.rooms import ROOM_INDEX, ROOM_KEYS
 from domain.store import Segment
-from domain.tally import EMPTY_TALLY, combine, contribution
+from domain.tally import EMPTY_TALLY, combine
 
 GroupKey = tuple[Region, int | None]
 # How many host changes the change log keeps (domain.store.ChangeLog); older marks read as

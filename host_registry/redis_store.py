@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import redis
 
 from domain.booking import book
+from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError, UnavailableError
@@ -27,7 +28,7 @@ from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
 from domain.store import Segment
-from domain.tally import EMPTY_TALLY, combine, contribution
+from domain.tally import EMPTY_TALLY, combine
 from host_registry.keys import (
     CANDIDATES_LUA,
     CAS_LUA,

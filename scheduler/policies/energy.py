@@ -12,21 +12,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 
-from domain.capacity import (
-    CUT_INDEX,
-    KILL_INDEX,
-    SIMPLE_INDEX,
-    SIMPLE_ROOM,
-    RoomKey,
-    RoomKind,
-    fits,
-)
+from domain.books import cut_target
+from domain.capacity import fits
 from domain.classes import CLASSES, ClassTable, after_cut
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
+from domain.rooms import CUT_INDEX, KILL_INDEX, SIMPLE_INDEX, SIMPLE_ROOM, RoomKey, RoomKind
 from domain.store import ClusterReader, Segment
-from domain.tally import cut_target
 from scheduler.explain import Notes
 
 

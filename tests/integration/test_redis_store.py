@@ -10,12 +10,13 @@ from fractions import Fraction
 
 import pytest
 
+from domain.books import contribution
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
 from domain.store import ClusterStore
-from domain.tally import EMPTY_TALLY, combine, contribution
+from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer

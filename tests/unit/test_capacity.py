@@ -1,4 +1,4 @@
-"""A host's rooms (domain.capacity.compute_rooms) against the rules of DESIGN 3.3-3.6, computed
+"""A host's rooms (domain.rooms.compute_rooms) against the rules of DESIGN 3.3-3.6, computed
 here from the host's tasks one by one (with none of the tally's helpers) instead of from the
 tally the view keeps."""
 
@@ -9,9 +9,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.capacity import ROOM_KEYS, RoomKind, room
+from domain.capacity import room
 from domain.classes import ClassTable
 from domain.model import HostView, Task
+from domain.rooms import ROOM_KEYS, RoomKind
 from tests.builders import SERVICE, H, T, build, host_tasks, task_strategy
 
 

@@ -8,9 +8,9 @@ import random
 import pytest
 
 import host_registry.memory as memory_module
-from domain.capacity import ROOM_INDEX, ROOM_KEYS
 from domain.model import HostSpec, Task, TaskType
 from domain.regions import REGIONS
+from domain.rooms import ROOM_INDEX, ROOM_KEYS
 from domain.store import Segment
 from host_registry.memory import MemoryStore
 

@@ -18,12 +18,13 @@ from hypothesis.stateful import (
     rule,
 )
 
+from domain.books import contribution
 from domain.classes import ClassTable, after_cut
 from domain.decision import Decision
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.regions import REGIONS
-from domain.tally import EMPTY_TALLY, combine, contribution
+from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
 from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler

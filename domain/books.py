@@ -1,0 +1,50 @@
+"""What a task adds to its host's tally (domain.tally) and what a cut would leave of it.
+
+The cut sums use exactly the rule of DESIGN 3.5 step 3 (each task cut by its whole allowance
+t(tk) - t(nc) - cut_received, resources rounded up), so "the sum says it fits" and "cutting the
+tasks one by one makes it fit" always agree.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from domain.classes import ClassTable, after_cut
+from domain.model import Task
+from domain.tally import COUNT, CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM, TALLY_SIZE
+
+
+def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fraction, int, int] | None:
+    """What task ``task`` becomes if its host class becomes ``new_class`` (DESIGN 3.5 step 3).
+
+    Returns (total cut, new CPU shares, new memory), or None when the task may lose nothing more
+    (its allowance t(tk) - t(nc) - cut_received is <= 0) or rounding leaves it unchanged.
+    """
+    if task.cls <= new_class:
+        return None
+    total = classes.request_cut(task.cls, new_class)  # t(tk) - t(nc), > 0 as tk > nc
+    if total <= task.cut_received:
+        return None
+    cpu = min(task.cpu_shares, after_cut(task.original_cpu_shares, total))
+    memory = min(task.memory, after_cut(task.original_memory, total))
+    if cpu == task.cpu_shares and memory == task.memory:
+        return None
+    return total, cpu, memory
+
+
+def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
+    """The tally of a host that runs only ``task``."""
+    values = [0] * TALLY_SIZE
+    index = task.cls - 1
+    values[COUNT + index] = 1
+    values[CPU + index] = task.cpu_shares
+    values[MEM + index] = task.memory
+    if task.cls == 4 and task.type == "service":
+        values[SVC4_CPU] = task.cpu_shares
+        values[SVC4_MEM] = task.memory
+    for new_class in (1, 2, 3):
+        target = cut_target(task, new_class, classes)
+        if target is not None:
+            values[CUT_CPU + new_class - 1] = task.cpu_shares - target[1]
+            values[CUT_MEM + new_class - 1] = task.memory - target[2]
+    return tuple(values)
