@@ -26,7 +26,8 @@ from domain.model import HostSpec, Request, Task, TaskType
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
 from measure.recorder import Stats
-from scheduler.registry import Policy, make_policy
+from scheduler.plugin import Policy
+from scheduler.registry import make_policy
 from workloads.thesis import ThesisWorkloadConfig
 
 CPU_SHARES = 8 * 1024

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from cli.argtypes import positive_float
 from sim.engine import ProgressCallback, SimConfig, SimResult, simulate
 from sim.profiles import load_shipped_profiles
-from sim.runner import DEFAULT_POLICIES, requests_with_probes
+from sim.runner import default_policies, requests_with_probes
 from workloads.cluster import parse_hosts_spec
 from workloads.thesis import (
     ProbeConfig,
@@ -107,7 +107,7 @@ class Pace:
 def thesis_hour(seed: int) -> None:
     print("thesis hour (5 hosts x 8 cores x 12 GiB, --workload thesis --seed "
           f"{seed}), target < {THESIS_TARGET_S:g} s per policy")
-    for policy in DEFAULT_POLICIES:
+    for policy in default_policies():
         start = time.perf_counter()
         result = run_one(policy, ThesisWorkloadConfig(), seed)
         wall = time.perf_counter() - start

@@ -10,13 +10,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from cli.policy_options import add_policy_options, class_table, empty_hosts, region_bounds
+from cli.policy_options import add_policy_options, cluster_options, policy_options
 from cli.scenario import load_scenario
 from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.store import ClusterStore
-from scheduler.registry import PolicyName, make_policy
+from scheduler import registry
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--scenario", required=True, help="JSON file, or - for standard input")
     parser.add_argument(
-        "--policy", default=PolicyName.ENERGY.value, choices=[p.value for p in PolicyName]
+        "--policy", default="energy", choices=registry.names(simulated=True),
+        help="the policy that decides (default: energy)",
     )
     parser.add_argument(
         "--explain",
@@ -70,8 +71,9 @@ def _read(path: str) -> object:
 
 
 def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | list[Any]:
-    classes = class_table(args)
-    bounds = region_bounds(args)
+    cluster = cluster_options(args)
+    classes, bounds = cluster.classes(), cluster.bounds()
+    options = policy_options(args)[args.policy]
     single = not isinstance(document, list)
     scenarios = [document] if single else document
     assert isinstance(scenarios, list)
@@ -84,9 +86,7 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
                 if single:
                     raise
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
-            policy = make_policy(
-                args.policy, empty_hosts=empty_hosts(args), seed=args.seed
-            )
+            policy = registry.make_policy(args.policy, options, seed=args.seed)
             decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results

@@ -16,7 +16,7 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 
 
 def _registrars() -> list[Registrar]:
-    from cli import bench, client, decide, services
+    from cli import bench, client, decide, policies, services
     from lab import cli as lab
     from monitor import cli as monitor
 
@@ -24,6 +24,7 @@ def _registrars() -> list[Registrar]:
         services.register,
         client.register,
         decide.register,
+        policies.register,
         monitor.register,
         lab.register,
         bench.register,

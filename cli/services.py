@@ -8,6 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from domain.errors import ValidationError
+from scheduler import registry as policies
 
 if TYPE_CHECKING:
     from host_registry.redis_store import RedisStore
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     manager.add_argument("--listen", type=_listen, help="HOST:PORT (default 127.0.0.1:8080)")
     manager.add_argument("--redis-url")
     manager.add_argument("--docker-url")
-    manager.add_argument("--policy", choices=["energy", "spread", "binpack", "random", "swarm"])
+    manager.add_argument("--policy", choices=policies.names(),
+                         help="the placement policy (default: energy; GREENSWARM_POLICY)")
     manager.add_argument("--node-label", help="only Swarm nodes carrying this label are hosts")
     manager.add_argument("--nodes", help="only these node ids or hostnames (comma-separated)")
     manager.add_argument("--agent-url", help="one agent URL for every node (single-node set-ups)")

@@ -46,14 +46,14 @@ SEEDS_FILE = "seeds.json"
 
 
 def _policies(text: str) -> list[str]:
-    from scheduler.registry import PolicyName
+    from scheduler import registry
 
     names = [p.strip() for p in text.split(",") if p.strip()]
-    known = {p.value for p in PolicyName}
+    known = registry.names(simulated=True)
     bad = [p for p in names if p not in known]
     if not names or bad:
         raise argparse.ArgumentTypeError(
-            f"unknown policies {bad or text!r}; choose among {', '.join(sorted(known))}"
+            f"unknown policies {bad or text!r}; choose among {', '.join(known)}"
         )
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError("a policy is listed twice")
@@ -112,7 +112,7 @@ def default_jobs() -> int:
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from cli import policy_options
     from cli.options import add_hosts_argument, add_power_table_argument
-    from sim.runner import DEFAULT_POLICIES
+    from sim.runner import default_policies
 
     parser = actions.add_parser(
         "simulate", help="replay a trace through the real scheduler in the simulator",
@@ -132,9 +132,9 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                        help="one run per seed, e.g. 1-6 or 1,3,5: each into DIR/seed-N as a "
                        "run with --seed N, then every number's mean, min and max per policy "
                        f"into DIR/{SEEDS_SUMMARY} and DIR/{SEEDS_FILE}")
-    parser.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES),
-                        metavar="LIST", help="comma-separated policies (default: "
-                        f"{','.join(DEFAULT_POLICIES)})")
+    parser.add_argument("--policies", type=_policies, default=default_policies(),
+                        metavar="LIST", help="comma-separated policies (default: every "
+                        f"policy the simulator runs: {','.join(default_policies())})")
     add_hosts_argument(parser)
     parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
@@ -227,14 +227,15 @@ def _simulate_seed(
         trace = TraceInput(header, stream)
         seed = seed if seed is not None else (header.seed or 0)
     arrivals_s = args.duration_s or trace.header.duration_s
+    cluster = policy_options.cluster_options(args)
     sim_config = SimConfig(
         policy=args.policies[0],
         seed=seed,
         end_s=arrivals_s + args.drain_s if args.drain_s else args.duration_s,
         power_model=PowerModel.named(args.power_table),
-        empty_hosts=policy_options.empty_hosts(args),
-        classes=policy_options.class_table(args),
-        bounds=policy_options.region_bounds(args),
+        options=policy_options.policy_options(args),
+        classes=cluster.classes(),
+        bounds=cluster.bounds(),
         queue_new=args.queue_new,
     )
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
@@ -259,7 +260,7 @@ def _simulate_seed(
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
         f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
-        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass places "
         f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
         + render_summary(results, thesis=thesis)
     )
@@ -291,7 +292,7 @@ def _simulate_seeds(
         f"# Simulation over {len(seeds)} seeds\n\n"
         f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "
         f"seed-N/ (its {SIMULATION_SUMMARY} and report).\n\n"
-        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass places "
         f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
         + summary.render()
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any
@@ -43,12 +43,22 @@ class Decision:
     cuts: tuple[TaskCut, ...] = ()
     kills: tuple[str, ...] = ()
     new_class: int | None = None  # the host's class once the decision is applied
-    reason: str = ""
+    reason: str = ""  # for people: nothing parses it
     explain: tuple[str, ...] = field(default=(), compare=False)
+    policy: str = ""  # the policy that decided (its plugin's name)
+    # How long the policy took to decide, in milliseconds (set by the scheduler); None for a
+    # retry that was not decided because no host changed since its last try could take it.
+    decision_ms: float | None = field(default=None, compare=False)
 
     @classmethod
-    def refused(cls, request: Request, reason: str, explain: tuple[str, ...] = ()) -> Decision:
-        return cls(request=request, placed=False, reason=reason, explain=explain)
+    def refused(
+        cls, request: Request, reason: str, explain: tuple[str, ...] = (), *, policy: str = ""
+    ) -> Decision:
+        return cls(request=request, placed=False, reason=reason, explain=explain, policy=policy)
+
+    def timed(self, decision_ms: float | None) -> Decision:
+        """This decision with the time it took."""
+        return replace(self, decision_ms=decision_ms)
 
     def to_dict(self, *, with_explain: bool = False) -> dict[str, Any]:
         """The JSON form documented for ``greenswarm decide`` and ``POST /requests``."""

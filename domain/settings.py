@@ -8,6 +8,8 @@ caller passes the environment.
 from __future__ import annotations
 
 import dataclasses
+import enum
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -27,20 +29,27 @@ def load_settings(
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
     values: dict[str, Any] = {}
+    hints = typing.get_type_hints(cls)
     for item in dataclasses.fields(cls):
         names = [prefix + item.name.upper()]
         if aliases and item.name in aliases:
             names.insert(0, aliases[item.name])
         raw = next((environ[name] for name in names if name in environ), None)
         if raw is not None:
-            values[item.name] = parse_setting(names[-1], raw, item.type)
+            values[item.name] = parse_setting(names[-1], raw, hints.get(item.name, item.type))
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return cls(**values)
 
 
 def parse_setting(name: str, raw: str, kind: object) -> object:
-    """``raw`` read as a field of type ``kind`` (int, float, bool; anything else stays text);
-    a ValidationError naming ``name`` when it cannot be."""
+    """``raw`` read as a field of type ``kind`` (int, float, bool, an Enum; anything else stays
+    text); a ValidationError naming ``name`` when it cannot be."""
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        try:
+            return kind(raw)
+        except ValueError:
+            choices = ", ".join(str(member.value) for member in kind)
+            raise ValidationError(name, f"cannot read {raw!r}: one of {choices}") from None
     type_name = kind if isinstance(kind, str) else getattr(kind, "__name__", "")
     try:
         if type_name == "int":

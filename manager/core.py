@@ -28,8 +28,7 @@ from manager.records import FINAL, RequestRecord, RequestRecords, RequestStatus
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
 from manager.swarm import Placement, ServiceInfo, SwarmBackend, TaskState
-from scheduler.policies.energy import EmptyHosts
-from scheduler.registry import make_policy
+from scheduler.plugin import PlacedBy
 from scheduler.service import Outcome, Scheduler
 
 log = logging.getLogger(__name__)
@@ -59,13 +58,9 @@ class Manager:
         self.backend = backend
         self.agents = agents
         self.clock = clock
-        self.by_swarm = settings.policy == "swarm"
-        policy = make_policy(
-            "spread" if self.by_swarm else settings.policy,
-            empty_hosts=EmptyHosts(settings.empty_hosts),
-            seed=settings.seed,
-        )
-        self.scheduler = Scheduler(store, policy)
+        plugin = settings.plugin
+        self.by_swarm = plugin.placed_by is PlacedBy.SWARM
+        self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed))
         self.loop = SchedulingLoop()
         self._state = _State()
         self._stop = threading.Event()

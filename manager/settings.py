@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from domain.classes import ClassTable, OverbookingModel
+from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
+from scheduler import registry
+from scheduler.plugin import ClusterOptions, PolicyPlugin, build_options, option_fields
 
 ENV_PREFIX = "GREENSWARM_"
 
@@ -22,11 +25,10 @@ class ManagerSettings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "gs"
     docker_url: str = "unix:///var/run/docker.sock"
-    policy: str = "energy"  # energy | spread | binpack | random | swarm
-    overbooking_model: str = OverbookingModel.THESIS.value
-    empty_hosts: str = "last"  # last | lee
-    lee_below: float = RegionBounds.lee_below  # the one default of domain.regions
-    eed_above: float = RegionBounds.eed_above
+    policy: str = "energy"  # a name of the registration table (scheduler/registry.py)
+    # The selected policy's options as NAME=VALUE pairs, comma-separated (e.g.
+    # "empty_hosts=lee"); GREENSWARM_<NAME> for one option works too.
+    policy_options: str = ""
     seed: int = 0
     # Which Swarm nodes are hosts: all Ready and Active nodes, or only those with this label
     # (e.g. greenswarm.lab.node), or only these ids/hostnames (comma-separated).
@@ -41,14 +43,30 @@ class ManagerSettings:
     swarm_pending_timeout_s: float = 60.0  # 'swarm' policy: refuse what Swarm cannot start
     threads: int = 8  # WSGI worker threads
     service_prefix: str = "gs-"
+    # The class table and region bounds (GREENSWARM_OVERBOOKING_MODEL, _LEE_BELOW, _EED_ABOVE)
+    # and the selected policy's typed options: read by from_env from the same environment.
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    options: Any = None
 
     @property
     def classes(self) -> ClassTable:
-        return ClassTable(OverbookingModel(self.overbooking_model))
+        return self.cluster.classes()
+
+    @property
+    def lee_below(self) -> float:
+        return self.cluster.lee_below
+
+    @property
+    def eed_above(self) -> float:
+        return self.cluster.eed_above
 
     @property
     def bounds(self) -> RegionBounds:
-        return RegionBounds(self.lee_below, self.eed_above)
+        return self.cluster.bounds()
+
+    @property
+    def plugin(self) -> PolicyPlugin[Any]:
+        return registry.plugin(self.policy)
 
     @classmethod
     def from_env(
@@ -57,17 +75,35 @@ class ManagerSettings:
         """GREENSWARM_<FIELD> for every field; explicit overrides (CLI options) win."""
         env = os.environ if environ is None else environ
         settings = load_settings(cls, env, ENV_PREFIX, {"token": shared_token(env), **overrides})
+        plugin = settings.plugin  # ValidationError (field "policy") for an unknown name
+        cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
+        options = load_settings(plugin.options, env, ENV_PREFIX)
+        options = replace(options, **_pairs(settings.policy_options, plugin))
+        settings = replace(settings, cluster=cluster, options=options)
         settings.validate()
         return settings
 
     def validate(self) -> None:
-        if self.policy not in {"energy", "spread", "binpack", "random", "swarm"}:
-            raise ValidationError("policy", "must be energy, spread, binpack, random or swarm")
-        if self.empty_hosts not in {"last", "lee"}:
-            raise ValidationError("empty_hosts", "must be last or lee")
-        OverbookingModel(self.overbooking_model)
-        RegionBounds(self.lee_below, self.eed_above)
         if not 0 < self.listen_port < 65536:
             raise ValidationError("listen_port", "must be a TCP port")
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
+
+
+def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:
+    """GREENSWARM_POLICY_OPTIONS ("name=value,...") as typed values of the policy's options."""
+    fields = {option.name: option for option in option_fields(plugin.options)}
+    values: dict[str, object] = {}
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, raw = pair.partition("=")
+        name = name.strip().lower()
+        where = f"{ENV_PREFIX}POLICY_OPTIONS"
+        if not sep:
+            raise ValidationError(where, f"{pair!r} is not NAME=VALUE")
+        if name not in fields:
+            known = ", ".join(fields) or "none"
+            raise ValidationError(where, f"policy {plugin.name} has no option {name!r} "
+                                  f"(its options: {known})")
+        values[name] = fields[name].parse(raw.strip(), f"{where}.{name}")
+    build_options(plugin.options, values)  # the dataclass's own checks
+    return values

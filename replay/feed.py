@@ -49,6 +49,7 @@ from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder, Stats
 from replay.history import EventKind, HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
+from scheduler import registry
 from workloads.trace import Workload
 
 FINAL_STATUSES = frozenset({"completed", "failed", "rejected", "stopped"})
@@ -324,11 +325,13 @@ class RecorderFeed:
         self._tracked[sub.request_id] = tracked
 
     def _pass_name(self, raw: object) -> str:
-        """The energy policy's pass; a baseline's placements are named after it (as the
-        simulator names them)."""
-        if self.policy != "energy" or not isinstance(raw, str) or not raw:
+        """The pass of a policy that has passes (scheduler.registry); a placement of any other
+        policy, or of a run whose label names no policy, is named after the label (as the
+        simulator names a policy without passes)."""
+        plugin = registry.find(self.policy)
+        if plugin is None or raw not in plugin.passes:
             return self.policy
-        return raw
+        return str(raw)
 
     # ------------------------------------------------------------------ records
 

@@ -7,6 +7,7 @@ simulator into events.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ from domain.errors import ConflictError
 from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
 from domain.store import ChangeLog, ClusterStore
-from scheduler.registry import Policy
+from scheduler.plugin import Policy
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -25,10 +26,17 @@ MAX_CHAIN = 10_000
 DEFAULT_RETRY_LIMIT = 32
 
 
+# The reason of a retry that was not decided (see Scheduler.retry_pending).
+NOT_RETRIED = "no host that changed since its last try could take it"
+
+
 @dataclass
 class Outcome:
     """What one event led to, in the order it was applied."""
 
+    # every decision taken, in order, each with its decision_ms; a retry that was not decided
+    # (no changed host could take it) is a refusal with decision_ms None
+    decisions: list[Decision] = field(default_factory=list)
     applied: list[Decision] = field(default_factory=list)  # placed and applied, in order
     killed: list[Task] = field(default_factory=list)  # tasks killed by those decisions
     queued: list[PendingEntry] = field(default_factory=list)  # newly put in the pending queue
@@ -69,7 +77,7 @@ class Scheduler:
         if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
         outcome = Outcome()
-        decision = self.policy.decide(request, self.store)
+        decision = self._decide(request, outcome)
         if decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
         elif queue:
@@ -129,12 +137,16 @@ class Scheduler:
                     continue  # not tried: the mark of its last failure still holds
             attempts += 1
             if self._may_place_now(request, marks.get(request.id)):
-                decision = self.policy.decide(request, self.store)
+                decision = self._decide(request, outcome)
                 if decision.placed:
                     marks.pop(request.id, None)
                     self.store.remove_pending(request.id)
                     self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
                     continue
+            else:
+                outcome.decisions.append(
+                    Decision.refused(request, NOT_RETRIED, policy=self.policy.name)
+                )
             failed.setdefault(group, []).append((request.cpu_shares, request.memory))
             if self._log is not None:
                 marks[request.id] = self._log.change_mark()
@@ -154,6 +166,16 @@ class Scheduler:
         return self.policy.may_place(request, changed, self.store.classes)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _decide(
+        self, request: Request, outcome: Outcome, exclude: tuple[str, ...] = ()
+    ) -> Decision:
+        """The policy's decision, timed, and noted in ``outcome``."""
+        started = time.perf_counter_ns()
+        decision = self.policy.decide(request, self.store, exclude=exclude)
+        decision = decision.timed((time.perf_counter_ns() - started) / 1e6)
+        outcome.decisions.append(decision)
+        return decision
 
     def _apply(
         self, decision: Decision, now: float, executed_s: float, pending_s: float, outcome: Outcome
@@ -175,7 +197,7 @@ class Scheduler:
             victim, reason = victims.popleft()
             executed = victim.executed_s + max(0.0, now - victim.started_at)
             request = victim.as_request()
-            decision = self.policy.decide(request, self.store, exclude=(victim.host,))
+            decision = self._decide(request, outcome, exclude=(victim.host,))
             if not decision.placed:
                 self._enqueue(request, reason, now, executed, victim.pending_s, outcome)
                 continue

@@ -58,11 +58,11 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" -eq 0 ] || die "run it as root (sudo bash scripts/bench-live-replay.sh): the lab creates network namespaces, cgroups and daemons"
 IFS=, read -r -a policy_list <<<"$policies"
+bash scripts/setup.sh >/dev/null
+# the policies the simulator also runs, from the registration table ('swarm' is not replayed)
+mapfile -t known < <(.venv/bin/python -m cli policies --simulated --names)
 for p in "${policy_list[@]}"; do
-    case "$p" in
-        energy|spread|binpack|random) ;;
-        *) die "unknown policy '$p' (energy, spread, binpack, random; 'swarm' is not replayed)" ;;
-    esac
+    [[ " ${known[*]} " == *" $p "* ]] || die "unknown policy '$p' (${known[*]}; 'swarm' is not replayed)"
 done
 stamp=$(date +%Y%m%d-%H%M%S)
 out=${out:-bench-out/live-$stamp}

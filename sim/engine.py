@@ -37,7 +37,7 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -45,15 +45,13 @@ from typing import Any
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.lifecycle import EndStatus
-from domain.model import HostSpec, HostView, Request, TaskType
+from domain.model import HostSpec, Request, TaskType
 from domain.regions import RegionBounds
-from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
 from measure.energy import PowerModel
 from measure.recorder import Cut, MetricsRecorder, PolicyResult
 from monitor.core import TaskTracker, UtilSample
-from scheduler.policies.energy import EmptyHosts
-from scheduler.registry import Policy, PolicyName, make_policy
+from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler
 from sim.contention import share_cpu
 from sim.monitor_model import (
@@ -92,7 +90,9 @@ class SimConfig:
     monitor: MonitorModelConfig = field(default_factory=MonitorModelConfig)
     memory_cut_margin_bytes: int = DEFAULT_MEMORY_CUT_MARGIN_BYTES
     power_model: PowerModel | None = None
-    empty_hosts: EmptyHosts = EmptyHosts.LAST
+    # each policy's own options by policy name (scheduler.plugin); a policy not named here
+    # runs with its defaults
+    options: Mapping[str, object] = field(default_factory=dict)
     classes: ClassTable | None = None
     bounds: RegionBounds | None = None
     # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
@@ -135,41 +135,6 @@ class SimStats:
 class SimResult:
     result: PolicyResult
     stats: SimStats
-
-
-class TimedPolicy:
-    """Wraps the real policy; logs every decision as (request id, ms, placed), in order, and
-    every retry ``may_place`` turns down without a decision as (request id, None, False): the
-    scheduler counts it as tried and failed, and so does the recorder."""
-
-    def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.log: list[tuple[str, float | None, bool]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def decide(
-        self,
-        request: Request,
-        view: ClusterReader,
-        *,
-        exclude: Collection[str] = (),
-        explain: bool = False,
-    ) -> Decision:
-        start = time.perf_counter_ns()
-        decision = self.inner.decide(request, view, exclude=exclude, explain=explain)
-        self.log.append((request.id, (time.perf_counter_ns() - start) / 1e6, decision.placed))
-        return decision
-
-    def may_place(
-        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
-    ) -> bool:
-        possible = self.inner.may_place(request, hosts, classes)
-        if not possible:
-            self.log.append((request.id, None, False))
-        return possible
 
 
 class _Run:
@@ -270,12 +235,10 @@ class Simulation:
         self.progress = progress
         self._arrivals: Iterator[tuple[TraceRequest, bool]] = iter(requests)
         self.store = MemoryStore(config.classes, config.bounds)
-        inner = make_policy(config.policy, empty_hosts=config.empty_hosts, seed=config.seed)
-        self.policy = TimedPolicy(inner)
+        policy = make_policy(config.policy, config.options.get(config.policy), seed=config.seed)
         self.scheduler = Scheduler(
-            self.store, self.policy, skip_unchanged=config.skip_unchanged_retries
+            self.store, policy, skip_unchanged=config.skip_unchanged_retries
         )
-        self._pass_names = PolicyName(config.policy) is PolicyName.ENERGY
         self.recorder = MetricsRecorder.for_trace(
             config.policy, header, power_model=config.power_model,
             region_bounds=config.bounds,
@@ -385,10 +348,10 @@ class Simulation:
 
     def _follow(self, outcome: Outcome, t: float, new_id: str | None = None) -> None:
         """Mirror what the scheduler applied, in its order, and tell the recorder."""
-        applied = iter(outcome.applied)
         recorder = self.recorder
         queued = self._queued_new
-        for request_id, ms, placed in self.policy.log:
+        for decision in outcome.decisions:
+            request_id, ms = decision.request.id, decision.decision_ms
             if ms is None:  # a retry may_place turned down: tried and failed, not decided
                 if request_id in queued:
                     recorder.on_queued(t, request_id)
@@ -396,14 +359,10 @@ class Simulation:
                     recorder.on_reschedule(t, request_id, False)
                 continue
             self._decisions += 1
-            if placed:
-                decision = next(applied)
-                if decision.request.id != request_id:
-                    raise RuntimeError("the scheduler applied decisions out of order")
+            if decision.placed:
                 self._apply(decision, t)
                 cuts = self._cuts_of(decision)
-                pass_name = (decision.pass_.value if self._pass_names and decision.pass_
-                             else self.config.policy)
+                pass_name = decision.pass_ or decision.policy
                 self._pending.discard(request_id)
                 if request_id == new_id or request_id in queued:
                     queued.discard(request_id)
@@ -426,7 +385,6 @@ class Simulation:
                                      False, decision_ms=ms)
             else:
                 recorder.on_reschedule(t, request_id, False, decision_ms=ms)
-        self.policy.log.clear()
         for entry in outcome.queued:
             self._pending.add(entry.request.id)
         self._pending_max = max(self._pending_max, len(self._pending))

@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing.queues import Queue
 
+from scheduler import registry
 from sim.engine import ProgressCallback, SimConfig, SimResult, simulate
 from sim.profiles import Profiles
 from workloads.thesis import (
@@ -32,7 +33,12 @@ from workloads.thesis import (
 )
 from workloads.trace import TraceHeader, TraceRequest
 
-DEFAULT_POLICIES: tuple[str, ...] = ("energy", "spread", "binpack", "random")
+
+def default_policies() -> list[str]:
+    """Every policy the simulator runs (the registration table's, live-only ones aside)."""
+    return registry.names(simulated=True)
+
+
 THESIS_PROBES = ProbeConfig()  # a probe job every 5 minutes (DESIGN 7.3)
 
 

@@ -8,7 +8,7 @@ store can skip lists that cannot hold the request; each host is still checked he
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
 
@@ -21,6 +21,7 @@ from domain.regions import Region
 from domain.rooms import CUT_INDEX, KILL_INDEX, SIMPLE_INDEX, SIMPLE_ROOM, RoomKey, RoomKind
 from domain.store import ClusterReader, Segment
 from scheduler.explain import Notes
+from scheduler.plugin import PolicyPlugin
 
 
 class EmptyHosts(StrEnum):
@@ -28,6 +29,15 @@ class EmptyHosts(StrEnum):
 
     LAST = "last"  # after every non-empty LEE and DEE host: idle machines stay idle
     LEE = "lee"  # as in the thesis: with the LEE hosts, before any DEE host
+
+
+@dataclass(frozen=True)
+class EnergyOptions:
+    empty_hosts: EmptyHosts = field(
+        default=EmptyHosts.LAST,
+        metadata={"help": "empty hosts after every LEE and DEE host (last) or among the LEE "
+                          "hosts as in the thesis (lee)"},
+    )
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class EnergyPolicy:
             f"no host can take {request.cpu_shares} CPU shares and {request.memory} bytes "
             f"of class {request.cls}, even with cuts and kills",
             tuple(run.notes.lines),
+            policy=self.name,
         )
 
     def may_place(
@@ -147,6 +158,7 @@ class _Run:
             reason=f"{pass_.value} pass: {host.region.value} host {host.id} "
             f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
             explain=tuple(self.notes.lines),
+            policy="energy",
         )
 
     # -- simple pass (3.4) ------------------------------------------------------------------
@@ -300,3 +312,13 @@ class _Run:
             if free_cpu >= cpu and free_memory >= memory:
                 return chosen
         return None
+
+
+PLUGIN = PolicyPlugin(
+    name="energy",
+    summary="the energy-aware policy (DESIGN 3.4-3.6): simple, cut and kill passes over LEE, "
+            "DEE and EED hosts",
+    options=EnergyOptions,
+    build=lambda options, seed: EnergyPolicy(empty_hosts=options.empty_hosts),
+    passes=tuple(Pass),
+)

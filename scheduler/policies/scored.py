@@ -1,24 +1,25 @@
-"""Swarm-style baselines (DESIGN 3.9): spread, binpack and random. None overbooks, cuts or kills.
+"""What the Swarm-style baselines share (DESIGN 3.9): classic Swarm's qualification and
+score, and the scored policy that spread and binpack are. None of them overbooks, cuts or kills.
 
 Scores are classic Swarm's: cpu = (allocated + request) x 100 / capacity, the same for memory;
 a node qualifies only when both are <= 100. Spread takes the lowest sum, binpack the highest;
-ties go to the node with fewest containers, then to the smallest id.
+ties go to the node with fewest containers, then to the smallest id. A baseline has no passes:
+its decisions carry the policy's name and no pass.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from domain.classes import ClassTable
-from domain.decision import Decision, Pass
+from domain.decision import Decision
 from domain.model import HostView, Request
 from domain.store import ClusterReader
 from scheduler.explain import Notes
 
 
-def _qualifying(
+def qualifying(
     request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes, name: str
 ) -> Iterator[tuple[float, HostView]]:
     cpu, memory = request.cpu_shares, request.memory
@@ -39,7 +40,7 @@ def _qualifying(
         yield score, host
 
 
-def _unreserved_fit(request: Request, hosts: Iterable[HostView], classes: ClassTable) -> bool:
+def unreserved_fit(request: Request, hosts: Iterable[HostView], classes: ClassTable) -> bool:
     """A baseline's ``may_place``: exactly its own test, without overbooking."""
     cpu, memory = request.cpu_shares, request.memory
     return any(
@@ -49,14 +50,14 @@ def _unreserved_fit(request: Request, hosts: Iterable[HostView], classes: ClassT
     )
 
 
-def _place(request: Request, host: HostView, name: str, why: str, notes: Notes) -> Decision:
+def place(request: Request, host: HostView, name: str, why: str, notes: Notes) -> Decision:
     host_class = host.host_class
     new_class = request.cls if host_class is None else min(host_class, request.cls)
     return Decision(
         request=request,
         placed=True,
         host=host.id,
-        pass_=Pass.SIMPLE,
+        policy=name,
         cpu_shares=request.cpu_shares,
         memory=request.memory,
         new_class=new_class,
@@ -65,12 +66,13 @@ def _place(request: Request, host: HostView, name: str, why: str, notes: Notes) 
     )
 
 
-def _refuse(request: Request, name: str, notes: Notes) -> Decision:
+def refuse(request: Request, name: str, notes: Notes) -> Decision:
     return Decision.refused(
         request,
         f"{name}: no node has {request.cpu_shares} CPU shares and "
         f"{request.memory} bytes unreserved",
         tuple(notes.lines),
+        policy=name,
     )
 
 
@@ -92,46 +94,15 @@ class ScoredPolicy:
         notes = Notes(explain)
         best: tuple[float, int, str] | None = None
         best_host: HostView | None = None
-        for score, host in _qualifying(request, view, exclude, notes, self.name):
+        for score, host in qualifying(request, view, exclude, notes, self.name):
             key = (-score if self.highest else score, host.task_count, host.id)
             if best is None or key < best:
                 best, best_host = key, host
         if best_host is None or best is None:
-            return _refuse(request, self.name, notes)
+            return refuse(request, self.name, notes)
         score = -best[0] if self.highest else best[0]
-        return _place(request, best_host, self.name, f"scores {score:.1f}", notes)
+        return place(request, best_host, self.name, f"scores {score:.1f}", notes)
 
-    may_place = staticmethod(_unreserved_fit)
-
-
-SPREAD = ScoredPolicy("spread", highest=False)
-BINPACK = ScoredPolicy("binpack", highest=True)
+    may_place = staticmethod(unreserved_fit)
 
 
-@dataclass
-class RandomPolicy:
-    """A uniformly random node among those the request fits without overbooking."""
-
-    seed: int = 0
-    name: str = "random"
-    _rng: random.Random = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._rng = random.Random(self.seed)
-
-    def decide(
-        self,
-        request: Request,
-        view: ClusterReader,
-        *,
-        exclude: Collection[str] = (),
-        explain: bool = False,
-    ) -> Decision:
-        notes = Notes(explain)
-        hosts = [host for _, host in _qualifying(request, view, exclude, notes, self.name)]
-        if not hosts:
-            return _refuse(request, self.name, notes)
-        host = self._rng.choice(hosts)
-        return _place(request, host, self.name, f"drawn among {len(hosts)} that fit", notes)
-
-    may_place = staticmethod(_unreserved_fit)
