@@ -185,7 +185,7 @@ def run_status(args: argparse.Namespace) -> int:
         )
         for event in record["history"]:
             stamp = time.strftime("%H:%M:%S", time.localtime(event["t"]))
-            print(f"  {stamp}  {event['event']}")
+            print(f"  {stamp}  {event['kind']:<12}  {event['reason']}")
         return 0
     path = "/requests" + (f"?status={args.filter}" if args.filter else "")
     records = api.get(path)

@@ -17,6 +17,7 @@ from typing import Any
 
 from domain.decision import Decision, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
+from domain.events import Event, EventKind
 from domain.labels import AGENT_URL_LABEL
 from domain.lifecycle import EndStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType
@@ -138,14 +139,19 @@ class Manager:
             return record
         if self.store.remove_pending(request_id):
             self.records.update(
-                request_id, "stopped by the client while pending", status=RequestStatus.STOPPED
+                request_id,
+                Event(EventKind.STOPPED, "stopped by the client while pending"),
+                status=RequestStatus.STOPPED,
             )
             return self.records.get(request_id)
         self.backend.remove(request_id)
         if self.store.task(request_id) is not None:
             _, outcome = self.scheduler.task_ended(request_id, self.clock())
             self._carry_out(outcome)
-        self.records.update(request_id, "stopped by the client", status=RequestStatus.STOPPED)
+        self.records.update(
+            request_id, Event(EventKind.STOPPED, "stopped by the client"),
+            status=RequestStatus.STOPPED,
+        )
         return self.records.get(request_id)
 
     # -- events from the registries and agents ----------------------------------------------
@@ -173,8 +179,9 @@ class Manager:
             why = ", out of memory" if oom else ""
             self.records.update(
                 task_id,
-                f"container exited (code {exit_code}{why}); Swarm restarts it",
-                oom=oom or None,
+                Event(EventKind.EXITED,
+                      f"container exited (code {exit_code}{why}); Swarm restarts it",
+                      exit_code=exit_code, oom=oom or None),
             )
             return False
         _, outcome = self.scheduler.task_ended(task_id, self.clock())
@@ -186,10 +193,9 @@ class Manager:
         why = " (out of memory)" if oom else ""
         self.records.update(
             task_id,
-            f"ended: {status.value}{why}",
+            Event(EventKind.ENDED, f"ended: {status.value}{why}", exit_code=exit_code,
+                  oom=oom or None),
             status=final,
-            exit_code=exit_code,
-            oom=oom or None,
         )
         self._carry_out(outcome)
         return True
@@ -202,7 +208,9 @@ class Manager:
         if task is None:
             raise NotFoundError(f"no running task {task_id!r}")
         # the service first: if Docker cannot remove it, the task stays booked and running
-        self._mark_killed(task_id, f"killed on {task.host} on request")
+        self._mark_killed(
+            task_id, Event(EventKind.KILLED, f"killed on {task.host} on request", host=task.host)
+        )
         self.store.end_task(task_id)
         outcome = self.scheduler.reschedule([task], self.clock(), PendingReason.VICTIM)
         self._carry_out(outcome)
@@ -226,15 +234,19 @@ class Manager:
         for decision in outcome.applied:
             for victim in decision.kills:
                 self._mark_killed(
-                    victim, f"killed on {decision.host} to make room for {decision.request.id}"
+                    victim,
+                    Event(EventKind.KILLED,
+                          f"killed on {decision.host} to make room for {decision.request.id}",
+                          host=decision.host, by=decision.request.id),
                 )
             for cut in decision.cuts:
-                self._cut(cut)
+                self._cut(cut, decision.request.id)
             self._start(decision)
         for entry in outcome.queued:  # it will start again with its original resources
             self.records.update(
                 entry.request.id,
-                f"waiting in the pending queue ({entry.reason})",
+                Event(EventKind.QUEUED, f"waiting in the pending queue ({entry.reason})",
+                      queue_reason=entry.reason.value),
                 status=RequestStatus.PENDING,
                 host=None,
                 service_id=None,
@@ -243,9 +255,13 @@ class Manager:
                 cut_received="0",
             )
         for refused in outcome.refused:
-            self.records.update(refused.request.id, refused.reason, status=RequestStatus.REJECTED)
+            self.records.update(
+                refused.request.id,
+                Event(EventKind.REJECTED, refused.reason, policy=refused.policy or None),
+                status=RequestStatus.REJECTED,
+            )
 
-    def _mark_killed(self, task_id: str, event: str) -> None:
+    def _mark_killed(self, task_id: str, event: Event) -> None:
         """A task was taken off its host (kill, or its host left): its service goes now, so a
         later placement never meets the old one (and nothing runs unbooked meanwhile)."""
         self.backend.remove(task_id)
@@ -262,18 +278,20 @@ class Manager:
             self.store.end_task(request_id)  # undo the booking: nothing runs
             self.records.update(
                 request_id,
-                f"could not start on {host}: {exc}",
+                Event(EventKind.START_FAILED, f"could not start on {host}: {exc}", host=host),
                 status=RequestStatus.FAILED,
                 host=None,
                 service_id=None,
             )
             self.queue_retry()
             return
-        killed_before = any(item.get("event", "").startswith("killed") for item in record.history)
+        killed_before = record.kills > 0  # taken off a host before: this is a reschedule
         status = RequestStatus.KILLED_AND_RESCHEDULED if killed_before else RequestStatus.RUNNING
         self.records.update(
             request_id,
-            f"placed: {decision.reason}",
+            Event(EventKind.PLACED, f"placed: {decision.reason}", pass_=decision.pass_,
+                  policy=decision.policy or None, victims=decision.kills,
+                  cuts=tuple(cut.task for cut in decision.cuts)),
             status=status,
             host=host,
             service_id=service_id,
@@ -282,7 +300,7 @@ class Manager:
             cut_received=str(decision.cut_received),
         )
 
-    def _cut(self, cut: TaskCut) -> None:
+    def _cut(self, cut: TaskCut, beneficiary: str) -> None:
         url = self._agent_url(cut.host)
         what = (
             f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut {cut.cut_received})"
@@ -292,7 +310,8 @@ class Manager:
         except GreenSwarmError as exc:
             self.records.update(
                 cut.task,
-                f"{what}; booked, not yet applied ({exc})",
+                Event(EventKind.CUT, f"{what}; booked, not yet applied ({exc})", host=cut.host,
+                      by=beneficiary, applied=False),
                 cpu_shares=cut.cpu_shares,
                 memory=cut.memory,
                 cut_received=str(cut.cut_received),
@@ -303,7 +322,7 @@ class Manager:
             what += f"; the node kept {result.memory} bytes (the task uses more than the target)"
         self.records.update(
             cut.task,
-            what,
+            Event(EventKind.CUT, what, host=cut.host, by=beneficiary, applied=True),
             cpu_shares=result.cpu_shares,
             memory=result.memory,
             cut_received=str(cut.cut_received),
@@ -332,10 +351,14 @@ class Manager:
             )
         except GreenSwarmError as exc:
             self.records.update(
-                request.id, f"Swarm refused it: {exc}", status=RequestStatus.REJECTED
+                request.id, Event(EventKind.REJECTED, f"Swarm refused it: {exc}", policy="swarm"),
+                status=RequestStatus.REJECTED,
             )
             return
-        self.records.update(request.id, "handed to Swarm's own scheduler", service_id=service_id)
+        self.records.update(
+            request.id, Event(EventKind.SWARM, "handed to Swarm's own scheduler"),
+            service_id=service_id,
+        )
 
     def _swarm_constraints(self) -> tuple[str, ...]:
         """Keep Swarm's own choice among our hosts where a constraint can say so: one named
@@ -387,7 +410,11 @@ class Manager:
         log.warning("host %s left the Swarm: rescheduling its tasks", host_id)
         tasks = {t.id for t in self.store.tasks_on(host_id)}
         for task_id in tasks:
-            self._mark_killed(task_id, f"killed: its host {host_id} left the Swarm")
+            self._mark_killed(
+                task_id,
+                Event(EventKind.HOST_LOST, f"killed: its host {host_id} left the Swarm",
+                      host=host_id),
+            )
         self._carry_out(self.scheduler.host_lost(host_id, self.clock()))
 
     def _reconcile(self) -> None:
@@ -424,10 +451,10 @@ class Manager:
             final = RequestStatus.COMPLETED if finished else RequestStatus.FAILED
             self.records.update(
                 info.task_id,
-                f"ended (exit code {info.exit_code})",
+                Event(EventKind.ENDED, f"ended (exit code {info.exit_code})",
+                      exit_code=info.exit_code),
                 status=final,
                 host=info.node_id,
-                exit_code=info.exit_code,
             )
         elif self.by_swarm:
             self._follow_swarm(info, record, task)
@@ -439,7 +466,9 @@ class Manager:
         message = f"ended: {status.value} (exit code {info.exit_code})"
         if info.message and status is EndStatus.FAILED:
             message += f": {info.message}"
-        self.records.update(info.task_id, message, status=final, exit_code=info.exit_code)
+        self.records.update(
+            info.task_id, Event(EventKind.ENDED, message, exit_code=info.exit_code), status=final
+        )
         self._carry_out(outcome)
 
     def _vanished(self, task: Task) -> None:
@@ -448,7 +477,8 @@ class Manager:
             return
         _, outcome = self.scheduler.task_ended(task.id, self.clock())
         self.records.update(
-            task.id, "its service disappeared from the Swarm", status=RequestStatus.FAILED
+            task.id, Event(EventKind.VANISHED, "its service disappeared from the Swarm"),
+            status=RequestStatus.FAILED,
         )
         self._carry_out(outcome)
 
@@ -462,8 +492,8 @@ class Manager:
                 if record.status is not RequestStatus.RUNNING:
                     self.records.update(
                         info.task_id,
-                        f"Swarm started it on {info.node_id}, "
-                        "which is not a managed host: not booked",
+                        Event(EventKind.SWARM, f"Swarm started it on {info.node_id}, "
+                              "which is not a managed host: not booked"),
                         status=RequestStatus.RUNNING,
                         host=info.node_id,
                     )
@@ -482,7 +512,8 @@ class Manager:
                 )
             )
             self.records.update(
-                info.task_id, "Swarm started it", status=RequestStatus.RUNNING, host=info.node_id
+                info.task_id, Event(EventKind.SWARM, "Swarm started it", policy="swarm"),
+                status=RequestStatus.RUNNING, host=info.node_id,
             )
         elif (
             task is None
@@ -491,7 +522,8 @@ class Manager:
             self.backend.remove(info.task_id)
             self.records.update(
                 info.task_id,
-                f"Swarm could not start it: {info.message}",
+                Event(EventKind.REJECTED, f"Swarm could not start it: {info.message}",
+                      policy="swarm"),
                 status=RequestStatus.REJECTED,
             )
 

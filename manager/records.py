@@ -5,7 +5,9 @@
 =================================  ==============================================================
  ``{p}:request:{id}``               hash: the request (JSON spec), status, host, service id,
                                     current resources, cut received, kills, timestamps
- ``{p}:request:{id}:history``       list: events, oldest first, as JSON {"t", "event", ...}
+ ``{p}:request:{id}:history``       list: typed events, oldest first, as JSON {"t", "kind",
+                                    "reason", ...} (domain.events; entries written before
+                                    typed events are converted when read, see legacy_event)
  ``{p}:requests``                   sorted set: every request id by creation time
  ``{p}:requests:{status}``          set: the ids in one status, for ``GET /requests?status=``
 =================================  ==============================================================
@@ -14,14 +16,17 @@
 from __future__ import annotations
 
 import json
+import re
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 import redis
 
 from domain.errors import NotFoundError
+from domain.events import Event, EventKind
 from host_registry.redis_store import redis_errors
 
 
@@ -53,7 +58,7 @@ class RequestRecord:
     kills: int  # times it was taken off a host (killed, or its host left)
     created_at: float
     updated_at: float
-    history: list[dict[str, Any]]
+    history: list[Event]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,7 +79,7 @@ class RequestRecord:
             "spec": self.spec,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-            "history": self.history,
+            "history": [event.to_json() for event in self.history],
         }
 
 
@@ -115,20 +120,20 @@ class RequestRecords:
             )
             pipe.zadd(f"{self.prefix}:requests", {request_id: now})
             pipe.sadd(self._status_key(RequestStatus.PENDING), request_id)
-            pipe.rpush(
-                self._key(request_id) + ":history", json.dumps({"t": now, "event": "submitted"})
-            )
+            submitted = Event(EventKind.SUBMITTED, "submitted", t=now)
+            pipe.rpush(self._key(request_id) + ":history", json.dumps(submitted.to_json()))
             pipe.execute()
 
     def update(
         self,
         request_id: str,
-        event: str,
+        event: Event,
         *,
         status: RequestStatus | None = None,
         **fields_: object,
     ) -> None:
-        """Append a history event and change the status and fields, atomically."""
+        """Append a history event and change the status and fields, atomically. The entry is
+        the event with the record's fields this change set (status, host, resources, ...)."""
         now = time.time()
         key = self._key(request_id)
         with redis_errors():
@@ -145,7 +150,8 @@ class RequestRecords:
                 pipe.sadd(self._status_key(status), request_id)
                 detail["status"] = status.value
             pipe.hset(key, mapping=mapping)
-            pipe.rpush(key + ":history", json.dumps({"t": now, "event": event, **detail}))
+            entry = {**replace(event, t=now).to_json(), **detail}
+            pipe.rpush(key + ":history", json.dumps(entry))
             pipe.execute()
 
     def get(self, request_id: str) -> RequestRecord:
@@ -169,7 +175,7 @@ class RequestRecords:
             kills=int(fields_.get("kills") or 0),  # absent from records written before it
             created_at=float(fields_["created_at"]),
             updated_at=float(fields_["updated_at"]),
-            history=[json.loads(item) for item in history],
+            history=[read_event(json.loads(item)) for item in history],
         )
 
     def ids(self, status: RequestStatus | None = None, limit: int = 1000) -> list[str]:
@@ -194,3 +200,60 @@ class RequestRecords:
         with redis_errors():
             raw: str | None = self._redis.hget(self._key(request_id), name)
         return raw
+
+
+def read_event(obj: Mapping[str, Any]) -> Event:
+    """A history entry as a typed event; one written before typed events is converted."""
+    if "kind" in obj or "event" not in obj:
+        return Event.from_json(obj)
+    return legacy_event(obj)
+
+
+# Entries written before typed events ({"t", "event": text, ...fields}): the kind from the
+# text's fixed beginning. The only place that reads such text; nothing reads ``reason``.
+_LEGACY_KINDS: tuple[tuple[str, EventKind], ...] = (
+    ("submitted", EventKind.SUBMITTED),
+    ("placed", EventKind.PLACED),
+    ("cut to", EventKind.CUT),
+    ("killed: its host", EventKind.HOST_LOST),
+    ("killed", EventKind.KILLED),
+    ("waiting in the pending queue", EventKind.QUEUED),
+    ("ended", EventKind.ENDED),
+    ("container exited", EventKind.EXITED),
+    ("stopped by the client", EventKind.STOPPED),
+    ("could not start", EventKind.START_FAILED),
+    ("its service disappeared", EventKind.VANISHED),
+    ("handed to Swarm", EventKind.SWARM),
+    ("Swarm started it", EventKind.SWARM),
+    ("Swarm refused it", EventKind.REJECTED),
+    ("Swarm could not start it", EventKind.REJECTED),
+)
+_LEGACY_PASS = re.compile(r"^placed: (\w+) pass:")
+_LEGACY_POLICY = re.compile(r"^placed: (\w+): ")
+_LEGACY_FOR = re.compile(r"to make room for (\S+)\s*$")
+_LEGACY_QUEUE = re.compile(r"^waiting in the pending queue \(([\w-]+)\)")
+_LEGACY_EXIT = re.compile(r"\((?:exit )?code (-?\d+)")
+
+
+def legacy_event(obj: Mapping[str, Any]) -> Event:
+    """An entry of a record written before typed events, as the event it meant."""
+    text = str(obj.get("event", ""))
+    kind = next((k for prefix, k in _LEGACY_KINDS if text.startswith(prefix)), None)
+    if kind is None:
+        kind = EventKind.REJECTED if obj.get("status") == "rejected" else EventKind.OTHER
+    event = replace(Event.from_json({**obj, "kind": kind.value}), reason=text)
+    if kind is EventKind.PLACED:
+        found = _LEGACY_PASS.match(text)
+        policy = _LEGACY_POLICY.match(text)
+        event = replace(event, pass_=found.group(1) if found else None,
+                        policy=policy.group(1) if policy and not found else None)
+    elif kind is EventKind.KILLED:
+        room = _LEGACY_FOR.search(text)
+        event = replace(event, by=room.group(1) if room else None)
+    elif kind is EventKind.QUEUED:
+        queue = _LEGACY_QUEUE.match(text)
+        event = replace(event, queue_reason=queue.group(1) if queue else None)
+    elif kind in (EventKind.ENDED, EventKind.EXITED) and event.exit_code is None:
+        code = _LEGACY_EXIT.search(text)
+        event = replace(event, exit_code=int(code.group(1)) if code else None)
+    return event

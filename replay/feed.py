@@ -44,10 +44,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domain.events import EventKind
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder, Stats
-from replay.history import EventKind, HistoryEvent, classify, is_oom
+from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
 from scheduler import registry
 from workloads.trace import Workload
@@ -635,7 +636,9 @@ _HANDLERS: dict[EventKind, _Handler] = {
     EventKind.PLACED: RecorderFeed._on_placed,
     EventKind.CUT: RecorderFeed._on_cut,
     EventKind.KILLED: RecorderFeed._on_killed,
-    EventKind.WAITING: RecorderFeed._on_waiting,
+    EventKind.PREEMPTED: RecorderFeed._on_killed,
+    EventKind.HOST_LOST: RecorderFeed._on_killed,
+    EventKind.QUEUED: RecorderFeed._on_waiting,
     EventKind.ENDED: RecorderFeed._on_ended,
     EventKind.EXITED: RecorderFeed._on_exited,
     EventKind.STOPPED: RecorderFeed._on_stopped,

@@ -149,6 +149,10 @@ def _table(rows: list[list[str]]) -> None:
               .rstrip())
 
 
+# The history events (domain.events kinds) the report lists.
+SHOWN_KINDS = {"placed", "cut", "restored", "killed", "preempted", "host-lost", "queued", "ended"}
+
+
 def cmd_report(api: Api, args: argparse.Namespace) -> int:
     names = node_names()
     records = [api.get(f"/requests/{r['id']}") for r in api.get("/requests")
@@ -167,8 +171,8 @@ def cmd_report(api: Api, args: argparse.Namespace) -> int:
     events = []
     for r in records:
         for event in r["history"]:
-            text = event["event"]
-            if text.startswith(("placed", "cut", "killed", "waiting", "ended")):
+            if event["kind"] in SHOWN_KINDS:
+                text = event["reason"]
                 for host_id, name in names.items():
                     text = text.replace(host_id, name)
                 events.append((event["t"], r["id"], text))

@@ -10,10 +10,12 @@ import pytest
 
 from cli.main import main
 from domain.errors import ValidationError
+from domain.events import EventKind
 from domain.model import TaskType
+from manager.records import read_event
 from measure.recorder import MetricsRecorder, PolicyResult
 from replay.feed import RecorderFeed, RoundResult, recorder_host_ids
-from replay.history import EventKind, classify, is_oom
+from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import (
     ReplayPlanConfig,
     Submission,
@@ -143,6 +145,13 @@ def test_the_trace_clock_compresses_wall_time_by_k() -> None:
 # ------------------------------------------------------------------ history events
 
 
+def legacy(entry: dict[str, Any]) -> HistoryEvent:
+    """An entry as the manager recorded it before typed events, read as GET /requests/{id}
+    serves it now (manager.records.read_event), then by the replay."""
+    return classify(read_event(entry).to_json())
+
+
+
 @pytest.mark.parametrize(("event", "kind", "check"), [
     ({"event": "submitted"}, EventKind.SUBMITTED, {}),
     ({"event": "placed: simple pass: LEE host n1 (class 3, U=0.05): fits unchanged",
@@ -155,10 +164,10 @@ def test_the_trace_clock_compresses_wall_time_by_k() -> None:
       "memory": 357913942}, EventKind.CUT, {"cpu_shares": 170, "memory_bytes": 357913942}),
     ({"event": "killed on n1 to make room for r000012", "kills": 1}, EventKind.KILLED,
      {"beneficiary": "r000012"}),
-    ({"event": "killed: its host n3 left the Swarm", "kills": 1}, EventKind.KILLED,
+    ({"event": "killed: its host n3 left the Swarm", "kills": 1}, EventKind.HOST_LOST,
      {"beneficiary": None}),
     ({"event": "waiting in the pending queue (victim)", "status": "pending"},
-     EventKind.WAITING, {}),
+     EventKind.QUEUED, {}),
     ({"event": "ended: finished", "status": "completed", "exit_code": 0}, EventKind.ENDED,
      {"exit_code": 0}),
     ({"event": "ended: failed (exit code 137): task: non-zero exit (137)", "status": "failed",
@@ -176,7 +185,7 @@ def test_the_trace_clock_compresses_wall_time_by_k() -> None:
 def test_history_events_are_classified_from_their_text_and_fields(
     event: dict[str, Any], kind: EventKind, check: dict[str, Any]
 ) -> None:
-    value = classify({"t": 12.5, **event})
+    value = legacy({"t": 12.5, **event})
     assert value.kind is kind
     assert value.t_wall_s == 12.5
     for name, expected in check.items():
@@ -184,11 +193,11 @@ def test_history_events_are_classified_from_their_text_and_fields(
 
 
 def test_exit_code_137_is_an_oom_kill_and_nothing_else_is() -> None:
-    assert is_oom(classify({"event": "ended: failed", "status": "failed", "exit_code": 137}))
-    assert is_oom(classify({"event": "container exited (code 137); Swarm restarts it"}))
-    assert not is_oom(classify({"event": "ended: failed", "status": "failed", "exit_code": 1}))
-    assert not is_oom(classify({"event": "container exited (code 0); Swarm restarts it"}))
-    assert not is_oom(classify({"event": "cut to 1 shares", "exit_code": 137}))
+    assert is_oom(legacy({"event": "ended: failed", "status": "failed", "exit_code": 137}))
+    assert is_oom(legacy({"event": "container exited (code 137); Swarm restarts it"}))
+    assert not is_oom(legacy({"event": "ended: failed", "status": "failed", "exit_code": 1}))
+    assert not is_oom(legacy({"event": "container exited (code 0); Swarm restarts it"}))
+    assert not is_oom(legacy({"event": "cut to 1 shares", "exit_code": 137}))
 
 
 # ------------------------------------------------------------------ the feed
@@ -221,8 +230,10 @@ class World:
                                                  **fields})
 
     def record(self, rid: str) -> dict[str, Any]:
-        """As GET /requests/{id}: the status is the one its latest event set."""
-        history = list(self.history.get(rid, []))
+        """As GET /requests/{id}: the status is the one its latest event set; entries are
+        written here as the manager wrote them before typed events, and served typed, as the
+        manager serves such records now (manager.records.read_event)."""
+        history = [read_event(entry).to_json() for entry in self.history.get(rid, [])]
         status = next((e["status"] for e in reversed(history) if "status" in e), "pending")
         return {"id": rid, "status": status, "history": history}
 
