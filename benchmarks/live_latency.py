@@ -20,7 +20,7 @@ from pathlib import Path
 
 import docker
 
-from cli.client import Api
+from client.manager import ManagerClient
 from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
 from measure.recorder import Stats
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lab-dir", default="/run/greenswarm/lab")
     parser.add_argument("--timeout-s", type=float, default=60.0)
     args = parser.parse_args(argv)
-    api = Api(args.url)  # the token as every process reads it
+    api = ManagerClient(args.url)  # the token as every process reads it
     clients = engines(args.docker_socket, Path(args.lab_dir))
     run = uuid.uuid4().hex[:6]
     latencies: list[float] = []

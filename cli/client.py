@@ -13,13 +13,10 @@ import sys
 import time
 from typing import Any
 
-import requests
-
-from domain.errors import GreenSwarmError, UnavailableError, ValidationError, error_from_response
-from domain.settings import shared_token
+from client.manager import DEFAULT_URL, ManagerClient
+from domain.errors import ValidationError
+from domain.lifecycle import FINAL
 from domain.units import format_bytes
-
-FINAL = {"completed", "failed", "rejected", "stopped"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,44 +59,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("GREENSWARM_URL", "http://127.0.0.1:8080"))
+    parser.add_argument("--url", default=os.environ.get("GREENSWARM_URL", DEFAULT_URL),
+                        help=f"the manager (default: GREENSWARM_URL, else {DEFAULT_URL})")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="read the bearer token from FILE (default: GREENSWARM_TOKEN, else "
+                        "the file GREENSWARM_TOKEN_FILE names)")
 
 
-class Api:
-    """The manager's REST API for a client; the token as every process reads it
-    (GREENSWARM_TOKEN, else GREENSWARM_TOKEN_FILE)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/")
-        self.session = requests.Session()
-        token = shared_token(os.environ)
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
-
-    def get(self, path: str) -> Any:
-        return self.call("GET", path)
-
-    def delete(self, path: str) -> Any:
-        return self.call("DELETE", path)
-
-    def answers(self) -> bool:
-        """The manager answers /healthz with status ok."""
-        try:
-            return bool(self.get("/healthz").get("status") == "ok")
-        except GreenSwarmError:
-            return False
-
-    def call(self, method: str, path: str, body: object = None) -> Any:
-        try:
-            response = self.session.request(method, self.url + path, json=body, timeout=60)
-        except requests.RequestException as exc:
-            raise UnavailableError(f"cannot reach the manager at {self.url}: {exc}") from None
-        if response.status_code >= 300:
-            raise error_from_response(response, f"{method} {path}")
-        try:
-            return response.json()
-        except ValueError:
-            return {"message": response.text[:200]}
+def _token(args: argparse.Namespace) -> str | None:
+    """The token of --token-file; None: the environment's (client.manager)."""
+    if not args.token_file:
+        return None
+    try:
+        with open(args.token_file, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except OSError as exc:
+        raise ValidationError("token_file", f"cannot read {args.token_file}: {exc.strerror}") \
+            from None
+    if not token:
+        raise ValidationError("token_file", f"{args.token_file} is empty")
+    return token
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -125,7 +104,7 @@ def run_submit(args: argparse.Namespace) -> int:
         body["ports"] = args.port
     if args.name:
         body["name"] = args.name
-    api = Api(args.url)
+    api = ManagerClient(args.url, _token(args))
     answer = api.call("POST", "/requests", body)
     record = answer["request"]
     if args.json:
@@ -142,7 +121,7 @@ def run_submit(args: argparse.Namespace) -> int:
     return _wait(api, record["id"], record["type"], args.timeout_s)
 
 
-def _wait(api: Api, request_id: str, kind: str, timeout_s: float) -> int:
+def _wait(api: ManagerClient, request_id: str, kind: str, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         record = api.get(f"/requests/{request_id}")
@@ -166,7 +145,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    api = Api(args.url)
+    api = ManagerClient(args.url, _token(args))
     if args.id:
         record = api.get(f"/requests/{args.id}")
         if args.json:
@@ -210,7 +189,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_hosts(args: argparse.Namespace) -> int:
-    hosts = Api(args.url).call("GET", "/hosts")
+    hosts = ManagerClient(args.url, _token(args)).call("GET", "/hosts")
     if args.json:
         print(json.dumps(hosts, indent=2))
         return 0

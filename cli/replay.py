@@ -97,11 +97,12 @@ def _token_from_file(path: str) -> str:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from client.manager import ManagerClient
     from domain.errors import ValidationError
     from domain.settings import shared_token
     from measure.energy import PowerModel
     from measure.report import check_policy_name, save_result
-    from replay.driver import ManagerApi, Replay, ReplayOptions
+    from replay.driver import Replay, ReplayOptions
     from replay.plan import ReplayPlanConfig, plan_submissions
     from sim.runner import THESIS_PROBES, requests_with_probes
     from workloads.trace import read_trace
@@ -135,7 +136,7 @@ def run_replay(args: argparse.Namespace) -> int:
     print(f"replaying {len(plan)} requests of {args.trace} ({duration:g} trace seconds) "
           f"against {args.manager} at speedup {args.speedup:g}: about "
           f"{duration / args.speedup:,.0f} s wall", flush=True)
-    replay = Replay(ManagerApi(args.manager, token), trace.header, plan, options)
+    replay = Replay(ManagerClient(args.manager, token), trace.header, plan, options)
     result, report = replay.run()
     directory = save_result(result, args.out)
     (directory / REPLAY_FILE).write_text(json.dumps(report.to_json(), indent=2) + "\n",

@@ -1,5 +1,5 @@
-"""How a task's run ends: one vocabulary for the agents, the manager, the simulator and the
-reports."""
+"""A request's status, and how a task's run ends: one vocabulary for the agents, the manager,
+its clients, the simulator and the reports."""
 
 from __future__ import annotations
 
@@ -35,3 +35,19 @@ class TaskEnd:
     exit_code: int | None = None
     service_id: str | None = None
     oom: bool = False
+
+
+class RequestStatus(StrEnum):
+    PENDING = "pending"  # waiting in the pending queue (queued, or a victim without a place)
+    RUNNING = "running"
+    COMPLETED = "completed"  # a job that exited 0
+    FAILED = "failed"  # exited non-zero, or could not be started
+    REJECTED = "rejected"  # no pass placed it and the client did not ask to queue
+    KILLED_AND_RESCHEDULED = "killed-and-rescheduled"  # killed to make room, running elsewhere
+    STOPPED = "stopped"  # stopped by the client (DELETE /requests/{id})
+
+
+# The statuses a request never leaves.
+FINAL = frozenset(
+    {RequestStatus.COMPLETED, RequestStatus.FAILED, RequestStatus.REJECTED, RequestStatus.STOPPED}
+)

@@ -7,10 +7,10 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from domain.errors import ValidationError
+from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
 from manager.openapi import document
-from manager.records import RequestStatus
 from web.edge import allow_only, json_body
 from web.forms import host_json, task_json
 

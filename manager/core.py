@@ -19,13 +19,13 @@ from domain.decision import Decision, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import Event, EventKind
 from domain.labels import AGENT_URL_LABEL
-from domain.lifecycle import EndStatus, TaskEnd
+from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.loop import SchedulingLoop
-from manager.records import FINAL, RequestRecord, RequestRecords, RequestStatus
+from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
 from manager.swarm import Placement, ServiceInfo, SwarmBackend, TaskState

@@ -20,29 +20,14 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 import redis
 
 from domain.errors import NotFoundError
 from domain.events import Event, EventKind
+from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
-
-
-class RequestStatus(StrEnum):
-    PENDING = "pending"  # waiting in the pending queue (queued, or a victim without a place)
-    RUNNING = "running"
-    COMPLETED = "completed"  # a job that exited 0
-    FAILED = "failed"  # exited non-zero, or could not be started
-    REJECTED = "rejected"  # no pass placed it and the client did not ask to queue
-    KILLED_AND_RESCHEDULED = "killed-and-rescheduled"  # killed to make room, running elsewhere
-    STOPPED = "stopped"  # stopped by the client (DELETE /requests/{id})
-
-
-FINAL = frozenset(
-    {RequestStatus.COMPLETED, RequestStatus.FAILED, RequestStatus.REJECTED, RequestStatus.STOPPED}
-)
 
 
 @dataclass(frozen=True)

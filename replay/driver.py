@@ -17,15 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import requests
-
+from client.manager import ManagerClient
 from domain.errors import (
     AuthError,
     ConflictError,
     GreenSwarmError,
     NotFoundError,
     UnavailableError,
-    error_from_response,
 )
 from measure.energy import PowerModel
 from measure.recorder import MetricsRecorder, PolicyResult, Stats
@@ -36,78 +34,6 @@ from workloads.trace import HostSpec, TraceHeader
 
 REPLAY_FILE = "replay.json"
 RECORDS_FILE = "requests.jsonl"
-
-
-class ManagerApi:
-    """The manager's REST API as the replay uses it (bearer token on mutating calls)."""
-
-    def __init__(self, url: str, token: str, *, timeout_s: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.session = requests.Session()
-        if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
-
-    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """The answer whatever its status (``submit`` counts them), except a refused token:
-        no retry fixes that, so it ends here with a hint."""
-        try:
-            response = self.session.request(method, self.url + path,
-                                            timeout=kwargs.pop("timeout", self.timeout_s),
-                                            **kwargs)
-        except requests.RequestException as exc:
-            raise UnavailableError(f"{method} {self.url}{path}: {exc}") from None
-        if response.status_code in (401, 403):
-            error = error_from_response(response, f"{method} {path}")
-            raise AuthError(f"{error}; give --token-file or GREENSWARM_TOKEN / "
-                            "GREENSWARM_TOKEN_FILE")
-        return response
-
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._decode(method, path, self._call(method, path, **kwargs))
-
-    @staticmethod
-    def _decode(method: str, path: str, response: requests.Response) -> Any:
-        """A successful answer's JSON; an error answer as its family (domain.errors)."""
-        if response.status_code >= 300:
-            raise error_from_response(response, f"{method} {path}")
-        try:
-            return response.json()
-        except ValueError:
-            raise UnavailableError(f"{method} {path}: the answer is not JSON") from None
-
-    def healthz(self) -> dict[str, Any]:
-        response = self._call("GET", "/healthz", timeout=10)
-        try:
-            body: dict[str, Any] = response.json()
-        except ValueError:
-            raise UnavailableError(f"GET /healthz: HTTP {response.status_code}, not JSON") \
-                from None
-        return body
-
-    def hosts(self) -> list[dict[str, Any]]:
-        hosts: list[dict[str, Any]] = self._json("GET", "/hosts", timeout=10)
-        return hosts
-
-    def request(self, request_id: str) -> dict[str, Any]:
-        record: dict[str, Any] = self._json("GET", f"/requests/{request_id}", timeout=10)
-        return record
-
-    def submit(self, body: Mapping[str, Any]) -> tuple[int, Any]:
-        response = self._call("POST", "/requests", json=dict(body), timeout=60)
-        try:
-            return response.status_code, response.json()
-        except ValueError:
-            return response.status_code, {"error": response.text[:300]}
-
-    def stop(self, request_id: str) -> dict[str, Any] | None:
-        """``DELETE /requests/{id}``: the record afterwards, None when there is no such
-        request."""
-        response = self._call("DELETE", f"/requests/{request_id}", timeout=60)
-        if response.status_code == 404:
-            return None
-        record: dict[str, Any] = self._decode("DELETE", f"/requests/{request_id}", response)
-        return record
 
 
 @dataclass(frozen=True)
@@ -198,7 +124,7 @@ class ReplayReport:
         }
 
 
-def wait_for_hosts(api: ManagerApi, expected: int, timeout_s: float,
+def wait_for_hosts(api: ManagerClient, expected: int, timeout_s: float,
                    sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
     """The manager answers, is healthy, and lists ``expected`` hosts (or as many as it has
     when the time is up, at least one)."""
@@ -228,7 +154,7 @@ def wait_for_hosts(api: ManagerApi, expected: int, timeout_s: float,
 class Replay:
     """One policy run: see the module docstring."""
 
-    def __init__(self, api: ManagerApi, header: TraceHeader, plan: Sequence[Submission],
+    def __init__(self, api: ManagerClient, header: TraceHeader, plan: Sequence[Submission],
                  options: ReplayOptions) -> None:
         self.api = api
         self.header = header

@@ -14,9 +14,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from cli.client import FINAL, Api
+from client.manager import ManagerClient
 from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
+from domain.lifecycle import FINAL
 
 DOCKER = os.environ.get("GREENSWARM_DOCKER_CLI", "/usr/bin/docker")
 
@@ -57,12 +58,12 @@ def wait(check: Callable[[], bool], timeout_s: float, what: str) -> bool:
 # -- subcommands ----------------------------------------------------------------------------
 
 
-def cmd_alive(api: Api, args: argparse.Namespace) -> int:
+def cmd_alive(api: ManagerClient, args: argparse.Namespace) -> int:
     """Exit 0 when the manager answers /healthz with status ok."""
     return 0 if api.answers() else 1
 
 
-def cmd_ready(api: Api, args: argparse.Namespace) -> int:
+def cmd_ready(api: ManagerClient, args: argparse.Namespace) -> int:
     """The manager answers, sees N hosts, and every host's monitor has reported."""
     def ready() -> bool:
         if not api.answers():
@@ -74,7 +75,7 @@ def cmd_ready(api: Api, args: argparse.Namespace) -> int:
         else 1
 
 
-def cmd_reset(api: Api, args: argparse.Namespace) -> int:
+def cmd_reset(api: ManagerClient, args: argparse.Namespace) -> int:
     """Stop every request of earlier demo runs that still runs or waits."""
     stopped = []
     for record in api.get("/requests"):
@@ -90,21 +91,21 @@ def cmd_reset(api: Api, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_quiet(api: Api, args: argparse.Namespace) -> int:
+def cmd_quiet(api: ManagerClient, args: argparse.Namespace) -> int:
     """Every host idle in the registry: no task of ours, and back in LEE."""
     def quiet() -> bool:
         return all(h["task_count"] == 0 and h["region"] == "LEE" for h in api.get("/hosts"))
     return 0 if wait(quiet, args.timeout_s, "every host to be empty and in LEE") else 1
 
 
-def cmd_host(api: Api, args: argparse.Namespace) -> int:
+def cmd_host(api: ManagerClient, args: argparse.Namespace) -> int:
     """Print the node name of a request's host."""
     record = api.get(f"/requests/{args.request}")
     print(name_of(record["host"], node_names()))
     return 0
 
 
-def cmd_wait_region(api: Api, args: argparse.Namespace) -> int:
+def cmd_wait_region(api: ManagerClient, args: argparse.Namespace) -> int:
     """Wait until the host of a request is in one of the regions (as its monitor reports)."""
     host_id = api.get(f"/requests/{args.request}")["host"]
 
@@ -114,7 +115,7 @@ def cmd_wait_region(api: Api, args: argparse.Namespace) -> int:
                      f"{'/'.join(args.regions)}") else 1
 
 
-def cmd_wait_status(api: Api, args: argparse.Namespace) -> int:
+def cmd_wait_status(api: ManagerClient, args: argparse.Namespace) -> int:
     def there() -> bool:
         return bool(api.get(f"/requests/{args.request}")["status"] in args.statuses)
     return 0 if wait(there, args.timeout_s, f"{args.request} to be {'/'.join(args.statuses)}") \
@@ -153,7 +154,7 @@ def _table(rows: list[list[str]]) -> None:
 SHOWN_KINDS = {"placed", "cut", "restored", "killed", "preempted", "host-lost", "queued", "ended"}
 
 
-def cmd_report(api: Api, args: argparse.Namespace) -> int:
+def cmd_report(api: ManagerClient, args: argparse.Namespace) -> int:
     names = node_names()
     records = [api.get(f"/requests/{r['id']}") for r in api.get("/requests")
                if r["id"].startswith(args.prefix)]
@@ -227,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--prefix", required=True)
     report.add_argument("--evidence", nargs="*", default=[])
     args = parser.parse_args(argv)
-    api = Api(args.url)
-    handlers: dict[str, Callable[[Api, argparse.Namespace], int]] = {
+    api = ManagerClient(args.url)
+    handlers: dict[str, Callable[[ManagerClient, argparse.Namespace], int]] = {
         "alive": cmd_alive, "ready": cmd_ready, "reset": cmd_reset, "quiet": cmd_quiet,
         "host": cmd_host,
         "wait-region": cmd_wait_region, "wait-status": cmd_wait_status, "report": cmd_report,

@@ -25,10 +25,10 @@ import docker
 import requests
 
 from domain.labels import LABEL_TASK
+from domain.lifecycle import FINAL
 from lab.processes import free_port
 from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
 
-FINAL = {"completed", "failed", "rejected", "stopped"}
 BUSYBOX = "greenswarm/busybox:latest"
 # PID 1 of a container ignores SIGTERM unless it traps it: these stop at once when removed.
 IDLE = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]

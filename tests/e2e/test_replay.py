@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from domain.lifecycle import FINAL
 from domain.model import TaskType
 from tests.e2e.conftest import REPO, Lab
-from tests.e2e.stack import FINAL, Stack
+from tests.e2e.stack import Stack
 from workloads.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload, write_trace
 
 pytestmark = pytest.mark.lab

@@ -10,8 +10,9 @@ import pytest
 import redis
 
 from domain.events import Event, EventKind
+from domain.lifecycle import RequestStatus
 from lab.processes import RedisServer
-from manager.records import RequestRecords, RequestStatus
+from manager.records import RequestRecords
 
 pytestmark = pytest.mark.redis
 

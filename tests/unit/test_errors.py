@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cli.client import Api
+from client.manager import ManagerClient
 from domain.errors import (
     AuthError,
     ConflictError,
@@ -25,7 +25,6 @@ from domain.errors import (
 )
 from manager.agents import AgentClient
 from monitor.client import HostRegistration, RegistryClient
-from replay.driver import ManagerApi
 from task_registry.agent import ManagerLink
 
 FAMILIES: list[tuple[GreenSwarmError, int]] = [
@@ -254,7 +253,7 @@ def test_cli_api_families() -> None:
         Answer(502, text="Bad Gateway"),
         Answer(200, {"status": "ok"}),
     ) as manager:
-        api = Api(manager.url)
+        api = ManagerClient(manager.url)
         with pytest.raises(ValidationError) as invalid:
             api.call("POST", "/requests", {})
         assert str(invalid.value) == "memory: is required"  # what the CLI prints, as before
@@ -263,7 +262,7 @@ def test_cli_api_families() -> None:
             api.get("/requests/r1")
         assert not api.answers()  # a 502 from a proxy: not answering
         assert api.answers()
-    assert not Api(nothing_listens()).answers()
+    assert not ManagerClient(nothing_listens()).answers()
 
 
 def test_replay_api_keeps_its_special_cases() -> None:
@@ -277,11 +276,11 @@ def test_replay_api_keeps_its_special_cases() -> None:
         Answer(503, text="Service Unavailable"),
         Answer(400, {"error": "invalid", "field": "request", "message": "Docker said no"}),
     ) as manager:
-        _replay_api_calls(ManagerApi(manager.url, "t"))
+        _replay_api_calls(ManagerClient(manager.url, "t"))
         assert [path for _, path in manager.calls][:3] == ["/requests"] * 2 + ["/requests/r1"]
 
 
-def _replay_api_calls(api: ManagerApi) -> None:
+def _replay_api_calls(api: ManagerClient) -> None:
     assert api.submit({"name": "r1"}) == (409, {
         "error": "conflict", "message": "a request named 'r1' already exists"})
     assert api.submit({"name": "r1"})[0] == 503  # counted by the replay, not raised
