@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import ValidationError
-from measure.recorder import SERIES_COLUMNS, HostSeries, PolicyResult, Stats, percentile
+from measure.results import SERIES_COLUMNS, HostSeries, PolicyResult, Stats, percentile
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -26,7 +26,8 @@ from domain.errors import (
     UnavailableError,
 )
 from measure.energy import PowerModel
-from measure.recorder import MetricsRecorder, PolicyResult, Stats
+from measure.recorder import MetricsRecorder
+from measure.results import PolicyResult, Stats
 from replay.clients import ServiceClient
 from replay.feed import RecorderFeed, ReplayCounters, RoundResult, recorder_host_ids
 from replay.plan import Submission, TraceClock, round_interval_wall_s

@@ -47,7 +47,8 @@ from typing import Any
 from domain.events import EventKind
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
-from measure.recorder import Cut, MetricsRecorder, Stats
+from measure.recorder import Cut, MetricsRecorder
+from measure.results import Stats
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
 from scheduler import registry

@@ -49,7 +49,8 @@ from domain.model import HostSpec, Request, TaskType
 from domain.regions import RegionBounds
 from host_registry.memory import MemoryStore
 from measure.energy import PowerModel
-from measure.recorder import Cut, MetricsRecorder, PolicyResult
+from measure.recorder import Cut, MetricsRecorder
+from measure.results import PolicyResult
 from monitor.core import TaskTracker, UtilSample
 from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler

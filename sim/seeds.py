@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from measure.recorder import PolicyMetrics
+from measure.results import PolicyMetrics
 from sim.engine import SimResult
 from sim.summary import THESIS_RESULTS, ThesisResult, num, pct
 

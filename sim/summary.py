@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from measure.recorder import PolicyMetrics
+from measure.results import PolicyMetrics
 from sim.engine import SimResult, SimStats
 
 

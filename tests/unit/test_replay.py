@@ -13,7 +13,8 @@ from domain.errors import ValidationError
 from domain.events import EventKind
 from domain.model import TaskType
 from manager.records import read_event
-from measure.recorder import MetricsRecorder, PolicyResult
+from measure.recorder import MetricsRecorder
+from measure.results import PolicyResult
 from replay.feed import RecorderFeed, RoundResult, recorder_host_ids
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import (

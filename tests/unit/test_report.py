@@ -15,13 +15,7 @@ from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel
-from measure.recorder import (
-    Cut,
-    MetricsRecorder,
-    PolicyResult,
-    Stats,
-    percentile,
-)
+from measure.recorder import Cut, MetricsRecorder
 from measure.report import (
     build_summary,
     load_result,
@@ -30,6 +24,7 @@ from measure.report import (
     save_result,
     write_report,
 )
+from measure.results import PolicyResult, Stats, percentile
 from workloads.trace import HostSpec, TraceHeader, Workload
 
 GIB = 1024**3
