@@ -4,9 +4,11 @@ Class c tolerates t(c) = 1 - 100/label(c) of its resources being cut, and a host
 class is c may be booked up to M(c) x capacity. Two models of M are offered:
 
 * ``thesis`` (default): M(c) = 1 + t(c)  -> 1, 7/6, 4/3, 3/2;
-* ``label``: M(c) is the label itself     -> 1, 6/5, 3/2, 2.
+* ``label``: M(c) is the label itself     -> 1, 6/5, 3/2, 2;
+* ``none``: M(c) = 1 and t(c) = 0 for every class: no overbooking and no cuts, to compare with
+  schedulers that never overbook (the QoS-driven paper's).
 
-The cut tolerance t(c) is the same in both models; only the booking ceiling differs.
+The cut tolerance t(c) is the same in the first two models; only the booking ceiling differs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ CLASS_LABEL_PERCENT: dict[int, int] = {1: 100, 2: 120, 3: 150, 4: 200}
 class OverbookingModel(StrEnum):
     THESIS = "thesis"
     LABEL = "label"
+    NONE = "none"
 
 
 def check_class(value: object, field_name: str = "class") -> int:
@@ -53,8 +56,11 @@ class ClassTable:
         tol = {c: 1 - Fraction(100, CLASS_LABEL_PERCENT[c]) for c in CLASSES}
         if self.model is OverbookingModel.THESIS:
             factor = {c: 1 + tol[c] for c in CLASSES}
-        else:
+        elif self.model is OverbookingModel.LABEL:
             factor = {c: Fraction(CLASS_LABEL_PERCENT[c], 100) for c in CLASSES}
+        else:
+            tol = {c: Fraction(0) for c in CLASSES}
+            factor = {c: Fraction(1) for c in CLASSES}
         object.__setattr__(self, "_tolerance", tol)
         object.__setattr__(self, "_max_factor", factor)
         # Fraction arithmetic is slow and these are asked for on every decision: computed once.
@@ -82,8 +88,9 @@ class ClassTable:
         return self._cuts[request_class, host_class]
 
     def availability_objective(self, cls: int) -> Fraction:
-        """Default availability objective of a class: 1 - t(c) (1, 5/6, 2/3, 1/2)."""
-        return 1 - self.tolerance(cls)
+        """Default availability objective of a class: 1 - t(c) of the thesis model (1, 5/6,
+        2/3, 1/2), whatever the booking model (DESIGN 3.10)."""
+        return Fraction(100, CLASS_LABEL_PERCENT[cls])
 
 
 def after_cut(original: int, cut: Fraction) -> int:

@@ -97,7 +97,7 @@ class ClusterOptions:
     overbooking_model: OverbookingModel = field(
         default=OverbookingModel.THESIS,
         metadata={"help": "class table (DESIGN 3.2): thesis, M(c) = 1, 7/6, 4/3, 3/2; label, "
-                          "M(c) = 1, 1.2, 1.5, 2.0"},
+                          "M(c) = 1, 1.2, 1.5, 2.0; none, M(c) = 1 and no cuts"},
     )
     lee_below: float = field(
         default=RegionBounds.lee_below,

@@ -6,6 +6,7 @@ import pytest
 
 from domain.classes import ClassTable, OverbookingModel, after_cut
 from domain.errors import ValidationError
+from domain.model import Request, TaskType
 from domain.pending import violation_deadline
 from domain.regions import Region, RegionBounds
 from domain.units import parse_memory
@@ -118,3 +119,31 @@ def test_settings_come_from_the_environment_typed_and_overridable(tmp_path) -> N
     with pytest.raises(ValidationError) as err:
         ManagerSettings.from_env({"GREENSWARM_TOKEN_FILE": str(tmp_path / "missing")})
     assert err.value.field == "GREENSWARM_TOKEN_FILE"
+
+
+def test_the_none_model_books_each_class_at_capacity_and_cuts_nothing() -> None:
+    none = ClassTable(OverbookingModel.NONE)
+    for cls in (1, 2, 3, 4):
+        assert (none.tolerance(cls), none.max_factor(cls)) == (0, 1)
+        assert none.limit(8192, cls) == 8192
+        assert all(none.request_cut(cls, hc) == 0 for hc in (1, 2, 3, 4))
+    # the default availability objectives are the thesis model's in every model (3.10)
+    for table in (none, ClassTable(), ClassTable(OverbookingModel.LABEL)):
+        assert [table.availability_objective(c) for c in (1, 2, 3, 4)] == [
+            1, F(5, 6), F(2, 3), F(1, 2)]
+
+
+def test_under_the_none_model_the_energy_policy_never_cuts() -> None:
+    from scheduler.registry import make_policy
+
+    none = ClassTable(OverbookingModel.NONE)
+    store = build(H("h", util=0.3, tasks=[T("t4", cls=4, cpu=3000, mem=3000)], cpu=4096,
+                    mem=4096), classes=none)
+    for cls in (1, 2, 3):
+        decision = make_policy("energy").decide(Request(f"r{cls}", cls, TaskType.JOB, 1800,
+                                                        1000), store)
+        assert not decision.placed or (decision.cuts == () and decision.cut_received == 0)
+    thesis = build(H("h", util=0.3, tasks=[T("t4", cls=4, cpu=3000, mem=3000)], cpu=4096,
+                     mem=4096))
+    assert make_policy("energy").decide(Request("r1", 2, TaskType.JOB, 1800, 1000),
+                                        thesis).cuts  # the same request is cut under thesis
