@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cli.argtypes import positive_float
-from sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from sim.config import SimConfig, SimResult
+from sim.engine import ProgressCallback, simulate
 from sim.profiles import load_shipped_profiles
 from sim.runner import default_policies, requests_with_probes
 from workloads.cluster import parse_hosts_spec

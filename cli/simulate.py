@@ -35,7 +35,7 @@ from workloads.cluster import THESIS_HOSTS_SPEC
 
 if TYPE_CHECKING:
     from measure.report import ReportFiles
-    from sim.engine import SimResult
+    from sim.config import SimResult
     from sim.profiles import Profiles
     from workloads.trace import TraceRequest
 
@@ -203,7 +203,7 @@ def _simulate_seed(
     from cli import policy_options
     from measure.energy import PowerModel
     from measure.report import save_result, write_report
-    from sim.engine import SimConfig
+    from sim.config import SimConfig
     from sim.runner import TraceInput, run_policies, thesis_input
     from sim.summary import render_summary
     from workloads.cluster import parse_hosts_spec

@@ -5,6 +5,8 @@ module                 what
 =====================  ========================================================================
 sim/engine.py          the discrete-event loop: arrivals, runs, CPU contention, memory and OOM
                        kills, the monitor model, the metrics recorder (one policy, one trace)
+sim/config.py          a run's settings (SimConfig) and its result (SimResult, SimStats)
+sim/model.py           the modelled cluster: a task's run and a host's runs and monitor
 sim/contention.py      a host's cores shared by CPU shares (work-conserving water-filling)
 sim/monitor_model.py   the monitor's 3 s / 30 s (45 s) / 10 p.p. behaviour, computed exactly
                        from piecewise-constant utilization, with monitor.core's threshold logic
@@ -19,7 +21,7 @@ sim/summary.py         the side-by-side table, with the thesis's numbers
 edge. Use from Python::
 
     from sim.profiles import load_shipped_profiles
-    from sim.engine import SimConfig
+    from sim.config import SimConfig
     from sim.runner import run_policies, thesis_input
 
     results = run_policies(thesis_input(seed=1), ["energy", "spread"],

@@ -37,36 +37,28 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from typing import Any
 
-from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.lifecycle import EndStatus
-from domain.model import HostSpec, Request, TaskType
-from domain.regions import RegionBounds
+from domain.model import HostSpec, Request
 from host_registry.memory import MemoryStore
-from measure.energy import PowerModel
 from measure.recorder import Cut, MetricsRecorder
-from measure.results import PolicyResult
-from monitor.core import TaskTracker, UtilSample
+from monitor.core import UtilSample
 from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler
+from sim.config import SimConfig, SimResult, SimStats
 from sim.contention import share_cpu
+from sim.model import Host, Run, serve
 from sim.monitor_model import (
-    HostMonitor,
-    MonitorModelConfig,
     WindowAccumulator,
     close_task_window,
 )
-from sim.profiles import Profiles, UsageProfile
+from sim.profiles import Profiles
 from workloads.trace import TraceHeader, TraceRequest
 
-SHARES_PER_CORE = 1024
-MIB = 1024**2
-DEFAULT_MEMORY_CUT_MARGIN_BYTES = 32 * MIB
 # A job whose work left is below this is done (float residue of rate x time).
 _WORK_EPS_S = 1e-6
 
@@ -79,142 +71,6 @@ _HOST_WINDOW = 4  # a host's monitor closes a 30 s window
 _INF = math.inf
 
 ProgressCallback = Callable[[float, float], None]
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """One policy run. ``end_s`` None: the trace's duration (its arrival window)."""
-
-    policy: str
-    seed: int = 0  # the random policy and the monitors' phases
-    end_s: float | None = None
-    monitor: MonitorModelConfig = field(default_factory=MonitorModelConfig)
-    memory_cut_margin_bytes: int = DEFAULT_MEMORY_CUT_MARGIN_BYTES
-    power_model: PowerModel | None = None
-    # each policy's own options by policy name (scheduler.plugin); a policy not named here
-    # runs with its defaults
-    options: Mapping[str, object] = field(default_factory=dict)
-    classes: ClassTable | None = None
-    bounds: RegionBounds | None = None
-    # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
-    # and is retried like a victim, instead of being refused (the thesis behaviour).
-    queue_new: bool = False
-    # Retries skip waiting requests no changed host could take (scheduler.service);
-    # False decides every retry in full (same outcome, slower: for comparisons).
-    skip_unchanged_retries: bool = True
-    # Test aid: after every event, compare the simulator's books with the store (slow).
-    check_invariants: bool = False
-
-
-@dataclass(frozen=True)
-class SimStats:
-    """What the simulator saw that the metrics recorder does not hold."""
-
-    policy: str
-    wall_s: float
-    events: int
-    decisions: int
-    end_s: float
-    memory_cuts: int  # task cuts that lowered memory
-    memory_cuts_partial: int  # of those, limited by the task's use plus the margin
-    memory_cut_unapplied_bytes: int  # what those could not take
-    oom_host_kills: int  # a host's tasks used more than its memory: the largest was killed
-    oom_limit_kills: int  # a task used more than its own (cut) limit
-    oom_kills_by_workload: dict[str, int]  # "<workload> class <c>" -> OOM kills
-    contended_host_share: float  # host-time with CPU demand above capacity
-    monitor_host_pushes: int
-    monitor_task_pushes: int  # task values sent (one per task per batch)
-    pending_max: int
-    pending_at_end: int
-    running_at_end: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-
-@dataclass(frozen=True)
-class SimResult:
-    result: PolicyResult
-    stats: SimStats
-
-
-class _Run:
-    """One run of a task on a host (a rescheduled task gets a new run)."""
-
-    __slots__ = ("acc", "alive", "alloc_cores", "cpu_shares", "demand", "finish_t", "host",
-                 "id", "is_job", "limit", "mem_use", "memory", "original_memory", "profile",
-                 "rate", "request", "served", "start_t", "step", "work_left", "work_t")
-
-    def __init__(self, request: TraceRequest, host: _Host, profile: UsageProfile, t: float,
-                 cpu_shares: int, memory: int, acc: WindowAccumulator) -> None:
-        self.id = request.id
-        self.request = request
-        self.host = host
-        self.profile = profile
-        self.is_job = request.type is TaskType.JOB
-        self.start_t = t
-        self.step = 0
-        self.alive = True
-        self.cpu_shares = cpu_shares  # booked, possibly cut: the CPU weight
-        self.memory = memory  # booked, possibly cut
-        self.limit = memory  # the container's memory limit
-        self.alloc_cores = request.cpu_shares / SHARES_PER_CORE  # original allocation
-        self.original_memory = request.memory_bytes
-        first = profile.steps[0]
-        self.demand = profile.cpu_fraction(first, request.request_rate) * self.alloc_cores
-        self.mem_use = first.memory_fraction * self.original_memory
-        self.served = 0.0
-        self.rate = 1.0
-        self.work_left = request.makespan_s if self.is_job else 0.0
-        self.work_t = t
-        self.finish_t = t + self.work_left if self.is_job else _INF
-        self.acc = acc
-
-
-class _Host:
-    __slots__ = (
-        "booked_cpu",
-        "booked_mem",
-        "cap_cores",
-        "cap_mem",
-        "changed",
-        "contended",
-        "contended_s",
-        "contended_since",
-        "demand",
-        "id",
-        "mem_use",
-        "monitor",
-        "next_t",
-        "phase",
-        "recount",
-        "runs",
-        "served",
-        "task_tracker",
-    )
-
-    def __init__(self, host_id: str, cpu_shares: int, memory_bytes: int, phase: float,
-                 config: MonitorModelConfig, t: float) -> None:
-        self.id = host_id
-        self.cap_cores = cpu_shares / SHARES_PER_CORE
-        self.cap_mem = memory_bytes
-        self.phase = phase
-        self.runs: dict[str, _Run] = {}
-        # Since the last recompute: runs started or changed, and whether a job left (then the
-        # next completion must be looked for among all jobs).
-        self.changed: list[_Run] = []
-        self.recount = False
-        self.demand = 0.0
-        self.served = 0.0
-        self.mem_use = 0.0
-        self.booked_cpu = 0
-        self.booked_mem = 0
-        self.next_t = _INF
-        self.contended = False
-        self.contended_since = 0.0
-        self.contended_s = 0.0
-        self.monitor = HostMonitor(config, phase, t)
-        self.task_tracker = TaskTracker(config.threshold_pp)
 
 
 class Simulation:
@@ -246,7 +102,7 @@ class Simulation:
         )
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, Host] = {}
         rng = random.Random(config.seed)
         monitor = config.monitor
         for spec in header.hosts:
@@ -255,18 +111,18 @@ class Simulation:
             )
             # Monitors start at independent moments: a random phase of the host window.
             phase = rng.random() * monitor.host_window_s
-            host = _Host(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes,
+            host = Host(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes,
                          phase, monitor, 0.0)
             self._hosts[spec.id] = host
             self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
             self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, Run] = {}
         self._requests: dict[str, TraceRequest] = {}  # placed or waiting, by id
         self._pending: set[str] = set()
         self._queued_new: set[str] = set()  # of those, new requests never placed yet
-        self._touched: dict[str, _Host] = {}
-        self._dirty: dict[str, _Host] = {}
-        self._oom_limit: list[_Run] = []
+        self._touched: dict[str, Host] = {}
+        self._dirty: dict[str, Host] = {}
+        self._oom_limit: list[Run] = []
         self._events = 0
         self._decisions = 0
         self._memory_cuts = 0
@@ -413,11 +269,11 @@ class Simulation:
             self._cut(self._runs[cut.task], cut.cpu_shares, cut.memory, t)
         self._start(host, decision, t)
 
-    def _start(self, host: _Host, decision: Decision, t: float) -> None:
+    def _start(self, host: Host, decision: Decision, t: float) -> None:
         request = self._requests[decision.request.id]
         profile = self.profiles[request.workload]
         acc = WindowAccumulator(host.phase, self.config.monitor.interval_s, t)
-        run = _Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
+        run = Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
         host.runs[run.id] = run
         self._runs[run.id] = run
         host.demand += run.demand
@@ -432,7 +288,7 @@ class Simulation:
             self._oom_limit.append(run)
         self._touch(host, run)
 
-    def _remove(self, run: _Run) -> None:
+    def _remove(self, run: Run) -> None:
         """Take a run off its host (it ended, was killed, or was killed for memory)."""
         run.alive = False
         host = run.host
@@ -448,7 +304,7 @@ class Simulation:
         host.recount = host.recount or run.is_job
         self._touch(host)
 
-    def _cut(self, run: _Run, cpu_shares: int, memory: int, t: float) -> None:
+    def _cut(self, run: Run, cpu_shares: int, memory: int, t: float) -> None:
         host = run.host
         host.booked_cpu += cpu_shares - run.cpu_shares
         host.booked_mem += memory - run.memory
@@ -467,7 +323,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ task events
 
-    def _on_step(self, t: float, run: _Run) -> None:
+    def _on_step(self, t: float, run: Run) -> None:
         steps = run.profile.steps
         run.step += 1
         step = steps[run.step]
@@ -484,7 +340,7 @@ class Simulation:
             self._oom_limit.append(run)
         self._touch(host, run)
 
-    def _on_job_end(self, t: float, host: _Host) -> None:
+    def _on_job_end(self, t: float, host: Host) -> None:
         if host.next_t != t:
             return  # superseded: the host's completions moved since this was scheduled
         host.next_t = _INF
@@ -495,7 +351,7 @@ class Simulation:
         host.recount = True  # look for the next completion
         self._touch(host)
 
-    def _end_run(self, t: float, run: _Run, status: EndStatus) -> None:
+    def _end_run(self, t: float, run: Run, status: EndStatus) -> None:
         self._remove(run)
         self._requests.pop(run.id, None)
         self.recorder.on_task_end(
@@ -505,7 +361,7 @@ class Simulation:
         _, outcome = self.scheduler.task_ended(run.id, t)
         self._follow(outcome, t)
 
-    def _oom_kill(self, t: float, run: _Run) -> None:
+    def _oom_kill(self, t: float, run: Run) -> None:
         key = f"{run.request.workload.value} class {run.request.request_class}"
         self._oom_by_workload[key] = self._oom_by_workload.get(key, 0) + 1
         self._remove(run)
@@ -516,7 +372,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ monitor events
 
-    def _on_host_window(self, t: float, host: _Host) -> None:
+    def _on_host_window(self, t: float, host: Host) -> None:
         self._push(t + self.config.monitor.host_window_s, _HOST_WINDOW, host)
         sent = host.monitor.window_closed(t)
         if sent is None:
@@ -529,7 +385,7 @@ class Simulation:
                               or sent.memory_util < before.memory_util):
             self._follow(self.scheduler.retry_pending(t), t)
 
-    def _on_task_window(self, t: float, host: _Host) -> None:
+    def _on_task_window(self, t: float, host: Host) -> None:
         self._push(t + self.config.monitor.task_window_s, _TASK_WINDOW, host)
         averages: dict[str, UtilSample] = {}
         for run in host.runs.values():
@@ -543,7 +399,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ hosts
 
-    def _touch(self, host: _Host, run: _Run | None = None) -> None:
+    def _touch(self, host: Host, run: Run | None = None) -> None:
         """``host`` changed (``run`` started on it or changed): recompute it before ``t`` ends."""
         self._touched[host.id] = host
         if run is not None:
@@ -567,7 +423,7 @@ class Simulation:
                 continue
             self._recompute(host, t)
 
-    def _recompute(self, host: _Host, t: float) -> None:
+    def _recompute(self, host: Host, t: float) -> None:
         contended = host.demand > host.cap_cores + 1e-12
         if not contended and not host.contended:
             self._recompute_changed(host, t)
@@ -590,7 +446,7 @@ class Simulation:
         next_t = _INF
         for run, served in zip(runs, served_all, strict=True):
             total += served
-            _serve(run, served, t)
+            serve(run, served, t)
             if run.is_job:
                 rate = served / run.demand if served < run.demand else 1.0
                 if rate != run.rate:
@@ -602,7 +458,7 @@ class Simulation:
                     next_t = run.finish_t
         self._recomputed(host, t, total, next_t)
 
-    def _recompute_changed(self, host: _Host, t: float) -> None:
+    def _recompute_changed(self, host: Host, t: float) -> None:
         """``_recompute`` for a host uncontended before and after: every run is served what it
         wants and every job runs at full speed, so only the changed runs are served anew (and
         the next completion looked for among all jobs only when a job left). The same result,
@@ -611,7 +467,7 @@ class Simulation:
         for run in host.changed:
             if not run.alive:
                 continue
-            _serve(run, run.demand, t)
+            serve(run, run.demand, t)
             if run.is_job and run.finish_t < next_t:
                 next_t = run.finish_t
         host.changed.clear()
@@ -622,7 +478,7 @@ class Simulation:
         total = sum([r.demand for r in runs])  # in the order _recompute adds them up
         self._recomputed(host, t, total, next_t)
 
-    def _recomputed(self, host: _Host, t: float, served: float, next_t: float) -> None:
+    def _recomputed(self, host: Host, t: float, served: float, next_t: float) -> None:
         """The host serves ``served`` cores from ``t`` and its next job ends at ``next_t``."""
         host.served = served
         host.monitor.accumulator.set(
@@ -711,17 +567,6 @@ class Simulation:
             running_at_end=len(self._runs),
         )
         return SimResult(result, stats)
-
-
-def _serve(run: _Run, served: float, t: float) -> None:
-    """``run`` is served ``served`` cores from ``t``: what its monitor window sees."""
-    run.served = served
-    allocation = run.cpu_shares / SHARES_PER_CORE
-    cpu_util = served / allocation if served < allocation else 1.0
-    mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
-    acc = run.acc
-    if cpu_util != acc.cpu or mem_util != acc.memory:
-        acc.set(t, cpu_util, mem_util)
 
 
 def simulate(

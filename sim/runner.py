@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from multiprocessing.queues import Queue
 
 from scheduler import registry
-from sim.engine import ProgressCallback, SimConfig, SimResult, simulate
+from sim.config import SimConfig, SimResult
+from sim.engine import ProgressCallback, simulate
 from sim.profiles import Profiles
 from workloads.thesis import (
     ProbeConfig,

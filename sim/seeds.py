@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from measure.results import PolicyMetrics
-from sim.engine import SimResult
+from sim.config import SimResult
 from sim.summary import THESIS_RESULTS, ThesisResult, num, pct
 
 # The runs of one seed: (seed, the results of every policy, in the order asked).

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from measure.results import PolicyMetrics
-from sim.engine import SimResult, SimStats
+from sim.config import SimResult, SimStats
 
 
 @dataclass(frozen=True, slots=True)

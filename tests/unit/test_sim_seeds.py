@@ -11,7 +11,7 @@ import pytest
 
 from cli.argtypes import MAX_SEEDS, seed_list
 from cli.main import main
-from sim.engine import SimConfig, SimResult
+from sim.config import SimConfig, SimResult
 from sim.profiles import load_shipped_profiles
 from sim.runner import run_policies, thesis_input
 from sim.seeds import SEED_METRICS, summarize_seeds

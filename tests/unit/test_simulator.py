@@ -12,13 +12,8 @@ import pytest
 from domain.errors import ValidationError
 from domain.model import TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
-from sim.engine import (
-    DEFAULT_MEMORY_CUT_MARGIN_BYTES,
-    ProgressCallback,
-    SimConfig,
-    SimResult,
-    Simulation,
-)
+from sim.config import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, SimResult
+from sim.engine import ProgressCallback, Simulation
 from sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
 from sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
 from sim.summary import render_summary
