@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.metrics import SERIES_COLUMNS, HostSeries, PolicyResult, Stats, percentile
+from benchmarks.outfiles import open_text, out_directory, write_text
 from domain.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -64,11 +65,9 @@ def check_policy_name(policy: str) -> str:
 
 def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
     """Write ``out_dir/<policy>/result.json`` and ``host_series.csv``; returns the directory."""
-    directory = Path(out_dir) / check_policy_name(result.policy)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = out_directory(out_directory(out_dir) / check_policy_name(result.policy))
     series = result.series
-    tmp = directory / (SERIES_FILE + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as handle:
+    with open_text(directory / SERIES_FILE) as handle:
         writer = csv.writer(handle)
         writer.writerow(["t_s", "host_id", *SERIES_COLUMNS])
         times = series.times_s()
@@ -77,7 +76,6 @@ def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
                 writer.writerow(
                     [_num(t), host_id, *(_num(series.values[c][h][i]) for c in SERIES_COLUMNS)]
                 )
-    tmp.replace(directory / SERIES_FILE)
     _write_json(directory / RESULT_FILE, _json_safe(result.to_json()))
     return directory
 
@@ -87,9 +85,7 @@ def _num(value: float) -> str:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
 
 
 def load_result(policy_dir: str | Path) -> PolicyResult:
@@ -773,7 +769,7 @@ def write_report(directory: str | Path, *, plots: bool = True) -> ReportFiles:
     summary_json = root / "summary.json"
     _write_json(summary_json, _json_safe(build_summary(results, plot_files)))
     summary_md = root / "summary.md"
-    summary_md.write_text(render_markdown(results, plot_files), encoding="utf-8")
+    write_text(summary_md, render_markdown(results, plot_files))
     return ReportFiles(summary_json, summary_md, tuple(root / p for p in plot_files))
 
 

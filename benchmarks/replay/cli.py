@@ -98,6 +98,7 @@ def _token_from_file(path: str) -> str:
 
 def run_replay(args: argparse.Namespace) -> int:
     from benchmarks.energy import PowerModel
+    from benchmarks.outfiles import out_directory
     from benchmarks.replay.driver import ManagerApi, Replay, ReplayOptions
     from benchmarks.replay.plan import ReplayPlanConfig, plan_submissions
     from benchmarks.report import check_policy_name, save_result
@@ -107,6 +108,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from domain.settings import shared_token
 
     label = check_policy_name(args.policy_label)
+    out_directory(args.out, create=False)  # refused before the replay, not after it
     if args.token_file:
         token = _token_from_file(args.token_file)
     else:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from benchmarks.argtypes import positive_float, positive_int, seed_list
 from benchmarks.cluster import THESIS_HOSTS_SPEC
+from benchmarks.outfiles import out_directory
 from domain.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.trace is not None and args.hosts != THESIS_HOSTS_SPEC:
         raise ValidationError("hosts", "a trace file names its own hosts")
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
-    out = Path(args.out)
+    out = out_directory(args.out, create=False)  # checked now, created once the run starts
     if args.seeds is None:
         run = _simulate_seed(args, args.seed, profiles, out)
         sys.stdout.write(run.text)
@@ -239,7 +240,7 @@ def _simulate_seed(
     )
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
              if args.progress or sys.stderr.isatty() else None)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_directory(out)
     results = run_policies(trace, args.policies, profiles, sim_config,
                            probes=None if args.no_probes else ProbeConfig(),
                            progress=board.callback if board is not None else None,

@@ -35,6 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from benchmarks.outfiles import write_text
 from benchmarks.trace import Workload
 from domain.errors import ValidationError
 
@@ -179,10 +180,7 @@ def read_profiles(path: str | Path) -> Profiles:
 
 
 def write_profiles(path: str | Path, profiles: Profiles) -> None:
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(profiles.to_json(), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    write_text(path, json.dumps(profiles.to_json(), indent=2) + "\n")
 
 
 def load_shipped_profiles() -> Profiles:
