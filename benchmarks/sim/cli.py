@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -111,7 +111,7 @@ def default_jobs() -> int:
 
 
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from benchmarks.cli import add_hosts_argument, add_power_table_argument
+    from benchmarks.cli import add_power_table_argument
     from benchmarks.sim.runner import DEFAULT_POLICIES
     from manager import policy_options
 
@@ -136,7 +136,13 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--policies", type=_policies, default=list(DEFAULT_POLICIES),
                         metavar="LIST", help="comma-separated policies (default: "
                         f"{','.join(DEFAULT_POLICIES)})")
-    add_hosts_argument(parser)
+    parser.add_argument(
+        "--hosts", default=None, metavar="SPEC",
+        help="cluster as [COUNTx]CORESc MEMORY(m|g|t), groups joined by '+'; with --trace it "
+        "replaces the trace's own hosts (simulation.md says so); default: the trace's hosts, "
+        f"or {THESIS_HOSTS_SPEC} (the thesis cluster: 5 hosts of 8 cores and 12 GiB) for "
+        "--workload",
+    )
     parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
                         "(default: the trace's duration, 3600 for --workload)")
@@ -170,12 +176,13 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from benchmarks.cluster import parse_hosts_spec
     from benchmarks.sim.profiles import load_shipped_profiles, read_profiles
 
     if args.workload is not None and args.seed is None and args.seeds is None:
         raise ValidationError("seed", "--workload thesis needs --seed N or --seeds LIST")
-    if args.trace is not None and args.hosts != THESIS_HOSTS_SPEC:
-        raise ValidationError("hosts", "a trace file names its own hosts")
+    if args.hosts is not None:
+        parse_hosts_spec(args.hosts)  # a bad SPEC is refused before anything is written
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
     out = out_directory(args.out, create=False)  # checked now, created once the run starts
     if args.seeds is None:
@@ -201,7 +208,7 @@ def _simulate_seed(
 ) -> _SeedRun:
     """One run of every policy: results, ``simulation.md`` and the report into ``out``.
     ``seed`` None: the trace's own seed (or 0)."""
-    from benchmarks.cluster import parse_hosts_spec
+    from benchmarks.cluster import format_hosts_spec, parse_hosts_spec
     from benchmarks.energy import PowerModel
     from benchmarks.report import save_result, write_report
     from benchmarks.sim.engine import SimConfig
@@ -213,13 +220,22 @@ def _simulate_seed(
 
     if args.workload is not None:
         assert seed is not None  # run_simulate checked
-        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts),
+        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
                                       duration_s=args.duration_s or 3600.0)
         trace = thesis_input(seed, config)
+        hosts_note = ""
     else:
         path = args.trace
         with open_trace(path) as reader:
             header = reader.header
+        hosts_note = ""
+        if args.hosts is not None:
+            hosts = parse_hosts_spec(args.hosts)
+            own = format_hosts_spec(header.hosts)
+            hosts_note = (f" (from --hosts {args.hosts}, replacing the trace's "
+                          f"{len(header.hosts)} hosts"
+                          + (f", {own})" if len(own) <= 60 else ")"))
+            header = replace(header, hosts=hosts)
 
         def stream() -> Iterator[TraceRequest]:
             with open_trace(path, check_unique_ids=False) as reader:
@@ -257,7 +273,7 @@ def _simulate_seed(
     header = trace.header
     text = (
         "# Simulation\n\n"
-        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
+        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts{hosts_note}, "
         f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
         f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
@@ -287,7 +303,8 @@ def _simulate_seeds(
         print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
     summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
     source = ("the thesis workload, generated with each seed" if args.workload is not None
-              else f"{args.trace}, the same for every seed")
+              else f"{args.trace}, the same for every seed"
+              + (f", on the hosts of --hosts {args.hosts}" if args.hosts else ""))
     text = (
         f"# Simulation over {len(seeds)} seeds\n\n"
         f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "

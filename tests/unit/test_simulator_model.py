@@ -296,6 +296,25 @@ def test_bench_simulate_refuses_bounds_out_of_order_and_writes_nothing(
     assert not out.exists()
 
 
+def test_bench_simulate_hosts_replace_the_hosts_of_a_trace(tmp_path: Path) -> None:
+    # The trace's one host of one core places one of the two class-2 jobs (thesis table);
+    # two hosts of two cores place both, and the run says whose hosts it used.
+    trace = tmp_path / "pair.jsonl"
+    _class_2_pair_trace(trace)
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--hosts", "2x2c4g",
+                 "--policies", "spread", "--no-probes", "--no-plots", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())["policies"]["spread"]
+    assert (summary["successful"], summary["failed"]) == (2, 0)
+    assert [h["host_id"] for h in summary["hosts_detail"]] == ["host-1", "host-2"]
+    text = (out / "simulation.md").read_text()
+    assert "2 hosts (from --hosts 2x2c4g, replacing the trace's 1 hosts, 1x1c4g)" in text
+    bad = main(["bench", "simulate", "--trace", str(trace), "--hosts", "lots",
+                "--no-plots", "--out", str(tmp_path / "never")])
+    assert bad == 2 and not (tmp_path / "never").exists()
+
+
 def test_bench_simulate_drains_after_the_arrival_window(tmp_path: Path) -> None:
     trace = tmp_path / "pair.jsonl"
     _class_2_pair_trace(trace)
