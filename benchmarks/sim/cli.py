@@ -276,7 +276,8 @@ def _simulate_seed(
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts{hosts_note}, "
         f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
-        f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
+        + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
+        + f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
         f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
         + render_summary(results, thesis=thesis)
     )

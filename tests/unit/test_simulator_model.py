@@ -315,6 +315,19 @@ def test_bench_simulate_hosts_replace_the_hosts_of_a_trace(tmp_path: Path) -> No
     assert bad == 2 and not (tmp_path / "never").exists()
 
 
+def test_bench_simulate_repeats_the_trace_notes_and_their_warnings(tmp_path: Path) -> None:
+    notes = "converted from x: 1 never ran. Warning: the window (1 s) is shorter than most"
+    head = TraceHeader("test", 0, 1.0, (HostSpec("h1", 1024, 4 * GIB),), notes)
+    trace = tmp_path / "short.jsonl"
+    write_requests(trace, head, [
+        TraceRequest(0.0, "a", 3, TaskType.JOB, Workload.FFMPEG, 512, GIB, 300.0, None),
+    ])
+    out = tmp_path / "run"
+    assert main(["bench", "simulate", "--trace", str(trace), "--policies", "spread",
+                 "--no-probes", "--no-plots", "--out", str(out)]) == 0
+    assert f"Trace notes: {notes}\n" in (out / "simulation.md").read_text()
+
+
 def test_bench_simulate_drains_after_the_arrival_window(tmp_path: Path) -> None:
     trace = tmp_path / "pair.jsonl"
     _class_2_pair_trace(trace)
