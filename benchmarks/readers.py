@@ -407,8 +407,8 @@ def _notes(
     kind: str, stats: ConversionStats, start_s: float, end_s: float | None, data_end_s: float,
     extra: str, warnings: Sequence[str],
 ) -> str:
-    window = (f"window {start_s:g}-{end_s:g} s of the data's clock" if end_s is not None
-              else f"window from {start_s:g} s of the data's clock to its end")
+    window = (f"window {start_s:.10g}-{end_s:.10g} s of the data's clock" if end_s is not None
+              else f"window from {start_s:.10g} s of the data's clock to its end")
     text = (
         f"converted from {kind}: {stats.requests} requests of {stats.rows} rows; {window}, "
         f"arrivals rebased to its start, {stats.alive_at_start} alive at its start arriving at "
@@ -416,7 +416,7 @@ def _notes(
         f"{stats.before_window} ended before the window, {stats.outside_window} after the "
         f"window, {stats.over_limit} over the limit; {stats.censored_still_running} still "
         f"running at the end of the data (censored: they run until its last timestamp, "
-        f"{data_end_s:g} s); {stats.missing_size} with a missing or zero size, "
+        f"{data_end_s:.10g} s); {stats.missing_size} with a missing or zero size, "
         f"{stats.raised_to_minimum} raised to the minimum size ({MIN_CPU_SHARES} shares, "
         f"{DOCKER_MIN_MEMORY_BYTES // MIB} MiB); {stats.too_large} larger than every host; "
         f"{stats.ends_after_window} still running at the window's end."
@@ -657,8 +657,8 @@ def convert_alibaba(
         if pod.deleted_s is None or (pod.running and pod.deleted_s >= data_end_s):
             pod.run.end_s = data_end_s
             censored += 1
-    extra = (f"Resource scale {resource_scale:g}; {gpus} pods ask for GPUs: their GPUs were "
-             "ignored (only CPU and memory are placed).")
+    extra = (f"Resource scale {resource_scale:g}; {gpus} of the pods that ran ask for GPUs: "
+             "their GPUs were ignored (only CPU and memory are placed).")
     return _finish(
         TraceSource.ALIBABA, "Alibaba openb_pod_list", [p.run for p in pods], hosts,
         rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,
