@@ -274,7 +274,7 @@ def _simulate_seed(
     text = (
         "# Simulation\n\n"
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts{hosts_note}, "
-        f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
+        f"arrivals until {arrivals_s:.10g} s; simulated {results[0].stats.end_s:.10g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
         + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
         + f"Scheduling: {policy_options.describe(args)}; new requests no pass places "
