@@ -5,7 +5,10 @@ Wired into ``cli/main.py`` through :func:`register`. Actions::
     greenswarm bench generate --workload thesis --seed N --out trace.jsonl
                               [--hosts 5x8c12g] [--duration-s 3600] [--arrival-rate R]
     greenswarm bench convert --format google2011|alibaba IN [IN ...] --out trace.jsonl
-                             [--hosts SPEC] [--duration-s S] [--limit N] [--resource-scale F]
+                             [--hosts SPEC | --nodes-file CSV [--nodes-sample N]
+                             [--nodes-seed S]] [--window-start-s S]
+                             [--window-end-s S | --duration-s S] [--limit N]
+                             [--resource-scale F]
     greenswarm bench report DIR [--no-plots]
     greenswarm bench power-tables
     greenswarm bench simulate (--trace FILE | --workload thesis --seed N) --out DIR [...]
@@ -23,7 +26,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from cli.argtypes import positive_float, positive_int
+from cli.argtypes import non_negative_float, positive_float, positive_int
 from cli.options import add_hosts_argument
 from cli.replay import add_replay
 from cli.simulate import add_profile, add_simulate
@@ -87,18 +90,43 @@ def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser = actions.add_parser(
         "convert", help="convert a public cluster trace",
         description="Convert Google 2011 task_events or Alibaba openb_pod_list CSV files "
-        "(plain or .gz) into a trace. Mappings: see workloads/readers.py.",
+        "(plain or .gz; '#' lines are comments) into a trace, with the data's arrival times; "
+        "what never ran is left out, what still ran at the data's end is censored, and the "
+        "trace's notes count both. Warnings (requests larger than every host, a window "
+        "shorter than most makespans) go to stderr and into the notes. Mappings: see "
+        "workloads/readers.py.",
     )
     parser.add_argument("--format", required=True, choices=["google2011", "alibaba"],
                         help="input format")
     parser.add_argument("inputs", nargs="+", metavar="IN",
                         help="input CSV file(s), read in order as one stream")
     parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
-    add_hosts_argument(parser)
-    parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
-                        help="keep only arrivals in the first S seconds")
+    cluster = parser.add_mutually_exclusive_group()
+    add_hosts_argument(cluster)
+    cluster.add_argument(
+        "--nodes-file", metavar="CSV", default=None,
+        help="the cluster from an Alibaba node list (openb_node_list_*.csv: sn,cpu_milli,"
+        "memory_mib,...; GPUs ignored): one host per node, named by its sn, instead of --hosts",
+    )
+    parser.add_argument("--nodes-sample", type=positive_int, default=None, metavar="N",
+                        help="with --nodes-file: N nodes drawn at random (seeded by "
+                        "--nodes-seed) instead of all of them")
+    parser.add_argument("--nodes-seed", type=int, default=0, metavar="SEED",
+                        help="seed of --nodes-sample (default: 0)")
+    parser.add_argument(
+        "--window-start-s", type=non_negative_float, default=0.0, metavar="S",
+        help="start of the window on the data's clock, in seconds (default: 0): arrivals are "
+        "rebased to it, and requests still queued or running at it arrive at t = 0 with "
+        "their remaining time",
+    )
+    end = parser.add_mutually_exclusive_group()
+    end.add_argument("--window-end-s", type=positive_float, default=None, metavar="S",
+                     help="end of the window on the data's clock: later arrivals are left out "
+                     "(default: the last arrival)")
+    end.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
+                     help="the window's length: --window-end-s is --window-start-s + S")
     parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
-                        help="keep only the first N requests")
+                        help="keep only the first N requests (of the window)")
     parser.add_argument(
         "--resource-scale", type=positive_float, default=None, metavar="F",
         help="alibaba only: multiply every pod's CPU and memory by F (default: 1)",
@@ -108,11 +136,29 @@ def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def _convert(args: argparse.Namespace) -> int:
     from domain.errors import ValidationError
-    from workloads.cluster import parse_hosts_spec
-    from workloads.readers import convert_alibaba, convert_google2011
+    from workloads.cluster import parse_hosts_spec, sample_hosts
+    from workloads.outfiles import OutFile
+    from workloads.readers import convert_alibaba, convert_google2011, read_node_list
     from workloads.trace import write_trace
 
-    hosts = parse_hosts_spec(args.hosts)
+    OutFile(args.out)  # a --out that cannot be written is refused before the reading
+    if args.nodes_sample is not None and args.nodes_file is None:
+        raise ValidationError("nodes-sample", "samples the nodes of --nodes-file")
+    if args.nodes_file is not None:
+        hosts = read_node_list(args.nodes_file)
+        hosts_note = f"Hosts: the {len(hosts)} nodes of {args.nodes_file}"
+        if args.nodes_sample is not None:
+            hosts = sample_hosts(hosts, args.nodes_sample, args.nodes_seed)
+            hosts_note = (f"Hosts: {len(hosts)} nodes drawn (seed {args.nodes_seed}) from "
+                          + hosts_note.removeprefix("Hosts: "))
+        hosts_note += " (their GPUs ignored)."
+    else:
+        hosts = parse_hosts_spec(args.hosts)
+        hosts_note = f"Hosts: {args.hosts}."
+    start_s = args.window_start_s
+    end_s = args.window_end_s
+    if args.duration_s is not None:
+        end_s = start_s + args.duration_s
     if args.format == "google2011":
         if args.resource_scale is not None:
             raise ValidationError(
@@ -120,16 +166,21 @@ def _convert(args: argparse.Namespace) -> int:
                 "largest host of --hosts)"
             )
         conversion = convert_google2011(
-            args.inputs, hosts, duration_s=args.duration_s, limit=args.limit
+            args.inputs, hosts, window_start_s=start_s, window_end_s=end_s, limit=args.limit,
+            hosts_note=hosts_note,
         )
     else:
         conversion = convert_alibaba(
             args.inputs, hosts, resource_scale=args.resource_scale or 1.0,
-            duration_s=args.duration_s, limit=args.limit,
+            window_start_s=start_s, window_end_s=end_s, limit=args.limit,
+            hosts_note=hosts_note,
         )
     write_trace(args.out, conversion.trace)
-    print(f"wrote {len(conversion.trace.requests)} requests to {args.out}")
+    print(f"wrote {len(conversion.trace.requests)} requests to {args.out} "
+          f"({len(hosts)} hosts, {conversion.trace.header.duration_s:g} s)")
     print(conversion.trace.header.notes)
+    for warning in conversion.warnings:
+        print(f"greenswarm bench convert: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -181,7 +232,7 @@ def _power_tables(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ registration
 
 # The actions of ``greenswarm bench``; the simulator's and the replay's live in cli/simulate.py
-# and cli/replay.py and reuse add_hosts_argument and add_power_table_argument.
+# and cli/replay.py and reuse add_power_table_argument (cli/options.py).
 BENCH_ACTIONS: tuple[ActionRegistrar, ...] = (
     _add_generate,
     _add_convert,

@@ -8,7 +8,10 @@ from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 from workloads.cluster import THESIS_HOSTS_SPEC
 
 
-def add_hosts_argument(parser: argparse.ArgumentParser, default: str = THESIS_HOSTS_SPEC) -> None:
+def add_hosts_argument(
+    parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
+    default: str = THESIS_HOSTS_SPEC,
+) -> None:
     """``--hosts SPEC`` (see workloads.cluster); reusable by simulate and replay."""
     parser.add_argument(
         "--hosts", default=default, metavar="SPEC",

@@ -25,13 +25,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cli.argtypes import positive_float, positive_int, seed_list
 from domain.errors import ValidationError
 from workloads.cluster import THESIS_HOSTS_SPEC
+from workloads.outfiles import out_directory
 
 if TYPE_CHECKING:
     from measure.report import ReportFiles
@@ -111,7 +112,7 @@ def default_jobs() -> int:
 
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from cli import policy_options
-    from cli.options import add_hosts_argument, add_power_table_argument
+    from cli.options import add_power_table_argument
     from sim.runner import default_policies
 
     parser = actions.add_parser(
@@ -135,7 +136,13 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--policies", type=_policies, default=default_policies(),
                         metavar="LIST", help="comma-separated policies (default: every "
                         f"policy the simulator runs: {','.join(default_policies())})")
-    add_hosts_argument(parser)
+    parser.add_argument(
+        "--hosts", default=None, metavar="SPEC",
+        help="cluster as [COUNTx]CORESc MEMORY(m|g|t), groups joined by '+'; with --trace it "
+        "replaces the trace's own hosts (simulation.md says so); default: the trace's hosts, "
+        f"or {THESIS_HOSTS_SPEC} (the thesis cluster: 5 hosts of 8 cores and 12 GiB) for "
+        "--workload",
+    )
     parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
                         "(default: the trace's duration, 3600 for --workload)")
@@ -170,13 +177,14 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def run_simulate(args: argparse.Namespace) -> int:
     from sim.profiles import load_shipped_profiles, read_profiles
+    from workloads.cluster import parse_hosts_spec
 
     if args.workload is not None and args.seed is None and args.seeds is None:
         raise ValidationError("seed", "--workload thesis needs --seed N or --seeds LIST")
-    if args.trace is not None and args.hosts != THESIS_HOSTS_SPEC:
-        raise ValidationError("hosts", "a trace file names its own hosts")
+    if args.hosts is not None:
+        parse_hosts_spec(args.hosts)  # a bad SPEC is refused before anything is written
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
-    out = Path(args.out)
+    out = out_directory(args.out, create=False)  # checked now, created once the run starts
     if args.seeds is None:
         run = _simulate_seed(args, args.seed, profiles, out)
         sys.stdout.write(run.text)
@@ -206,19 +214,28 @@ def _simulate_seed(
     from sim.config import SimConfig
     from sim.runner import TraceInput, run_policies, thesis_input
     from sim.summary import render_summary
-    from workloads.cluster import parse_hosts_spec
+    from workloads.cluster import format_hosts_spec, parse_hosts_spec
     from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
     from workloads.trace import TraceSource, open_trace
 
     if args.workload is not None:
         assert seed is not None  # run_simulate checked
-        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts),
+        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
                                       duration_s=args.duration_s or 3600.0)
         trace = thesis_input(seed, config)
+        hosts_note = ""
     else:
         path = args.trace
         with open_trace(path) as reader:
             header = reader.header
+        hosts_note = ""
+        if args.hosts is not None:
+            hosts = parse_hosts_spec(args.hosts)
+            own = format_hosts_spec(header.hosts)
+            hosts_note = (f" (from --hosts {args.hosts}, replacing the trace's "
+                          f"{len(header.hosts)} hosts"
+                          + (f", {own})" if len(own) <= 60 else ")"))
+            header = replace(header, hosts=hosts)
 
         def stream() -> Iterator[TraceRequest]:
             with open_trace(path, check_unique_ids=False) as reader:
@@ -240,7 +257,7 @@ def _simulate_seed(
     )
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
              if args.progress or sys.stderr.isatty() else None)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_directory(out)
     results = run_policies(trace, args.policies, profiles, sim_config,
                            probes=None if args.no_probes else ProbeConfig(),
                            progress=board.callback if board is not None else None,
@@ -257,11 +274,12 @@ def _simulate_seed(
     header = trace.header
     text = (
         "# Simulation\n\n"
-        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts, "
-        f"arrivals until {arrivals_s:g} s; simulated {results[0].stats.end_s:g} s; "
+        f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts{hosts_note}, "
+        f"arrivals until {arrivals_s:.10g} s; simulated {results[0].stats.end_s:.10g} s; "
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
-        f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass places "
-        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
+        + f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass "
+        f"places {'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
         + render_summary(results, thesis=thesis)
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
@@ -287,7 +305,8 @@ def _simulate_seeds(
         print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
     summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
     source = ("the thesis workload, generated with each seed" if args.workload is not None
-              else f"{args.trace}, the same for every seed")
+              else f"{args.trace}, the same for every seed"
+              + (f", on the hosts of --hosts {args.hosts}" if args.hosts else ""))
     text = (
         f"# Simulation over {len(seeds)} seeds\n\n"
         f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "

@@ -7,20 +7,26 @@ it with what :meth:`measure.recorder.MetricsRecorder.finish` returned)::
                                   version 1; keys policy, t_start_s, t_end_s, trace,
                                   energy_model, region_bounds, metrics (flat numbers, see
                                   PolicyMetrics), decision_ms, scheduling_delay_ms (Stats),
-                                  delay_windows, makespan_s, slowdown, response_ms,
+                                  windows (meta), makespan_s, slowdown, response_ms,
                                   response_ms_by_rate, passes, by_class, hosts, series (meta)
     DIR/<policy>/host_series.csv  t_s,host_id,cpu_util,memory_util,cpu_allocated,
                                   memory_allocated,tasks,power_w,power_switch_off_w
                                   (bin averages; one row per host and bin)
+    DIR/<policy>/windows.csv      start_s,end_s,count,mean,p50,p75,p90,p99,min,max: the
+                                  scheduling delays (ms) of the new requests decided in each
+                                  5-minute window, one row per window (a 149-day trace has
+                                  43,000 of them, so they are kept out of the JSON files)
 
 ``greenswarm bench report DIR`` (:func:`write_report`) reads every ``DIR/*/result.json`` and
 writes:
 
 * ``DIR/summary.json``: ``{"format": "greenswarm-summary", "version": 1, "policies": {name:
-  {...every PolicyMetrics key..., "delay_windows": [...], "response_ms": {...},
-  "response_ms_by_rate": {...}, "makespan_s": {...}, "slowdown": {...}, "passes": {...},
-  "by_class": {...}, "hosts": [...], "trace": {...}, "energy_model": {...}}}, "plots": [...]}``;
-* ``DIR/summary.md``: Markdown tables, one column per policy;
+  {...every PolicyMetrics key..., "windows_csv": "<policy>/windows.csv", "delay_windows":
+  count, "response_ms": {...}, "response_ms_by_rate": {...}, "makespan_s": {...}, "slowdown":
+  {...}, "passes": {...}, "by_class": {...}, "hosts": [...], "trace": {...}, "energy_model":
+  {...}}}, "plots": [...]}``;
+* ``DIR/summary.md``: Markdown tables, one column per policy; the per-window delays only for
+  runs of at most :data:`MD_MAX_WINDOWS` windows (else where the CSV files are);
 * PNG plots modelled on the thesis figures 5.1-5.8 (see :data:`PLOTS`).
 """
 
@@ -36,7 +42,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import ValidationError
-from measure.results import SERIES_COLUMNS, HostSeries, PolicyResult, Stats, percentile
+from measure.results import (
+    SERIES_COLUMNS,
+    WINDOW_COLUMNS,
+    HostSeries,
+    PolicyResult,
+    Stats,
+    WindowStats,
+    percentile,
+)
+from workloads.outfiles import open_text, out_directory, write_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -44,6 +59,8 @@ if TYPE_CHECKING:
 SUMMARY_FORMAT = "greenswarm-summary"
 RESULT_FILE = "result.json"
 SERIES_FILE = "host_series.csv"
+WINDOWS_FILE = "windows.csv"
+MD_MAX_WINDOWS = 36  # 3 hours of 5-minute windows: longer runs' windows stay in the CSV files
 _POLICY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 PLOT_DPI = 110
 MAX_HOST_LINES = 12  # more hosts than this: plot a band instead of one line per host
@@ -64,11 +81,9 @@ def check_policy_name(policy: str) -> str:
 
 def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
     """Write ``out_dir/<policy>/result.json`` and ``host_series.csv``; returns the directory."""
-    directory = Path(out_dir) / check_policy_name(result.policy)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = out_directory(out_directory(out_dir) / check_policy_name(result.policy))
     series = result.series
-    tmp = directory / (SERIES_FILE + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as handle:
+    with open_text(directory / SERIES_FILE) as handle:
         writer = csv.writer(handle)
         writer.writerow(["t_s", "host_id", *SERIES_COLUMNS])
         times = series.times_s()
@@ -77,7 +92,17 @@ def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
                 writer.writerow(
                     [_num(t), host_id, *(_num(series.values[c][h][i]) for c in SERIES_COLUMNS)]
                 )
-    tmp.replace(directory / SERIES_FILE)
+    with open_text(directory / WINDOWS_FILE) as handle:
+        writer = csv.writer(handle)
+        writer.writerow(WINDOW_COLUMNS)
+        for window in result.delay_windows:
+            stats = window.delay_ms
+            writer.writerow([  # every digit: the file is read back as it was
+                repr(window.start_s), repr(window.end_s), stats.count,
+                *("" if v is None else repr(v) for v in (
+                    stats.mean, stats.p50, stats.p75, stats.p90, stats.p99, stats.min,
+                    stats.max)),
+            ])
     _write_json(directory / RESULT_FILE, _json_safe(result.to_json()))
     return directory
 
@@ -87,9 +112,7 @@ def _num(value: float) -> str:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
 
 
 def load_result(policy_dir: str | Path) -> PolicyResult:
@@ -108,11 +131,34 @@ def load_result(policy_dir: str | Path) -> PolicyResult:
         meta = obj["series"]
         series = _read_series(directory / SERIES_FILE, float(meta["t0_s"]),
                               float(meta["step_s"]), int(meta["bins"]))
-        return PolicyResult.from_json(obj, series)
+        windows = (None if "delay_windows" in obj  # written before windows.csv existed
+                   else _read_windows(directory / WINDOWS_FILE, int(obj["windows"]["count"])))
+        return PolicyResult.from_json(obj, series, windows)
     except ValidationError as exc:
         raise ValidationError(f"{path}: {exc.field}", exc.message) from None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValidationError(str(path), f"malformed result: {exc!r}") from None
+
+
+def _read_windows(path: Path, count: int) -> list[WindowStats]:
+    windows: list[WindowStats] = []
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            for line, record in enumerate(csv.DictReader(handle), start=2):
+                try:
+                    numbers = {k: None if record[k] == "" else float(record[k])
+                               for k in WINDOW_COLUMNS[3:]}
+                    windows.append(WindowStats(
+                        float(record["start_s"]), float(record["end_s"]),
+                        Stats(int(record["count"]), **numbers),
+                    ))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValidationError(f"{path} line {line}", f"bad row: {exc!r}") from None
+    except OSError as exc:
+        raise ValidationError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    if len(windows) != count:
+        raise ValidationError(str(path), f"{len(windows)} windows, expected {count}")
+    return windows
 
 
 def _read_series(path: Path, t0_s: float, step_s: float, bins: int) -> HostSeries:
@@ -160,7 +206,8 @@ def policy_summary(result: PolicyResult) -> dict[str, Any]:
     """One policy's object in summary.json: the flat metrics plus the nested details."""
     summary: dict[str, Any] = {"policy": result.policy}
     summary.update(result.metrics.to_json())
-    summary["delay_windows"] = [w.to_json() for w in result.delay_windows]
+    summary["windows_csv"] = f"{result.policy}/{WINDOWS_FILE}"
+    summary["delay_windows"] = len(result.delay_windows)
     summary["decision_ms"] = result.decision_ms.to_json()
     summary["scheduling_delay_ms"] = result.scheduling_delay_ms.to_json()
     summary["response_ms"] = {k: v.to_json() for k, v in result.response_ms.items()}
@@ -345,16 +392,28 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
 
     parts.append("## Scheduling delay per 5-minute window (ms: mean / p50 / p90 / p99)")
     parts.append("")
-    window_rows: dict[tuple[float, float], list[str]] = {}
-    for index, result in enumerate(results):
-        for window in result.delay_windows:
-            key = (window.start_s, window.end_s)
-            row = window_rows.setdefault(key, [NA] * len(results))
-            row[index] = _stats_cell(window.delay_ms)
-    parts.append(_table(
-        ["window (min)", *names],
-        [[f"{a / 60:g}-{b / 60:g}", *cells] for (a, b), cells in sorted(window_rows.items())],
-    ))
+    files = ", ".join(f"`{r.policy}/{WINDOWS_FILE}`" for r in results)
+    most = max(len(r.delay_windows) for r in results)
+    if most > MD_MAX_WINDOWS:
+        parts.append(
+            f"{most:,} windows per policy, more than the {MD_MAX_WINDOWS} shown here: one row "
+            f"per window in {files} ({', '.join(WINDOW_COLUMNS)}); the overall delays are "
+            "under Scheduler above."
+        )
+    else:
+        window_rows: dict[tuple[float, float], list[str]] = {}
+        for index, result in enumerate(results):
+            for window in result.delay_windows:
+                key = (window.start_s, window.end_s)
+                row = window_rows.setdefault(key, [NA] * len(results))
+                row[index] = _stats_cell(window.delay_ms)
+        parts.append(_table(
+            ["window (min)", *names],
+            [[f"{a / 60:g}-{b / 60:g}", *cells]
+             for (a, b), cells in sorted(window_rows.items())],
+        ))
+        parts.append("")
+        parts.append(f"The same windows, with every statistic: {files}.")
     parts.append("")
 
     parts.append("## Service response times by workload and rate (ms: mean / p50 / p75)")
@@ -773,7 +832,7 @@ def write_report(directory: str | Path, *, plots: bool = True) -> ReportFiles:
     summary_json = root / "summary.json"
     _write_json(summary_json, _json_safe(build_summary(results, plot_files)))
     summary_md = root / "summary.md"
-    summary_md.write_text(render_markdown(results, plot_files), encoding="utf-8")
+    write_text(summary_md, render_markdown(results, plot_files))
     return ReportFiles(summary_json, summary_md, tuple(root / p for p in plot_files))
 
 

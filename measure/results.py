@@ -123,6 +123,13 @@ class HostSummary:
         return cls(**{f.name: obj[f.name] for f in fields(cls)})
 
 
+# The columns of a policy's windows file (one row per window): its bounds, then the Stats of
+# the scheduling delays (ms) decided in it.
+WINDOW_COLUMNS: tuple[str, ...] = (
+    "start_s", "end_s", "count", "mean", "p50", "p75", "p90", "p99", "min", "max",
+)
+
+
 SERIES_COLUMNS: tuple[str, ...] = (
     "cpu_util",
     "memory_util",
@@ -295,7 +302,8 @@ class PolicyResult:
     series: HostSeries = field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The content of ``result.json`` (the series go to a CSV file of their own)."""
+        """The content of ``result.json`` (the series and the delay windows go to CSV files of
+        their own: a long run has tens of thousands of windows)."""
         return {
             "format": RESULT_FORMAT,
             "version": RESULT_VERSION,
@@ -309,7 +317,7 @@ class PolicyResult:
             "metrics": self.metrics.to_json(),
             "decision_ms": self.decision_ms.to_json(),
             "scheduling_delay_ms": self.scheduling_delay_ms.to_json(),
-            "delay_windows": [w.to_json() for w in self.delay_windows],
+            "windows": {"count": len(self.delay_windows), "columns": list(WINDOW_COLUMNS)},
             "makespan_s": {k: v.to_json() for k, v in self.makespan_s.items()},
             "slowdown": {k: v.to_json() for k, v in self.slowdown.items()},
             "response_ms": {k: v.to_json() for k, v in self.response_ms.items()},
@@ -322,11 +330,18 @@ class PolicyResult:
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any], series: HostSeries) -> PolicyResult:
+    def from_json(
+        cls, obj: Mapping[str, Any], series: HostSeries,
+        delay_windows: Sequence[WindowStats] | None = None,
+    ) -> PolicyResult:
+        """``delay_windows`` None: from the object (a result written before they had a file
+        of their own)."""
         if obj.get("format") != RESULT_FORMAT or obj.get("version") != RESULT_VERSION:
             raise ValidationError(
                 "format", f"not a {RESULT_FORMAT} version {RESULT_VERSION} document"
             )
+        if delay_windows is None:
+            delay_windows = [WindowStats.from_json(w) for w in obj["delay_windows"]]
         bounds = obj["region_bounds"]
         return cls(
             policy=str(obj["policy"]),
@@ -338,7 +353,7 @@ class PolicyResult:
             metrics=PolicyMetrics.from_json(obj["metrics"]),
             decision_ms=Stats.from_json(obj["decision_ms"]),
             scheduling_delay_ms=Stats.from_json(obj["scheduling_delay_ms"]),
-            delay_windows=tuple(WindowStats.from_json(w) for w in obj["delay_windows"]),
+            delay_windows=tuple(delay_windows),
             makespan_s={k: Stats.from_json(v) for k, v in obj["makespan_s"].items()},
             slowdown={k: Stats.from_json(v) for k, v in obj["slowdown"].items()},
             response_ms={k: Stats.from_json(v) for k, v in obj["response_ms"].items()},

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import ValidationError
+from workloads.outfiles import write_text
 from workloads.trace import Workload
 
 PROFILES_FORMAT = "greenswarm-usage-profiles"
@@ -179,10 +180,7 @@ def read_profiles(path: str | Path) -> Profiles:
 
 
 def write_profiles(path: str | Path, profiles: Profiles) -> None:
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(profiles.to_json(), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    write_text(path, json.dumps(profiles.to_json(), indent=2) + "\n")
 
 
 def load_shipped_profiles() -> Profiles:

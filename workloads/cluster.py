@@ -14,6 +14,7 @@ Cores may be fractional; shares = round(cores x 1024). Hosts are named ``host-1`
 
 from __future__ import annotations
 
+import random
 import re
 
 from domain.errors import ValidationError
@@ -92,3 +93,14 @@ def _memory(memory: int) -> str:
 def thesis_hosts() -> tuple[HostSpec, ...]:
     """The thesis cluster: 5 workers of 8 cores (8192 shares) and 12 GiB."""
     return parse_hosts_spec(THESIS_HOSTS_SPEC)
+
+
+def sample_hosts(hosts: tuple[HostSpec, ...], count: int, seed: int) -> tuple[HostSpec, ...]:
+    """``count`` of ``hosts`` drawn at random without replacement (seeded: the same sample for
+    the same seed), in their original order."""
+    if count < 1:
+        raise ValidationError("nodes_sample", f"must be at least 1, got {count}")
+    if count > len(hosts):
+        raise ValidationError("nodes_sample", f"{count} is more than the {len(hosts)} hosts")
+    chosen = set(random.Random(seed).sample(range(len(hosts)), count))
+    return tuple(h for i, h in enumerate(hosts) if i in chosen)

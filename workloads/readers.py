@@ -1,11 +1,27 @@
 """Adapters from public cluster traces to the benchmark trace format (:mod:`workloads.trace`).
 
-Both adapters read CSV (plain or ``.gz``), keep only what a placement benchmark needs (arrival
-time, size, class, type, how long the task ran) and write ``workload: generic``,
-``request_rate: null``. Every bad row is a :class:`~workloads.trace.TraceError` naming the file,
-the line and the column. Times are rebased so the first arrival is at ``t = 0``; the header's
-``duration_s`` is the arrival window (the last arrival, or ``--duration-s`` when given, which
-also drops later arrivals).
+Both adapters read CSV (plain or ``.gz``; lines starting with ``#`` are comments and skipped),
+keep only what a placement benchmark needs (arrival time, size, class, type, how long the task
+ran) and write ``workload: generic``, ``request_rate: null``. Every bad row is a
+:class:`~workloads.trace.TraceError` naming the file, the line and the column.
+
+Read faithfully (DESIGN 7.5): a pod or task that never ran is not a request (left out,
+counted); a run still going when the data ends is censored (it runs until the data's last
+timestamp; counted and said); the arrival times are the data's own clock (seconds; Google's
+microseconds / 10^6), not rebased to the first arrival.
+
+The window (``window_start_s``, ``window_end_s`` on the data's clock; default: all of it)
+cuts the data: arrivals are rebased to the window's start (``t = arrival - start``); a request
+that arrived before the start and is still queued or running at it arrives at ``t = 0`` with its
+remaining time as makespan (counted as alive at the start); one that ended before the start is
+left out, as is one arriving after the end (both counted). The header's ``duration_s`` is the
+window's length (without an end: the last arrival, at least 1 s). ``limit`` keeps the first N.
+
+What the notes say (and :class:`ConversionStats` counts): requests that never ran, censored
+runs, missing or zero sizes, sizes raised to the minimum (2 shares, 6 MiB: Docker's smallest
+memory limit), requests larger than every host (warned about: no host can ever place them),
+requests still running at the window's end, and a warning when most requests run longer than
+the whole window (a simulation of the window sees few of them end).
 
 Google cluster data 2011 (clusterdata-2011-2), ``task_events/part-*.csv.gz``
 ----------------------------------------------------------------------------
@@ -13,20 +29,19 @@ No header line; 13 columns: timestamp (us), missing info, job ID, task index, ma
 event type, user, scheduling class, priority, CPU request, memory request, disk request,
 different-machine restriction. Event types: 0 SUBMIT, 1 SCHEDULE, 2 EVICT, 3 FAIL, 4 FINISH,
 5 KILL, 6 LOST, 7 UPDATE_PENDING, 8 UPDATE_RUNNING. Timestamp 0 means "before the trace
-window", 2^63 - 1 "after it" (such events are ignored). Several part files are read in order as
-one stream.
+window" (such a task arrives at ``t = 0``), 2^63 - 1 "after it" (such events are ignored).
+Several part files are read in order as one stream.
 
 * one request per task (job ID, task index), id ``g<job>-<index>``, arriving at the task's
-  first event (normally its first SUBMIT);
+  first event (normally its first SUBMIT), ``t = timestamp / 10^6``;
 * size: the first non-empty CPU and memory request of the task (SUBMIT, else an UPDATE),
   which the trace normalises to the largest machine: ``cpu_shares = round(cpu x reference
-  shares)`` (at least 2), ``memory = round(memory x reference bytes)`` (at least 6 MiB,
-  Docker's smallest memory limit); the reference machine is the largest host of ``--hosts``;
+  shares)`` (at least 2), ``memory = round(memory x reference bytes)`` (at least 6 MiB);
+  the reference machine is the largest host of the cluster;
 * makespan: the length of the task's last run, from its last SCHEDULE to the EVICT, FAIL,
   FINISH, KILL or LOST that ended it (a run restarts from scratch after an eviction); a task
-  still running when the data ends runs until the last timestamp of the data (censored,
-  counted in the notes); a task that never ran has no makespan and is left out (counted);
-  at least 1 s;
+  still running when the data ends is censored (until the last timestamp of the data); a task
+  that never ran is left out; at least 1 s;
 * class, from the priority (0-11) in the bands of Reiss et al., "Heterogeneity and dynamicity
   of clouds at scale" (2012): production 9-11 -> class 1 (never overbooked); middle 2-8 ->
   class 2 when latency-sensitive (scheduling class 2-3), else class 3; free 0-1 -> class 4;
@@ -36,20 +51,27 @@ Alibaba ``openb_pod_list_*.csv`` (clusterdata cluster-trace-gpu-v2023)
 --------------------------------------------------------------------
 A header line; columns used: a name (``name``, or ``pod_name``, ``pod_id``, ``id``),
 ``cpu_milli``, ``memory_mib``, ``qos``, ``creation_time``, ``deletion_time`` (seconds) and,
-when present, ``scheduled_time`` (seconds, empty for a pod that never ran). Other columns
-(``num_gpu``, ``gpu_milli``, ``gpu_spec``, ``pod_phase``) are ignored: GPUs are out of scope.
+when present, ``scheduled_time`` (seconds, empty for a pod that never ran), ``pod_phase``,
+``num_gpu`` and ``gpu_milli``. GPUs are out of scope: pods asking for them are counted and
+their GPUs ignored (``gpu_spec`` is not read).
 
-* one request per row, id = the name, arriving at ``creation_time``;
+* one request per pod that ran, id = the name, arriving at ``creation_time``; a pod without a
+  ``scheduled_time`` (``pod_phase`` Pending) never ran and is left out (counted);
 * size: ``cpu_shares = round(cpu_milli x 1024 / 1000 x scale)`` (at least 2),
   ``memory = round(memory_mib x MiB x scale)`` (at least 6 MiB); ``scale`` defaults to 1
   (``--resource-scale`` shrinks the trace's machines-sized pods onto small hosts);
-* makespan: ``deletion_time - scheduled_time`` (``creation_time`` when never scheduled: in the
-  replay it may run, until the client deletes it), at least 1 s; rows without a deletion time
-  are left out (counted);
+* makespan: ``deletion_time - scheduled_time`` (``creation_time`` when the file has no
+  ``scheduled_time``), at least 1 s; censored (counted) when there is no deletion time, or the
+  pod is still Running at the data's last timestamp (the largest time in the files), which the
+  data gives as its deletion time: it runs until that timestamp;
 * class from ``qos``: Guaranteed, LSR, LSE (reserved or exclusive cores) -> 1; LS (latency
   sensitive) -> 2; Burstable -> 3; BE (best effort) -> 4; case-insensitive, anything else is
   an error naming the value;
 * type: Guaranteed, LSR, LSE, LS -> ``service``; Burstable, BE -> ``job``.
+
+Alibaba ``openb_node_list_*.csv`` (:func:`read_node_list`): the cluster the pods ran on, one
+host per row (columns ``sn``, ``cpu_milli``, ``memory_mib``; ``gpu`` and ``model`` are ignored):
+id = ``sn``, ``cpu_shares = round(cpu_milli x 1024 / 1000)``, ``memory = memory_mib MiB``.
 """
 
 from __future__ import annotations
@@ -59,7 +81,7 @@ import gzip
 import io
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import IO
@@ -147,17 +169,23 @@ class ConversionStats:
     rows: int
     requests: int
     skipped_never_ran: int = 0
-    skipped_no_end: int = 0
     censored_still_running: int = 0
-    missing_size: int = 0
-    outside_window: int = 0
+    missing_size: int = 0  # a CPU or memory size empty or 0 (set to the minimum)
+    raised_to_minimum: int = 0  # CPU or memory below the minimum, raised (missing ones too)
+    before_window: int = 0  # ended before the window's start
+    alive_at_start: int = 0  # arrived before the window's start, still there: arrive at it
+    outside_window: int = 0  # arrived after the window's end
     over_limit: int = 0
+    too_large: int = 0  # larger than every host: no host can ever place it
+    ends_after_window: int = 0  # still running at the window's end
+    gpu_requests: int = 0  # Alibaba pods asking for GPUs (ignored)
 
 
 @dataclass(frozen=True, slots=True)
 class Conversion:
     trace: Trace
     stats: ConversionStats
+    warnings: tuple[str, ...] = ()  # also in the notes; the command prints them on stderr
 
 
 def reference_host(hosts: Sequence[HostSpec]) -> HostSpec:
@@ -180,13 +208,17 @@ def _open_csv(path: Path) -> IO[str]:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, row) of a CSV file; read errors become TraceError."""
+    """(line number, row) of a CSV file, without blank and comment (``#``) lines; read errors
+    become TraceError."""
     with _open_csv(path) as handle:
         reader = csv.reader(handle)
         try:
             for row in reader:
-                if row and any(cell.strip() for cell in row):
-                    yield reader.line_num, row
+                if not row or not any(cell.strip() for cell in row):
+                    continue
+                if row[0].lstrip().startswith("#"):
+                    continue
+                yield reader.line_num, row
         except (csv.Error, OSError, UnicodeDecodeError, EOFError) as exc:
             raise TraceError("file", f"cannot read CSV: {exc}", line=reader.line_num + 1,
                              path=str(path)) from None
@@ -212,37 +244,188 @@ def _optional_float(text: str, column: str) -> float | None:
     return value
 
 
-def _window(
-    requests: list[TraceRequest], duration_s: float | None, limit: int | None
-) -> tuple[list[TraceRequest], float, int, int]:
-    """Sort, cut to the window and the limit; returns (requests, duration, outside, over)."""
-    requests.sort(key=lambda r: r.t_s)  # stable: ties keep input order
-    outside = 0
-    if duration_s is not None:
-        if not (math.isfinite(duration_s) and duration_s > 0):
-            raise ValidationError("duration_s", f"must be > 0, got {duration_s}")
-        kept = [r for r in requests if r.t_s <= duration_s]
-        outside = len(requests) - len(kept)
-        requests = kept
+# ------------------------------------------------------------------ runs, window, notes
+
+
+@dataclass(slots=True)
+class _Run:
+    """A request as the data has it, on the data's clock (seconds)."""
+
+    arrival_s: float
+    start_s: float  # when its (last) run began
+    end_s: float  # when it ended (the data's last timestamp when censored)
+    id: str
+    request_class: int
+    type: TaskType
+    cpu_shares: int
+    memory_bytes: int
+
+
+@dataclass(slots=True)
+class _Sizes:
+    """Turns the data's sizes into shares and bytes, counting what was missing or raised."""
+
+    missing: int = 0
+    raised: int = 0
+
+    def size(self, cpu_shares: float | None, memory_bytes: float | None) -> tuple[int, int]:
+        if not cpu_shares or not memory_bytes:  # empty or 0
+            self.missing += 1
+        cpu = round(cpu_shares or 0.0)
+        memory = round(memory_bytes or 0.0)
+        if cpu < MIN_CPU_SHARES or memory < DOCKER_MIN_MEMORY_BYTES:
+            self.raised += 1
+        return max(MIN_CPU_SHARES, cpu), max(DOCKER_MIN_MEMORY_BYTES, memory)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    requests: list[TraceRequest]
+    duration_s: float
+    before: int
+    alive: int
+    after: int
+    over: int
+
+
+def check_window(start_s: float, end_s: float | None) -> None:
+    if not (math.isfinite(start_s) and start_s >= 0):
+        raise ValidationError("window_start_s", f"must be >= 0, got {start_s}")
+    if end_s is not None and not (math.isfinite(end_s) and end_s > start_s):
+        raise ValidationError(
+            "window_end_s", f"must be after the window's start ({start_s:g} s), got {end_s:g}"
+        )
+
+
+def _cut(runs: list[_Run], start_s: float, end_s: float | None,
+         limit: int | None) -> _Cut:
+    """Sort by arrival, cut to the window (see the module docstring) and the limit."""
+    if limit is not None and limit < 1:
+        raise ValidationError("limit", f"must be >= 1, got {limit}")
+    runs.sort(key=lambda r: r.arrival_s)  # stable: ties keep input order
+    requests: list[TraceRequest] = []
+    before = alive = after = 0
+    for run in runs:
+        if end_s is not None and run.arrival_s > end_s:
+            after += 1
+            continue
+        if run.arrival_s < start_s:
+            if run.end_s <= start_s:
+                before += 1
+                continue
+            alive += 1
+            t_s = 0.0
+            makespan_s = run.end_s - max(start_s, run.start_s)
+        else:
+            t_s = run.arrival_s - start_s
+            makespan_s = run.end_s - run.start_s
+        requests.append(
+            TraceRequest(
+                t_s=t_s,
+                id=run.id,
+                request_class=run.request_class,
+                type=run.type,
+                workload=Workload.GENERIC,
+                cpu_shares=run.cpu_shares,
+                memory_bytes=run.memory_bytes,
+                makespan_s=max(MIN_MAKESPAN_S, makespan_s),
+            )
+        )
     over = 0
     if limit is not None:
-        if limit < 1:
-            raise ValidationError("limit", f"must be >= 1, got {limit}")
         over = max(0, len(requests) - limit)
         requests = requests[:limit]
-    if duration_s is None:
+    if end_s is not None:
+        duration_s = end_s - start_s
+    else:
         duration_s = max(1.0, requests[-1].t_s if requests else 1.0)
-    return requests, duration_s, outside, over
+    return _Cut(requests, duration_s, before, alive, after, over)
 
 
-def _notes(kind: str, stats: ConversionStats, extra: str) -> str:
-    return (
-        f"converted from {kind}: {stats.requests} requests of {stats.rows} rows; left out: "
-        f"{stats.skipped_never_ran} never ran, {stats.skipped_no_end} without an end, "
-        f"{stats.outside_window} after the window, {stats.over_limit} over the limit; "
-        f"{stats.censored_still_running} still running at the end of the data (censored); "
-        f"{stats.missing_size} with a missing size (set to the minimum). {extra}"
+def _too_large(requests: Sequence[TraceRequest], hosts: Sequence[HostSpec]) -> int:
+    """How many requests no host can hold (CPU and memory on the same host)."""
+    shapes = {(h.cpu_capacity_shares, h.memory_capacity_bytes) for h in hosts}
+    return sum(
+        1 for r in requests
+        if not any(r.cpu_shares <= cpu and r.memory_bytes <= memory for cpu, memory in shapes)
     )
+
+
+def _finish(
+    source: TraceSource, kind: str, runs: list[_Run], hosts: Sequence[HostSpec], *,
+    rows: int, start_s: float, end_s: float | None, limit: int | None, data_end_s: float,
+    never_ran: int, censored: int, sizes: _Sizes, gpu_requests: int = 0, extra: str = "",
+) -> Conversion:
+    """Window, count, warn, and build the trace (common to both readers)."""
+    cut = _cut(runs, start_s, end_s, limit)
+    requests = cut.requests
+    too_large = _too_large(requests, hosts)
+    ends_after = sum(1 for r in requests if r.t_s + r.makespan_s > cut.duration_s)
+    stats = ConversionStats(
+        rows=rows,
+        requests=len(requests),
+        skipped_never_ran=never_ran,
+        censored_still_running=censored,
+        missing_size=sizes.missing,
+        raised_to_minimum=sizes.raised,
+        before_window=cut.before,
+        alive_at_start=cut.alive,
+        outside_window=cut.after,
+        over_limit=cut.over,
+        too_large=too_large,
+        ends_after_window=ends_after,
+        gpu_requests=gpu_requests,
+    )
+    warnings: list[str] = []
+    if too_large:
+        warnings.append(
+            f"{too_large} of {len(requests)} requests are larger than every host (CPU or "
+            f"memory): no host can place them; give a cluster of larger hosts (--hosts, "
+            "--nodes-file) or shrink them (--resource-scale)"
+        )
+    if requests:
+        makespans = sorted(r.makespan_s for r in requests)
+        median_s = makespans[len(makespans) // 2]
+        if median_s > cut.duration_s:
+            warnings.append(
+                f"the window ({cut.duration_s:g} s) is shorter than most requests' makespans "
+                f"(median {median_s:g} s; {ends_after} of {len(requests)} still run at its "
+                "end): a simulation of the window sees few of them end; simulate longer "
+                "(bench simulate --duration-s or --drain-s) or convert a longer window"
+            )
+    header = TraceHeader(
+        source=source.value,
+        seed=None,
+        duration_s=cut.duration_s,
+        hosts=tuple(hosts),
+        notes=_notes(kind, stats, start_s, end_s, data_end_s, extra, warnings),
+    )
+    return Conversion(Trace(header, tuple(requests)), stats, tuple(warnings))
+
+
+def _notes(
+    kind: str, stats: ConversionStats, start_s: float, end_s: float | None, data_end_s: float,
+    extra: str, warnings: Sequence[str],
+) -> str:
+    window = (f"window {start_s:.10g}-{end_s:.10g} s of the data's clock" if end_s is not None
+              else f"window from {start_s:.10g} s of the data's clock to its end")
+    text = (
+        f"converted from {kind}: {stats.requests} requests of {stats.rows} rows; {window}, "
+        f"arrivals rebased to its start, {stats.alive_at_start} alive at its start arriving at "
+        f"it with their remaining time; left out: {stats.skipped_never_ran} never ran, "
+        f"{stats.before_window} ended before the window, {stats.outside_window} after the "
+        f"window, {stats.over_limit} over the limit; {stats.censored_still_running} still "
+        f"running at the end of the data (censored: they run until its last timestamp, "
+        f"{data_end_s:.10g} s); {stats.missing_size} with a missing or zero size, "
+        f"{stats.raised_to_minimum} raised to the minimum size ({MIN_CPU_SHARES} shares, "
+        f"{DOCKER_MIN_MEMORY_BYTES // MIB} MiB); {stats.too_large} larger than every host; "
+        f"{stats.ends_after_window} still running at the window's end."
+    )
+    if extra:
+        text += " " + extra
+    for warning in warnings:
+        text += f" Warning: {warning}."
+    return text
 
 
 # ------------------------------------------------------------------ Google 2011
@@ -256,22 +439,24 @@ class _GoogleTask:
     memory: float | None = None
     priority: int = 0
     scheduling_class: int = 0
-    run_start_us: int | None = None
-    last_run_us: int | None = None  # length of the last finished run
+    run_start_us: int | None = None  # the run going on
+    last_run: tuple[int, int] | None = None  # (start, end) of the last finished run
 
 
 def convert_google2011(
     paths: Sequence[str | Path],
     hosts: Sequence[HostSpec],
     *,
-    duration_s: float | None = None,
+    window_start_s: float = 0.0,
+    window_end_s: float | None = None,
     limit: int | None = None,
+    hosts_note: str = "",
 ) -> Conversion:
     """Google 2011 ``task_events`` files -> a trace (mapping in the module docstring)."""
+    check_window(window_start_s, window_end_s)
     reference = reference_host(hosts)
     tasks: dict[tuple[str, str], _GoogleTask] = {}
     rows = 0
-    first_positive_us: int | None = None
     last_us = 0
     for raw_path in paths:
         path = Path(raw_path)
@@ -304,8 +489,6 @@ def convert_google2011(
                 scheduling_class = _int(row[7], "scheduling_class") if row[7].strip() else None
             except ValidationError as exc:
                 raise TraceError(exc.field, exc.message, line=line, path=str(path)) from None
-            if timestamp > 0 and (first_positive_us is None or timestamp < first_positive_us):
-                first_positive_us = timestamp
             last_us = max(last_us, timestamp)
             key = (job_id, task_index)
             task = tasks.get(key)
@@ -324,65 +507,55 @@ def convert_google2011(
             if event is GoogleEvent.SCHEDULE:
                 task.run_start_us = timestamp
             elif event in _RUN_ENDS and task.run_start_us is not None:
-                task.last_run_us = timestamp - task.run_start_us
+                task.last_run = (task.run_start_us, timestamp)
                 task.run_start_us = None
 
-    origin_us = first_positive_us or 0
-    requests: list[TraceRequest] = []
-    never_ran = censored = missing = 0
+    runs: list[_Run] = []
+    never_ran = censored = 0
+    sizes = _Sizes()
     for (job_id, task_index), task in sorted(tasks.items(), key=lambda kv: kv[1].order):
         if task.run_start_us is not None:  # still running when the data ends
-            run_us = last_us - task.run_start_us
+            run_us = (task.run_start_us, last_us)
             censored += 1
-        elif task.last_run_us is not None:
-            run_us = task.last_run_us
+        elif task.last_run is not None:
+            run_us = task.last_run
         else:
             never_ran += 1
             continue
-        if task.cpu is None or task.memory is None:
-            missing += 1
-        cpu_shares = max(MIN_CPU_SHARES, round((task.cpu or 0.0) * reference.cpu_capacity_shares))
-        memory_bytes = max(
-            DOCKER_MIN_MEMORY_BYTES, round((task.memory or 0.0) * reference.memory_capacity_bytes)
+        cpu_shares, memory_bytes = sizes.size(
+            None if task.cpu is None else task.cpu * reference.cpu_capacity_shares,
+            None if task.memory is None else task.memory * reference.memory_capacity_bytes,
         )
-        requests.append(
-            TraceRequest(
-                t_s=max(0, task.first_us - origin_us) / 1e6,
+        runs.append(
+            _Run(
+                arrival_s=task.first_us / 1e6,
+                start_s=run_us[0] / 1e6,
+                end_s=run_us[1] / 1e6,
                 id=f"g{job_id}-{task_index}",
                 request_class=google_class(task.priority, task.scheduling_class),
                 type=google_type(task.scheduling_class),
-                workload=Workload.GENERIC,
                 cpu_shares=cpu_shares,
                 memory_bytes=memory_bytes,
-                makespan_s=max(MIN_MAKESPAN_S, run_us / 1e6),
             )
         )
-    requests, window_s, outside, over = _window(requests, duration_s, limit)
-    stats = ConversionStats(
-        rows=rows,
-        requests=len(requests),
-        skipped_never_ran=never_ran,
-        censored_still_running=censored,
-        missing_size=missing,
-        outside_window=outside,
-        over_limit=over,
+    extra = (f"Sizes relative to {reference.id} ({reference.cpu_capacity_shares} shares, "
+             f"{reference.memory_capacity_bytes} bytes).")
+    return _finish(
+        TraceSource.GOOGLE2011, "Google cluster data 2011 task_events", runs, hosts,
+        rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,
+        data_end_s=last_us / 1e6, never_ran=never_ran, censored=censored, sizes=sizes,
+        extra=" ".join(p for p in (extra, hosts_note) if p),
     )
-    header = TraceHeader(
-        source=TraceSource.GOOGLE2011.value,
-        seed=None,
-        duration_s=window_s,
-        hosts=tuple(hosts),
-        notes=_notes(
-            "Google cluster data 2011 task_events",
-            stats,
-            f"Sizes relative to {reference.id} ({reference.cpu_capacity_shares} shares, "
-            f"{reference.memory_capacity_bytes} bytes).",
-        ),
-    )
-    return Conversion(Trace(header, tuple(requests)), stats)
 
 
 # ------------------------------------------------------------------ Alibaba
+
+
+@dataclass(slots=True)
+class _Pod:
+    run: _Run
+    deleted_s: float | None
+    running: bool  # pod_phase Running
 
 
 def convert_alibaba(
@@ -390,16 +563,19 @@ def convert_alibaba(
     hosts: Sequence[HostSpec],
     *,
     resource_scale: float = 1.0,
-    duration_s: float | None = None,
+    window_start_s: float = 0.0,
+    window_end_s: float | None = None,
     limit: int | None = None,
+    hosts_note: str = "",
 ) -> Conversion:
     """Alibaba ``openb_pod_list`` files -> a trace (mapping in the module docstring)."""
     if not (math.isfinite(resource_scale) and resource_scale > 0):
         raise ValidationError("resource_scale", f"must be > 0, got {resource_scale}")
-    pending: list[TraceRequest] = []
-    rows = 0
-    no_end = 0
-    missing_sizes = 0
+    check_window(window_start_s, window_end_s)
+    pods: list[_Pod] = []
+    rows = never_ran = gpus = 0
+    data_end_s = 0.0
+    sizes = _Sizes()
     seen: dict[str, tuple[str, int]] = {}
     for raw_path in paths:
         path = Path(raw_path)
@@ -452,51 +628,83 @@ def convert_alibaba(
                 scheduled = None
                 if "scheduled_time" in columns:
                     scheduled = _optional_float(row[columns["scheduled_time"]], "scheduled_time")
+                phase = row[columns["pod_phase"]].strip().lower() if "pod_phase" in columns else ""
+                gpu = any(
+                    _optional_float(row[columns[c]], c) for c in ("num_gpu", "gpu_milli")
+                    if c in columns
+                )
             except ValidationError as exc:
                 raise TraceError(exc.field, exc.message, line=line, path=str(path)) from None
-            if deleted is None:
-                no_end += 1
+            data_end_s = max(data_end_s, created, deleted or 0.0, scheduled or 0.0)
+            if scheduled is None and ("scheduled_time" in columns or phase == "pending"):
+                never_ran += 1
                 continue
-            start = scheduled if scheduled is not None else created
-            if cpu_milli is None or memory_mib is None:
-                missing_sizes += 1
-            pending.append(
-                TraceRequest(
-                    t_s=created,  # rebased below
-                    id=name,
-                    request_class=request_class,
-                    type=task_type,
-                    workload=Workload.GENERIC,
-                    cpu_shares=max(
-                        MIN_CPU_SHARES, round((cpu_milli or 0.0) * 1024 / 1000 * resource_scale)
-                    ),
-                    memory_bytes=max(
-                        DOCKER_MIN_MEMORY_BYTES, round((memory_mib or 0.0) * MIB * resource_scale)
-                    ),
-                    makespan_s=max(MIN_MAKESPAN_S, deleted - start),
-                )
+            gpus += gpu
+            cpu_shares, memory_bytes = sizes.size(
+                None if cpu_milli is None else cpu_milli * 1024 / 1000 * resource_scale,
+                None if memory_mib is None else memory_mib * MIB * resource_scale,
             )
+            start = scheduled if scheduled is not None else created
+            run = _Run(created, start, deleted if deleted is not None else start, name,
+                       request_class, task_type, cpu_shares, memory_bytes)
+            pods.append(_Pod(run, deleted, phase == "running"))
         if columns is None:
             raise TraceError("header", "the file is empty; expected a CSV header line",
                              line=1, path=str(path))
 
-    origin = min((r.t_s for r in pending), default=0.0)
-    requests = [replace(r, t_s=r.t_s - origin) for r in pending]
-    requests, window_s, outside, over = _window(requests, duration_s, limit)
-    stats = ConversionStats(
-        rows=rows,
-        requests=len(requests),
-        skipped_no_end=no_end,
-        missing_size=missing_sizes,
-        outside_window=outside,
-        over_limit=over,
+    censored = 0
+    for pod in pods:
+        if pod.deleted_s is None or (pod.running and pod.deleted_s >= data_end_s):
+            pod.run.end_s = data_end_s
+            censored += 1
+    extra = (f"Resource scale {resource_scale:g}; {gpus} of the pods that ran ask for GPUs: "
+             "their GPUs were ignored (only CPU and memory are placed).")
+    return _finish(
+        TraceSource.ALIBABA, "Alibaba openb_pod_list", [p.run for p in pods], hosts,
+        rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,
+        data_end_s=data_end_s, never_ran=never_ran, censored=censored, sizes=sizes,
+        gpu_requests=gpus, extra=" ".join(p for p in (extra, hosts_note) if p),
     )
-    header = TraceHeader(
-        source=TraceSource.ALIBABA.value,
-        seed=None,
-        duration_s=window_s,
-        hosts=tuple(hosts),
-        notes=_notes("Alibaba openb_pod_list", stats,
-                     f"Resource scale {resource_scale:g}; GPUs ignored."),
-    )
-    return Conversion(Trace(header, tuple(requests)), stats)
+
+
+# ------------------------------------------------------------------ Alibaba node list
+
+ALIBABA_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib")
+
+
+def read_node_list(path: str | Path) -> tuple[HostSpec, ...]:
+    """The hosts of an Alibaba ``openb_node_list`` file, in file order (see the docstring)."""
+    source = Path(path)
+    hosts: list[HostSpec] = []
+    columns: dict[str, int] | None = None
+    for line, row in _rows(source):
+        if columns is None:
+            columns = {name.strip().lower(): i for i, name in enumerate(row)}
+            missing = [c for c in ALIBABA_NODE_COLUMNS if c not in columns]
+            if missing:
+                raise TraceError("columns", f"the header lacks {', '.join(missing)}; found "
+                                 f"{', '.join(columns)}", line=line, path=str(source))
+            continue
+        try:
+            if len(row) != len(columns):
+                raise ValidationError("columns", f"expected {len(columns)} columns as in the "
+                                      f"header, got {len(row)}")
+            cpu_milli = _optional_float(row[columns["cpu_milli"]], "cpu_milli")
+            memory_mib = _optional_float(row[columns["memory_mib"]], "memory_mib")
+            if not cpu_milli:
+                raise ValidationError("cpu_milli", "a node needs more than 0 CPU")
+            if not memory_mib:
+                raise ValidationError("memory_mib", "a node needs more than 0 memory")
+            hosts.append(HostSpec(row[columns["sn"]].strip(), round(cpu_milli * 1024 / 1000),
+                                  round(memory_mib * MIB)))
+        except ValidationError as exc:
+            field = "sn" if exc.field.startswith("hosts.") else exc.field
+            raise TraceError(field, exc.message, line=line, path=str(source)) from None
+    if not hosts:
+        raise TraceError("file", "no node listed; expected a header line (sn,cpu_milli,"
+                         "memory_mib,...) and one line per node", path=str(source))
+    ids = [h.id for h in hosts]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})[:3]
+        raise TraceError("sn", f"node names appear twice: {', '.join(twice)}", path=str(source))
+    return tuple(hosts)

@@ -57,6 +57,7 @@ from typing import IO, Any
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
 from domain.model import TaskType  # job | service, shared with the scheduler
+from workloads.outfiles import OutFile
 
 TRACE_VERSION = 1
 MIN_CPU_SHARES = 2
@@ -437,9 +438,10 @@ def _dumps(obj: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- files
 
 
-def _open_text(path: Path, mode: str) -> IO[str]:
-    # The handle is returned to a reader/writer class that closes it.
-    if path.name.endswith(".gz"):
+def _open_text(path: Path, mode: str, *, gz: bool | None = None) -> IO[str]:
+    # The handle is returned to a reader/writer class that closes it. ``gz``: compress (default:
+    # when the name ends in .gz; a writer's temporary file or device says it apart).
+    if path.name.endswith(".gz") if gz is None else gz:
         raw = gzip.GzipFile(path, "rb" if mode == "r" else "wb", compresslevel=6)
         return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
     return open(path, mode, encoding="utf-8", newline="\n")
@@ -549,11 +551,17 @@ def read_trace(path: str | Path) -> Trace:
         return Trace(reader.header, requests)
 
 
+def _tmp_name(name: str) -> str:
+    """``trace.jsonl.gz`` is written as ``trace.jsonl.tmp.gz``, others as ``NAME.tmp``."""
+    return name[:-3] + ".tmp.gz" if name.endswith(".gz") else name + ".tmp"
+
+
 class TraceWriter:
     """Writes a trace line by line, checking order, window and ids as it goes.
 
-    The file is written to ``<path>.tmp`` and renamed on a clean close, so a failed run never
-    leaves a half trace under the final name. ``check_unique_ids=False`` skips the set of ids
+    A regular file is written to ``<path>.tmp`` and renamed on a clean close, so a failed run
+    never leaves a half trace under the final name; a character device or a fifo is written in
+    place, never replaced (workloads.outfiles). ``check_unique_ids=False`` skips the set of ids
     seen (for generators whose ids are unique by construction: millions of requests).
     """
 
@@ -563,11 +571,9 @@ class TraceWriter:
         self.path = Path(path)
         self.header = header
         self._check_unique = check_unique_ids
-        self._tmp = self.path.with_name(self.path.name + ".tmp")
-        if self.path.name.endswith(".gz"):
-            self._tmp = self.path.with_name(self.path.name[:-3] + ".tmp.gz")
+        self._out = OutFile(path, tmp_name=_tmp_name)
         try:
-            self._file = _open_text(self._tmp, "w")
+            self._file = _open_text(self._out.write_path, "w", gz=self.path.name.endswith(".gz"))
         except OSError as exc:
             raise TraceError("file", f"cannot write: {exc.strerror or exc}",
                              path=str(path)) from None
@@ -598,9 +604,9 @@ class TraceWriter:
     def close(self, *, keep: bool = True) -> None:
         self._file.close()
         if keep:
-            self._tmp.replace(self.path)
+            self._out.commit()
         else:
-            self._tmp.unlink(missing_ok=True)
+            self._out.discard()
 
     def __enter__(self) -> TraceWriter:
         return self

@@ -99,14 +99,14 @@ def test_google_task_events_become_requests(tmp_path: Path, gz: bool) -> None:
     reference = reference_host(HOSTS)
     assert (reference.cpu_capacity_shares, reference.memory_capacity_bytes) == (8192, 12 * GIB)
 
-    a = requests["g1-0"]
-    assert (a.t_s, a.request_class, a.type, a.workload) == (0.0, 1, TaskType.SERVICE,
+    a = requests["g1-0"]  # arrivals on the data's clock: submitted at 600 s
+    assert (a.t_s, a.request_class, a.type, a.workload) == (600.0, 1, TaskType.SERVICE,
                                                            Workload.GENERIC)
     assert (a.cpu_shares, a.memory_bytes, a.makespan_s) == (4096, 3 * GIB, 60.0)
     assert a.request_rate is None
 
     b = requests["g2-0"]
-    assert (b.t_s, b.request_class, b.type) == (2.0, 4, TaskType.JOB)
+    assert (b.t_s, b.request_class, b.type) == (602.0, 4, TaskType.JOB)
     assert b.cpu_shares == round(0.01 * 8192)
     assert b.memory_bytes == DOCKER_MIN_MEMORY_BYTES  # 0.0001 x 12 GiB is below Docker's minimum
     assert b.makespan_s == 30.0  # the last run, not the evicted one
@@ -117,14 +117,14 @@ def test_google_task_events_become_requests(tmp_path: Path, gz: bool) -> None:
     assert d.makespan_s == 700.0  # censored at the last timestamp of the data
 
     e = requests["g4-2"]
-    assert (e.t_s, e.request_class, e.type, e.cpu_shares) == (60.0, 2, TaskType.SERVICE, 1024)
+    assert (e.t_s, e.request_class, e.type, e.cpu_shares) == (660.0, 2, TaskType.SERVICE, 1024)
     assert e.makespan_s == 29.0
 
     stats = conversion.stats
     assert (stats.rows, stats.requests, stats.skipped_never_ran, stats.censored_still_running,
-            stats.missing_size) == (len(GOOGLE_ROWS), 4, 1, 1, 1)
+            stats.missing_size, stats.raised_to_minimum) == (len(GOOGLE_ROWS), 4, 1, 1, 1, 2)
     header = trace.header
-    assert (header.source, header.seed, header.duration_s) == ("google2011", None, 60.0)
+    assert (header.source, header.seed, header.duration_s) == ("google2011", None, 660.0)
     assert header.hosts == HOSTS
     assert "1 never ran" in header.notes and "1 still running" in header.notes
 
@@ -134,9 +134,9 @@ def test_google_several_parts_are_one_stream_and_windows_cut(tmp_path: Path) -> 
     second = write_csv(tmp_path / "part-1.csv", GOOGLE_ROWS[8:])
     whole = convert_google2011([first, second], HOSTS).trace
     assert [r.id for r in whole.requests] == ["g3-0", "g1-0", "g2-0", "g4-2"]
-    window = convert_google2011([first, second], HOSTS, duration_s=10.0)
+    window = convert_google2011([first, second], HOSTS, window_end_s=610.0)
     assert [r.id for r in window.trace.requests] == ["g3-0", "g1-0", "g2-0"]
-    assert window.trace.header.duration_s == 10.0 and window.stats.outside_window == 1
+    assert window.trace.header.duration_s == 610.0 and window.stats.outside_window == 1
     limited = convert_google2011([first, second], HOSTS, limit=2)
     assert [r.id for r in limited.trace.requests] == ["g3-0", "g1-0"]
     assert limited.stats.over_limit == 2
@@ -189,23 +189,22 @@ def test_alibaba_pods_become_requests(tmp_path: Path) -> None:
     conversion = convert_alibaba([path], HOSTS)
     trace = conversion.trace
     assert [r.id for r in trace.requests] == [
-        "openb-pod-0000", "openb-pod-0002", "openb-pod-0001", "openb-pod-0004",
+        "openb-pod-0000", "openb-pod-0003", "openb-pod-0001", "openb-pod-0004",
     ]
     requests = by_id(trace.requests)
-    ls = requests["openb-pod-0000"]
-    assert (ls.t_s, ls.request_class, ls.type, ls.workload) == (0.0, 2, TaskType.SERVICE,
+    ls = requests["openb-pod-0000"]  # the data's clock: created at 100 s
+    assert (ls.t_s, ls.request_class, ls.type, ls.workload) == (100.0, 2, TaskType.SERVICE,
                                                                Workload.GENERIC)
     assert (ls.cpu_shares, ls.memory_bytes, ls.makespan_s) == (12288, 16 * GIB, 300.0)
     be = requests["openb-pod-0001"]
-    assert (be.t_s, be.request_class, be.type, be.makespan_s) == (50.0, 4, TaskType.JOB, 5.0)
+    assert (be.t_s, be.request_class, be.type, be.makespan_s) == (150.0, 4, TaskType.JOB, 5.0)
     assert be.cpu_shares == 4096 and be.memory_bytes == 15258 * MIB
-    pending = requests["openb-pod-0002"]  # never scheduled: runs from creation to deletion
-    assert (pending.request_class, pending.type, pending.makespan_s) == (3, TaskType.JOB, 5.0)
+    guaranteed = requests["openb-pod-0003"]  # no deletion time: censored at the data's end
+    assert (guaranteed.request_class, guaranteed.makespan_s) == (1, 400.0 - 130.0)
     lsr = requests["openb-pod-0004"]
     assert (lsr.request_class, lsr.type, lsr.cpu_shares, lsr.makespan_s) == (
         1, TaskType.SERVICE, 512, 1.0)  # at least 1 s
-    assert conversion.stats.skipped_no_end == 1  # the Guaranteed pod has no deletion time
-    assert (trace.header.source, trace.header.duration_s) == ("alibaba", 70.0)
+    assert (trace.header.source, trace.header.duration_s) == ("alibaba", 170.0)
 
 
 def test_alibaba_resource_scale_shrinks_pods(tmp_path: Path) -> None:
@@ -295,3 +294,183 @@ def test_bench_convert_refuses_resource_scale_for_google(tmp_path: Path) -> None
                                       "--resource-scale", "2"])
     with pytest.raises(ValidationError, match="alibaba only"):
         args.handler(args)
+
+
+# ------------------------------------------------------------------ read faithfully (DESIGN 7.5)
+
+
+def pod(name: str, created: float, deleted: object, scheduled: object, *, phase: str = "Running",
+        cpu: int = 1000, memory: int = 1024, gpus: int = 0, qos: str = "LS") -> list[object]:
+    return [name, cpu, memory, gpus, 1000 if gpus else 0, "", qos, phase, created, deleted,
+            scheduled]
+
+
+def test_alibaba_pods_that_never_ran_are_left_out_and_counted_as_google_does(
+    tmp_path: Path,
+) -> None:
+    pods = write_csv(tmp_path / "pods.csv", [
+        ALIBABA_HEADER,
+        pod("ran", 0, 100, 0, phase="Succeeded"),
+        pod("queued-then-deleted", 10, 70, "", phase="Pending"),  # 60 s in the queue only
+        pod("ran-too", 20, 100, 25, phase="Failed"),
+    ])
+    conversion = convert_alibaba([pods], HOSTS)
+    assert [r.id for r in conversion.trace.requests] == ["ran", "ran-too"]
+    assert conversion.stats.skipped_never_ran == 1
+    google = convert_google2011([write_csv(tmp_path / "events.csv", GOOGLE_ROWS)], HOSTS)
+    assert google.stats.skipped_never_ran == 1
+    for notes in (conversion.trace.header.notes, google.trace.header.notes):
+        assert "left out: 1 never ran" in notes
+
+
+def test_alibaba_censored_pods_zero_sizes_and_gpus_are_counted_and_said(tmp_path: Path) -> None:
+    pods = write_csv(tmp_path / "pods.csv", [
+        ALIBABA_HEADER,
+        pod("done", 0, 50, 0, phase="Succeeded", gpus=1),
+        # still Running at the data's last timestamp (1000 s): the data gives it as deletion
+        pod("running-at-end", 100, 1000, 110, gpus=2),
+        pod("no-deletion", 200, "", 200),  # runs until the data's end too
+        pod("zero-memory", 300, 400, 300, phase="Succeeded", memory=0),
+        pod("deleted-running", 500, 600, 500),  # deleted before the end: ended, not censored
+    ])
+    conversion = convert_alibaba([pods], HOSTS)
+    stats = conversion.stats
+    requests = by_id(conversion.trace.requests)
+    assert requests["running-at-end"].makespan_s == 890.0
+    assert requests["no-deletion"].makespan_s == 800.0
+    assert requests["deleted-running"].makespan_s == 100.0
+    assert requests["zero-memory"].memory_bytes == DOCKER_MIN_MEMORY_BYTES
+    assert (stats.censored_still_running, stats.missing_size, stats.raised_to_minimum,
+            stats.gpu_requests) == (2, 1, 1, 2)
+    notes = conversion.trace.header.notes
+    assert "2 still running at the end of the data (censored" in notes
+    assert "1 with a missing or zero size" in notes
+    assert "2 of the pods that ran ask for GPUs: their GPUs were ignored" in notes
+
+
+def test_alibaba_window_takes_the_busy_part_with_pods_alive_at_its_start(tmp_path: Path) -> None:
+    day = 86400.0
+    pods = write_csv(tmp_path / "pods.csv", [
+        ALIBABA_HEADER,
+        pod("early-done", 0, 3600, 0, phase="Succeeded"),  # ended long before the window
+        pod("long-runner", 100, 120 * day, 100),  # running at the window's start
+        pod("queued-at-start", 99 * day, 101 * day, 100.5 * day, phase="Succeeded"),
+        pod("busy-1", 100 * day + 60, 100 * day + 660, 100 * day + 60, phase="Succeeded"),
+        pod("busy-2", 101 * day, 101 * day + 30, 101 * day, phase="Succeeded"),
+        pod("after", 103 * day, 103 * day + 5, 103 * day, phase="Succeeded"),
+    ])
+    conversion = convert_alibaba([pods], HOSTS, window_start_s=100 * day,
+                                 window_end_s=102 * day)
+    requests = conversion.trace.requests
+    assert [(r.id, r.t_s, r.makespan_s) for r in requests] == [
+        ("long-runner", 0.0, 20 * day),  # its remaining time
+        ("queued-at-start", 0.0, 0.5 * day),  # arrives at the start, runs its whole run
+        ("busy-1", 60.0, 600.0),
+        ("busy-2", day, 30.0),
+    ]
+    stats = conversion.stats
+    assert (stats.alive_at_start, stats.before_window, stats.outside_window) == (2, 1, 1)
+    assert conversion.trace.header.duration_s == 2 * day
+    assert "window 8640000-8812800 s of the data's clock" in conversion.trace.header.notes
+    with pytest.raises(ValidationError, match="window_end_s"):
+        convert_alibaba([pods], HOSTS, window_start_s=10.0, window_end_s=5.0)
+
+
+def test_requests_larger_than_every_host_are_counted_and_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pods = write_csv(tmp_path / "pods.csv", [
+        ALIBABA_HEADER,
+        pod("fits", 0, 100, 0, cpu=8000, memory=4096),
+        pod("too-much-cpu", 1, 100, 1, cpu=9000, memory=1024),
+        # fits the CPU of the 8-core host and the memory of the 4-core ones, but no one host
+        pod("no-one-host", 2, 100, 2, cpu=8000, memory=12 * 1024 + 1),
+    ])
+    conversion = convert_alibaba([pods], HOSTS)
+    assert conversion.stats.too_large == 2
+    assert "2 of 3 requests are larger than every host" in conversion.warnings[0]
+    assert "2 larger than every host" in conversion.trace.header.notes
+    out = tmp_path / "t.jsonl"
+    args = bench_parser().parse_args(["bench", "convert", "--format", "alibaba", str(pods),
+                                      "--out", str(out), "--hosts", "2x4c8g+1x8c12g"])
+    assert args.handler(args) == 0
+    assert "warning: 2 of 3 requests are larger than every host" in capsys.readouterr().err
+
+
+NODE_ROWS: list[list[object]] = [
+    ["sn", "cpu_milli", "memory_mib", "gpu", "model"],
+    ["openb-node-0000", 32000, 262144, 0, ""],
+    ["openb-node-0001", 96000, 393216, 8, "G2"],
+    ["openb-node-0002", 64000, 262144, 2, "P100"],
+    ["openb-node-0003", 8000, 32768, 1, "V100M16"],
+]
+
+
+def test_the_node_list_is_the_cluster_or_a_seeded_sample_of_it(tmp_path: Path) -> None:
+    nodes = write_csv(tmp_path / "openb_node_list_all_node.csv", NODE_ROWS)
+    pods = write_csv(tmp_path / "pods.csv", [ALIBABA_HEADER, pod("big", 0, 10, 0, cpu=90000,
+                                                                 memory=300000)])
+    out = tmp_path / "t.jsonl"
+    args = bench_parser().parse_args(["bench", "convert", "--format", "alibaba", str(pods),
+                                      "--out", str(out), "--nodes-file", str(nodes)])
+    assert args.handler(args) == 0
+    trace = read_trace(out)
+    assert [(h.id, h.cpu_capacity_shares, h.memory_capacity_bytes) for h in trace.header.hosts] \
+        == [("openb-node-0000", 32768, 256 * GIB), ("openb-node-0001", 98304, 384 * GIB),
+            ("openb-node-0002", 65536, 256 * GIB), ("openb-node-0003", 8192, 32 * GIB)]
+    assert "the 4 nodes of" in trace.header.notes and "0 larger than every host" in \
+        trace.header.notes  # the 96-core node holds the big pod
+    samples = []
+    for _ in range(2):
+        args = bench_parser().parse_args(["bench", "convert", "--format", "alibaba", str(pods),
+                                          "--out", str(out), "--nodes-file", str(nodes),
+                                          "--nodes-sample", "2", "--nodes-seed", "7"])
+        assert args.handler(args) == 0
+        samples.append([h.id for h in read_trace(out).header.hosts])
+    assert samples[0] == samples[1] and len(samples[0]) == 2
+    assert samples[0] == sorted(samples[0])  # in the file's order
+    assert "2 nodes drawn (seed 7)" in read_trace(out).header.notes
+    with pytest.raises(SystemExit):  # --hosts and --nodes-file: one cluster
+        bench_parser().parse_args(["bench", "convert", "--format", "alibaba", str(pods),
+                                   "--out", str(out), "--nodes-file", str(nodes),
+                                   "--hosts", "3x8c12g"])
+    args = bench_parser().parse_args(["bench", "convert", "--format", "alibaba", str(pods),
+                                      "--out", str(out), "--nodes-sample", "2"])
+    with pytest.raises(ValidationError, match="nodes-file"):
+        args.handler(args)
+
+
+def test_google_arrivals_are_the_datas_and_a_short_window_is_warned_about(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        # job 1 task 0: there before the trace window (timestamp 0), runs until 300 s
+        [0, "", 1, 0, "", 0, "u", 0, 0, 0.1, 0.1, 0, 0],
+        [0, "", 1, 0, 5, 1, "u", 0, 0, 0.1, 0.1, 0, 0],
+        # job 4 task 3: submitted at 10 s, scheduled at 12 s, finishes at 100 s
+        [10 * S, "", 4, 3, "", 0, "u", 0, 0, 0.1, 0.1, 0, 0],
+        [12 * S, "", 4, 3, 6, 1, "u", 0, 0, 0.1, 0.1, 0, 0],
+        [100 * S, "", 4, 3, 6, 4, "u", 0, 0, 0.1, 0.1, 0, 0],
+        [300 * S, "", 1, 0, 5, 4, "u", 0, 0, 0.1, 0.1, 0, 0],
+    ]
+    conversion = convert_google2011([write_csv(tmp_path / "part.csv", rows)], HOSTS)
+    requests = by_id(conversion.trace.requests)
+    assert (requests["g1-0"].t_s, requests["g4-3"].t_s) == (0.0, 10.0)
+    assert requests["g4-3"].makespan_s == 88.0
+    assert conversion.trace.header.duration_s == 10.0
+    assert conversion.stats.ends_after_window == 2
+    assert any("shorter than most requests' makespans (median 300 s" in w
+               for w in conversion.warnings)
+    assert "Warning: the window (10 s) is shorter" in conversion.trace.header.notes
+
+
+def test_comment_lines_are_skipped(tmp_path: Path) -> None:
+    events = tmp_path / "part.csv"
+    write_csv(events, GOOGLE_ROWS)
+    events.write_text("# task_events sample, see the schema\n" + events.read_text()
+                      + "# the end\n")
+    assert len(convert_google2011([events], HOSTS).trace.requests) == 4
+    pods = tmp_path / "pods.csv"
+    write_csv(pods, [ALIBABA_HEADER, *ALIBABA_ROWS])
+    pods.write_text("# openb pods, cluster-trace-gpu-v2023\n" + pods.read_text())
+    assert len(convert_alibaba([pods], HOSTS).trace.requests) == 4

@@ -410,3 +410,61 @@ def test_bench_report_writes_summary_files_and_plots(
     assert "summary.json" in capsys.readouterr().out
     write_report(tmp_path, plots=False)  # without plots: the summary stays complete
     assert json.loads((tmp_path / "summary.json").read_text())["plots"] == []
+
+
+def long_run(policy: str, days: float) -> PolicyResult:
+    """A request decided every 10 minutes for ``days``: one 5-minute window in two has a
+    delay."""
+    rec = MetricsRecorder(policy, HOSTS, power_model=MODEL)
+    end_s = days * 86400
+    t = 0.0
+    while t < end_s:
+        rec.on_submit(t, f"r{t:g}", 3, TaskType.JOB)
+        rec.on_decision(t + 0.5, f"r{t:g}", 3, TaskType.JOB, True, decision_ms=1.0,
+                        host_id="h1")
+        t += 600.0
+    return rec.finish(end_s)
+
+
+def test_a_long_run_keeps_its_windows_in_a_csv_and_the_summary_short(tmp_path: Path) -> None:
+    results = [long_run("energy", 2.0), long_run("spread", 2.0)]
+    for result in results:
+        save_result(result, tmp_path)
+    files = write_report(tmp_path, plots=True)
+    windows = 2 * 86400 // 300
+    for result in results:
+        rows = (tmp_path / result.policy / "windows.csv").read_text().splitlines()
+        assert rows[0] == "start_s,end_s,count,mean,p50,p75,p90,p99,min,max"
+        assert len(rows) == 1 + windows
+        assert rows[1].startswith("0.0,300.0,1,500.0,500.0,")
+        assert rows[2] == "300.0,600.0,0,,,,,,,"
+        again = load_result(tmp_path / result.policy)
+        assert again.delay_windows == result.delay_windows
+        stored = json.loads((tmp_path / result.policy / "result.json").read_text())
+        assert "delay_windows" not in stored and stored["windows"]["count"] == windows
+    text = files.summary_md.read_text()
+    assert len(text.splitlines()) < 200
+    assert f"{windows:,} windows per policy" in text
+    assert "`energy/windows.csv`, `spread/windows.csv`" in text
+    summary = json.loads(files.summary_json.read_text())
+    policy = summary["policies"]["energy"]
+    assert policy["windows_csv"] == "energy/windows.csv" and policy["delay_windows"] == windows
+    assert files.summary_json.stat().st_size < 100_000
+    assert "scheduling_delay.png" in summary["plots"]
+
+
+def test_a_short_run_shows_its_windows_and_says_where_the_csv_is(tmp_path: Path) -> None:
+    text = render_markdown([scripted_run(), baseline_run()])
+    assert "| 0-5 | 169 / 4 / 401 / 490 |" in text
+    assert "every statistic: `energy/windows.csv`, `spread/windows.csv`." in text
+
+
+def test_a_result_written_with_its_windows_inside_still_loads(tmp_path: Path) -> None:
+    result = scripted_run()
+    directory = save_result(result, tmp_path)
+    stored = json.loads((directory / "result.json").read_text())
+    del stored["windows"]
+    stored["delay_windows"] = [w.to_json() for w in result.delay_windows]
+    (directory / "result.json").write_text(json.dumps(stored))
+    (directory / "windows.csv").unlink()
+    assert load_result(directory).delay_windows == result.delay_windows

@@ -296,6 +296,38 @@ def test_bench_simulate_refuses_bounds_out_of_order_and_writes_nothing(
     assert not out.exists()
 
 
+def test_bench_simulate_hosts_replace_the_hosts_of_a_trace(tmp_path: Path) -> None:
+    # The trace's one host of one core places one of the two class-2 jobs (thesis table);
+    # two hosts of two cores place both, and the run says whose hosts it used.
+    trace = tmp_path / "pair.jsonl"
+    _class_2_pair_trace(trace)
+    out = tmp_path / "run"
+    code = main(["bench", "simulate", "--trace", str(trace), "--hosts", "2x2c4g",
+                 "--policies", "spread", "--no-probes", "--no-plots", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())["policies"]["spread"]
+    assert (summary["successful"], summary["failed"]) == (2, 0)
+    assert [h["host_id"] for h in summary["hosts_detail"]] == ["host-1", "host-2"]
+    text = (out / "simulation.md").read_text()
+    assert "2 hosts (from --hosts 2x2c4g, replacing the trace's 1 hosts, 1x1c4g)" in text
+    bad = main(["bench", "simulate", "--trace", str(trace), "--hosts", "lots",
+                "--no-plots", "--out", str(tmp_path / "never")])
+    assert bad == 2 and not (tmp_path / "never").exists()
+
+
+def test_bench_simulate_repeats_the_trace_notes_and_their_warnings(tmp_path: Path) -> None:
+    notes = "converted from x: 1 never ran. Warning: the window (1 s) is shorter than most"
+    head = TraceHeader("test", 0, 1.0, (HostSpec("h1", 1024, 4 * GIB),), notes)
+    trace = tmp_path / "short.jsonl"
+    write_requests(trace, head, [
+        TraceRequest(0.0, "a", 3, TaskType.JOB, Workload.FFMPEG, 512, GIB, 300.0, None),
+    ])
+    out = tmp_path / "run"
+    assert main(["bench", "simulate", "--trace", str(trace), "--policies", "spread",
+                 "--no-probes", "--no-plots", "--out", str(out)]) == 0
+    assert f"Trace notes: {notes}\n" in (out / "simulation.md").read_text()
+
+
 def test_bench_simulate_drains_after_the_arrival_window(tmp_path: Path) -> None:
     trace = tmp_path / "pair.jsonl"
     _class_2_pair_trace(trace)
