@@ -91,9 +91,9 @@ def register_host() -> tuple[Response, int]:
     except NotFoundError:
         known = None
     if known is None:
-        view = reg.store.add_host(
-            HostSpec(host_id, cpu_capacity, memory_capacity, address), cpu_util, memory_util
-        )
+        spec = HostSpec(host_id, cpu_capacity, memory_capacity, address)
+        reg.events.admit_host(spec)  # 409 for an id that is not a host the scheduler may use
+        view = reg.store.add_host(spec, cpu_util, memory_util)
         status = 201
     else:
         if address and address != known.address:

@@ -14,12 +14,17 @@ from typing import Protocol
 from flask import current_app
 
 from domain.lifecycle import TaskEnd
-from domain.model import HostView
+from domain.model import HostSpec, HostView
 from domain.store import ClusterStore
 
 
 class RegistryEvents(Protocol):
     """What the registries hand to the scheduler (the manager's loop implements it)."""
+
+    def admit_host(self, spec: HostSpec) -> None:
+        """Raises ConflictError when ``spec`` may not become a host (the manager admits only
+        Ready nodes of its Swarm)."""
+        ...
 
     def host_changed(self, host: HostView) -> None: ...
 

@@ -36,6 +36,13 @@ from domain.labels import (
 log = logging.getLogger(__name__)
 
 
+class NodeAvailability(StrEnum):
+    """A Swarm node's availability, as Swarm defines it (DESIGN 4)."""
+
+    ACTIVE = "active"  # takes new tasks
+    PAUSE = "pause"  # keeps its tasks running, takes no new ones
+    DRAIN = "drain"  # its tasks move away: a lost host
+
 
 class TaskState(StrEnum):
     """The states of a Swarm task that matter to us."""
@@ -74,6 +81,7 @@ class NodeInfo:
     cpu_shares: int
     memory_bytes: int
     labels: Mapping[str, str]
+    availability: NodeAvailability = NodeAvailability.ACTIVE
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,8 @@ class SwarmBackend:
     # -- nodes ------------------------------------------------------------------------------
 
     def nodes(self, label: str = "", only: frozenset[str] = frozenset()) -> list[NodeInfo]:
-        """Ready and Active nodes (optionally only those with ``label`` or in ``only``)."""
+        """Ready nodes, whatever their availability (optionally only those with ``label`` or
+        in ``only``); a node of unknown availability is left out."""
         with docker_errors("list nodes"):
             raw_nodes = [node.attrs for node in self.client.nodes.list()]
         found = []
@@ -125,7 +134,11 @@ class SwarmBackend:
                 attrs.get("Status", {}),
                 attrs.get("Description", {}),
             )
-            if status.get("State") != "ready" or spec.get("Availability") != "active":
+            if status.get("State") != "ready":
+                continue
+            try:
+                availability = NodeAvailability(spec.get("Availability"))
+            except ValueError:
                 continue
             labels: dict[str, str] = spec.get("Labels") or {}
             hostname = desc.get("Hostname", "")
@@ -144,7 +157,8 @@ class SwarmBackend:
                 log.warning("node %s reports no capacity; skipped", attrs["ID"])
                 continue
             found.append(
-                NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels)
+                NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels,
+                         availability)
             )
         return found
 

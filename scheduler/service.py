@@ -69,6 +69,18 @@ class Scheduler:
             store if skip_unchanged and isinstance(store, ChangeLog) else None
         )
         self._failed_at: dict[str, int] = {}
+        # Hosts that keep their tasks but take no new placement (paused Swarm nodes, DESIGN 4):
+        # every decision excludes them (set_closed_hosts).
+        self.closed_hosts: frozenset[str] = frozenset()
+
+    def set_closed_hosts(self, host_ids: frozenset[str]) -> bool:
+        """Hosts that take no new placement from now on; True when the set changed (a host
+        that opens again may take what waits: the skips of retry_pending start afresh)."""
+        if host_ids == self.closed_hosts:
+            return False
+        self.closed_hosts = host_ids
+        self._failed_at.clear()
+        return True
 
     # -- new requests ---------------------------------------------------------------------
 
@@ -171,6 +183,8 @@ class Scheduler:
         self, request: Request, outcome: Outcome, exclude: tuple[str, ...] = ()
     ) -> Decision:
         """The policy's decision, timed, and noted in ``outcome``."""
+        if self.closed_hosts:
+            exclude = (*exclude, *self.closed_hosts)
         started = time.perf_counter_ns()
         decision = self.policy.decide(request, self.store, exclude=exclude)
         decision = decision.timed((time.perf_counter_ns() - started) / 1e6)

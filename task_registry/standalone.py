@@ -14,7 +14,7 @@ import host_registry.api
 import task_registry.api
 from domain.errors import NotFoundError
 from domain.lifecycle import TaskEnd
-from domain.model import HostView
+from domain.model import HostSpec, HostView
 from domain.store import ClusterStore
 from host_registry.events import Registry
 from web import edge as web
@@ -23,6 +23,9 @@ from web import edge as web
 class StandaloneEvents:
     def __init__(self, store: ClusterStore) -> None:
         self.store = store
+
+    def admit_host(self, spec: HostSpec) -> None:
+        return None  # no Swarm to check against: the remote scheduler's deployment decides
 
     def host_changed(self, host: HostView) -> None:
         return None  # nothing waits here: the remote scheduler retries its own queue

@@ -6,6 +6,8 @@ The node's capacity is set by labels to 2048 shares and 4 GiB, so the class limi
 
 from __future__ import annotations
 
+import time
+
 import docker.errors
 import pytest
 
@@ -418,3 +420,62 @@ def test_listing_tasks_survives_a_service_removed_meanwhile(
         kept.remove()
         other.remove()
         backend.close()
+
+
+# -- only Swarm nodes are hosts; pause and drain as Swarm means them (issue 15, items 5, 6) -----
+
+
+def set_availability(live: Live, availability: str) -> None:
+    node = live.docker.nodes.get(live.node_id)
+    node.update({**node.attrs["Spec"], "Availability": availability})
+
+
+def test_a_host_that_is_not_a_swarm_node_is_refused_and_gets_nothing(live: Live) -> None:
+    response = live.post("/registry/hosts", {"id": "phantom1", "cpu_capacity": 2**20,
+                                             "memory_capacity": 2**40})
+    assert response.status_code == 409, response.text
+    assert response.json()["error"] == "conflict" and "phantom1" in response.json()["message"]
+    assert [h["id"] for h in live.get("/registry/hosts")] == [live.node_id]
+    answer = live.submit("small", 3, "service", 256, "16m")
+    assert answer["request"]["host"] == live.node_id
+
+
+def test_a_paused_node_keeps_its_tasks_and_takes_no_new_one(live: Live) -> None:
+    live.submit("keeper", 3, "service", 300, "32m")
+    container = live.running("keeper").id
+    set_availability(live, "pause")
+    try:
+        time.sleep(3.0)  # the manager syncs every second here
+        answer = live.submit("newcomer", 3, "service", 300, "32m", queue=True)
+        assert not answer["decision"]["placed"] and answer["request"]["status"] == "pending"
+        time.sleep(18.0)  # longer than a lost node's grace: a paused one is not lost
+        record = live.request("keeper")
+        assert (record["status"], record["kills"]) == ("running", 0)
+        assert live.running("keeper").id == container
+        assert live.request("newcomer")["status"] == "pending"
+    finally:
+        set_availability(live, "active")
+    live.wait_status("newcomer", "running", timeout_s=30)
+
+
+def test_a_drained_node_loses_its_tasks_at_once_and_its_monitor_cannot_register_it(
+    live: Live,
+) -> None:
+    live.submit("mover", 3, "service", 300, "32m")
+    live.running("mover")
+    host = live.get("/registry/hosts")[0]
+    set_availability(live, "drain")
+    try:
+        record = live.wait_status("mover", "pending", timeout_s=8)  # no 15 s grace for a drain
+        assert record["kills"] == 1
+        assert any(e["kind"] == "host-lost" for e in record["history"])
+        poll(lambda: not live.get("/registry/hosts"), 10, "the drained host to leave")
+        again = live.post("/registry/hosts", {
+            "id": live.node_id, "cpu_capacity": host["cpu_capacity"],
+            "memory_capacity": host["memory_capacity"], "address": host["address"]})
+        assert again.status_code == 409, again.text  # a monitor cannot bring it back
+        time.sleep(3.0)
+        assert not live.get("/registry/hosts")
+    finally:
+        set_availability(live, "active")
+    live.wait_status("mover", "killed-and-rescheduled", timeout_s=30)

@@ -1,0 +1,143 @@
+"""Carrying out what the scheduler applied to the registries: on the Swarm, on the node agents
+and in the request records (decide first, then apply; DESIGN 2).
+
+For every placed decision, in order: the victims' services are removed, the cuts are pushed to
+the node's agent, the new service is created; queued entries and refusals are recorded. The
+registries are the desired state; the agents and the periodic reconciliation bring the Swarm to
+it. Runs on the manager's scheduling loop only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from domain.decision import Decision, TaskCut
+from domain.errors import GreenSwarmError, UnavailableError
+from domain.events import Event, EventKind
+from domain.lifecycle import RequestStatus
+from host_registry.redis_store import RedisStore
+from manager.agents import AgentClient
+from manager.records import RequestRecords
+from manager.swarm import Placement, SwarmBackend
+from scheduler.service import Outcome
+
+
+class Effects:
+    def __init__(
+        self,
+        store: RedisStore,
+        records: RequestRecords,
+        backend: SwarmBackend,
+        agents: AgentClient,
+        queue_retry: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.records = records
+        self.backend = backend
+        self.agents = agents
+        self.queue_retry = queue_retry
+        self.agent_urls: dict[str, str] = {}  # host id -> its agent, as the last sync found
+
+    def carry_out(self, outcome: Outcome) -> None:
+        for decision in outcome.applied:
+            for victim in decision.kills:
+                self.mark_killed(
+                    victim,
+                    Event(EventKind.KILLED,
+                          f"killed on {decision.host} to make room for {decision.request.id}",
+                          host=decision.host, by=decision.request.id),
+                )
+            for cut in decision.cuts:
+                self.cut(cut, decision.request.id)
+            self.start(decision)
+        for entry in outcome.queued:  # it will start again with its original resources
+            self.records.update(
+                entry.request.id,
+                Event(EventKind.QUEUED, f"waiting in the pending queue ({entry.reason})",
+                      queue_reason=entry.reason.value),
+                status=RequestStatus.PENDING,
+                host=None,
+                service_id=None,
+                cpu_shares=entry.request.cpu_shares,
+                memory=entry.request.memory,
+                cut_received="0",
+            )
+        for refused in outcome.refused:
+            self.records.update(
+                refused.request.id,
+                Event(EventKind.REJECTED, refused.reason, policy=refused.policy or None),
+                status=RequestStatus.REJECTED,
+            )
+
+    def mark_killed(self, task_id: str, event: Event) -> None:
+        """A task was taken off its host (kill, or its host left): its service goes now, so a
+        later placement never meets the old one (and nothing runs unbooked meanwhile)."""
+        self.backend.remove(task_id)
+        self.records.update(task_id, event, kills=self.records.kills_of(task_id) + 1)
+
+    def start(self, decision: Decision) -> None:
+        request_id, host = decision.request.id, decision.host or ""
+        record = self.records.get(request_id)
+        try:
+            service_id = self.backend.create(
+                Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory)
+            )
+        except GreenSwarmError as exc:
+            self.store.end_task(request_id)  # undo the booking: nothing runs
+            self.records.update(
+                request_id,
+                Event(EventKind.START_FAILED, f"could not start on {host}: {exc}", host=host),
+                status=RequestStatus.FAILED,
+                host=None,
+                service_id=None,
+            )
+            self.queue_retry()
+            return
+        killed_before = record.kills > 0  # taken off a host before: this is a reschedule
+        status = RequestStatus.KILLED_AND_RESCHEDULED if killed_before else RequestStatus.RUNNING
+        self.records.update(
+            request_id,
+            Event(EventKind.PLACED, f"placed: {decision.reason}", pass_=decision.pass_,
+                  policy=decision.policy or None, victims=decision.kills,
+                  cuts=tuple(cut.task for cut in decision.cuts)),
+            status=status,
+            host=host,
+            service_id=service_id,
+            cpu_shares=decision.cpu_shares,
+            memory=decision.memory,
+            cut_received=str(decision.cut_received),
+        )
+
+    def cut(self, cut: TaskCut, beneficiary: str) -> None:
+        what = (
+            f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut {cut.cut_received})"
+        )
+        try:
+            result = self.agents.cut(self.agent_url(cut.host), cut.task, cut.cpu_shares,
+                                     cut.memory)
+        except GreenSwarmError as exc:
+            self.records.update(
+                cut.task,
+                Event(EventKind.CUT, f"{what}; booked, not yet applied ({exc})", host=cut.host,
+                      by=beneficiary, applied=False),
+                cpu_shares=cut.cpu_shares,
+                memory=cut.memory,
+                cut_received=str(cut.cut_received),
+            )
+            return
+        if (result.cpu_shares, result.memory) != (cut.cpu_shares, cut.memory):
+            self.store.resize_task(cut.task, result.cpu_shares, result.memory)
+            what += f"; the node kept {result.memory} bytes (the task uses more than the target)"
+        self.records.update(
+            cut.task,
+            Event(EventKind.CUT, what, host=cut.host, by=beneficiary, applied=True),
+            cpu_shares=result.cpu_shares,
+            memory=result.memory,
+            cut_received=str(cut.cut_received),
+        )
+
+    def agent_url(self, host_id: str) -> str:
+        url = self.agent_urls.get(host_id)
+        if url is None:
+            raise UnavailableError(f"no agent address known for host {host_id}")
+        return url
