@@ -14,7 +14,7 @@ from typing import Protocol
 from flask import current_app
 
 from domain.lifecycle import TaskEnd
-from domain.model import HostSpec, HostView
+from domain.model import HostSpec, HostView, Task
 from domain.store import ClusterStore
 
 
@@ -27,6 +27,10 @@ class RegistryEvents(Protocol):
         ...
 
     def host_changed(self, host: HostView) -> None: ...
+
+    def task_resized(self, task: Task) -> None:
+        """A node reported what it really applied to a task (message 6), now booked."""
+        ...
 
     def host_removed(self, host_id: str) -> None: ...
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from domain.errors import ValidationError
@@ -33,7 +31,7 @@ def submit() -> tuple[Response, int]:
 
 @blueprint.get("/requests/<request_id>")
 def get_request(request_id: str) -> Response:
-    return jsonify(manager().records.get(check_id(request_id, "id")).to_json())
+    return jsonify(manager().request_json(check_id(request_id, "id")))
 
 
 @blueprint.get("/requests")
@@ -52,14 +50,9 @@ def list_requests() -> Response:
         raise ValidationError("limit", "must be an integer") from None
     if not 1 <= limit <= 10_000:
         raise ValidationError("limit", "must be between 1 and 10000")
-    records = manager().records
-    summaries: list[dict[str, Any]] = []
-    for request_id in records.ids(status, limit):
-        item = records.get(request_id).to_json()
-        item.pop("history")
-        item.pop("spec")
-        summaries.append(item)
-    return jsonify(summaries)
+    manager_ = manager()
+    return jsonify([manager_.request_json(request_id, history=False)
+                    for request_id in manager_.records.ids(status, limit)])
 
 
 @blueprint.delete("/requests/<request_id>")

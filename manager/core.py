@@ -218,6 +218,8 @@ class Manager:
     def host_removed(self, host_id: str) -> None:
         self.loop.call(lambda: self.swarm.host_lost(host_id, "was removed from the registry"))
 
+    def task_resized(self, task: Task) -> None:
+        self.loop.call(lambda: self.effects.resized(task))
 
     def queue_retry(self) -> None:
         """Retry the pending queue soon (at most one retry waits on the loop)."""
@@ -230,6 +232,18 @@ class Manager:
         self.effects.carry_out(self.scheduler.retry_pending(self.clock()))
 
     # -- views for the API --------------------------------------------------------------------
+
+    def request_json(self, request_id: str, *, history: bool = True) -> dict[str, Any]:
+        """A request's record as GET /requests/{id} answers it. While its task is booked, its
+        current resources and cut are the registry's own, so the two never disagree."""
+        out = self.records.get(request_id).to_json()
+        task = self.store.task(request_id)
+        if task is not None:
+            out["current"] = {"cpu_shares": task.cpu_shares, "memory": task.memory}
+            out["cut_received"] = str(task.cut_received)
+        if not history:
+            del out["history"], out["spec"]
+        return out
 
     def hosts(self) -> list[tuple[HostView, list[Task]]]:
         return [(host, self.store.tasks_on(host.id)) for host in self.store.all_hosts()]
@@ -264,6 +278,9 @@ class ManagerEvents:
 
     def host_changed(self, host: HostView) -> None:
         self.manager.queue_retry()
+
+    def task_resized(self, task: Task) -> None:
+        self.manager.task_resized(task)
 
     def host_removed(self, host_id: str) -> None:
         self.manager.host_removed(host_id)

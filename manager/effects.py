@@ -15,6 +15,7 @@ from domain.decision import Decision, TaskCut
 from domain.errors import GreenSwarmError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
+from domain.model import Task
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.records import RequestRecords
@@ -134,6 +135,20 @@ class Effects:
             cpu_shares=result.cpu_shares,
             memory=result.memory,
             cut_received=str(cut.cut_received),
+        )
+
+    def resized(self, task: Task) -> None:
+        """The node applied a booked cut later, maybe only in part (it never lowers memory
+        below the task's use plus a margin), and the registry now books what it applied: the
+        record says the same."""
+        self.records.update(
+            task.id,
+            Event(EventKind.CUT,
+                  f"the node applied the cut: {task.cpu_shares} shares and {task.memory} bytes",
+                  host=task.host, applied=True),
+            cpu_shares=task.cpu_shares,
+            memory=task.memory,
+            cut_received=str(task.cut_received),
         )
 
     def agent_url(self, host_id: str) -> str:

@@ -40,7 +40,9 @@ def set_resources(task_id: str) -> Response:
     allow_only(body, {"cpu_shares", "memory"})
     cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2)
     memory = check_int(required(body, "memory"), "memory", 1)
-    task = registry().store.resize_task(check_id(task_id, "task"), cpu, memory)
+    reg = registry()
+    task = reg.store.resize_task(check_id(task_id, "task"), cpu, memory)
+    reg.events.task_resized(task)
     return jsonify(task_json(task))
 
 

@@ -14,7 +14,7 @@ import host_registry.api
 import task_registry.api
 from domain.errors import NotFoundError
 from domain.lifecycle import TaskEnd
-from domain.model import HostSpec, HostView
+from domain.model import HostSpec, HostView, Task
 from domain.store import ClusterStore
 from host_registry.events import Registry
 from web import edge as web
@@ -29,6 +29,9 @@ class StandaloneEvents:
 
     def host_changed(self, host: HostView) -> None:
         return None  # nothing waits here: the remote scheduler retries its own queue
+
+    def task_resized(self, task: Task) -> None:
+        return None  # the books are all there is
 
     def host_removed(self, host_id: str) -> None:
         self.store.remove_host(host_id)

@@ -10,6 +10,7 @@ import time
 
 import docker.errors
 import pytest
+import requests
 
 from manager.swarm import SwarmBackend
 from tests.support.live import Live, poll
@@ -344,6 +345,7 @@ def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
         poll(books_match, 30.0, "the host's allocation to equal its running tasks'")
     except TimeoutError as exc:
         raise AssertionError(f"(allocated, running) last read: {booked[-3:]}") from exc
+    check_records_registry_and_containers_agree(live)
 
 
 def test_swarm_policy_lets_swarm_place_and_refuses_what_it_cannot_start(live: Live) -> None:
@@ -420,6 +422,61 @@ def test_listing_tasks_survives_a_service_removed_meanwhile(
         kept.remove()
         other.remove()
         backend.close()
+
+
+# -- records, registry and containers agree (issue 15, item 1) --------------------------------
+
+
+def test_what_the_node_applied_reaches_the_record_and_the_registry(live: Live) -> None:
+    """A node that applied a booked cut later (the container did not exist yet) reports what
+    it really applied (message 6, PUT /registry/tasks/{id}/resources; a memory cut may stop at
+    the task's use plus a margin): the request's record says the same as the registry."""
+    live.submit("applied", 4, "service", 600, "64m")
+    live.wait_resources("applied", (600, 64 * 2**20))
+    response = live.put("/registry/tasks/applied/resources",
+                        {"cpu_shares": 400, "memory": 50_000_000})
+    assert response.status_code == 200, response.text
+    record = live.request("applied")
+    task = live.get("/registry/tasks/applied")
+    assert record["current"] == {"cpu_shares": 400, "memory": 50_000_000}
+    assert (task["cpu_shares"], task["memory"]) == (400, 50_000_000)
+    poll(lambda: any(e["kind"] == "cut" and e.get("applied") and e.get("memory") == 50_000_000
+                     for e in live.request("applied")["history"]), 10,
+         "the record's history to say what the node applied")
+
+
+def check_records_registry_and_containers_agree(live: Live, timeout_s: float = 30.0) -> None:
+    """Every running request's record shows what the registry books for its task, and its
+    container has what the registry books (the agent applies cuts asynchronously). A request
+    that ends while this looks is skipped: there is nothing left to agree on."""
+    last: list[str] = []
+
+    def agree() -> bool:
+        last.clear()
+        for record in live.get("/requests"):
+            if record["status"] not in ("running", "killed-and-rescheduled"):
+                continue
+            answer = requests.get(f"{live.url}/registry/tasks/{record['id']}", timeout=30,
+                                  headers=live.headers())
+            containers = live.containers(record["id"])
+            if answer.status_code == 404 or len(containers) != 1:
+                continue  # it ended (or its next container is not there yet)
+            task = answer.json()
+            container = containers[0]
+            container.reload()
+            config = container.attrs["HostConfig"]
+            booked = (task["cpu_shares"], task["memory"])
+            shown = (record["current"]["cpu_shares"], record["current"]["memory"])
+            running = (int(config["CpuShares"]), int(config["Memory"]))
+            if not booked == shown == running:
+                last.append(f"{record['id']}: registry {booked}, record {shown}, "
+                            f"container {running}")
+        return not last
+
+    try:
+        poll(agree, timeout_s, "records, registry and containers to agree")
+    except TimeoutError as exc:
+        raise AssertionError("; ".join(last[:5])) from exc
 
 
 # -- only Swarm nodes are hosts; pause and drain as Swarm means them (issue 15, items 5, 6) -----
