@@ -47,10 +47,12 @@ class StandaloneEvents:
         self.store.end_task(task_id)  # the remote scheduler resubmits it (message 8)
 
 
-def create_registry_app(store: ClusterStore, token: str) -> Flask:
+def create_registry_app(
+    store: ClusterStore, token: str, limits: web.BodyLimits | None = None
+) -> Flask:
     app = Flask("greenswarm.registry")
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, token)
+    web.install(app, token, limits)
     app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store))
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)

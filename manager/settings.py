@@ -10,6 +10,7 @@ from domain.classes import ClassTable, OverbookingModel
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
+from task_registry.web import BodyLimits
 
 ENV_PREFIX = "GREENSWARM_"
 
@@ -41,6 +42,10 @@ class ManagerSettings:
     swarm_pending_timeout_s: float = 60.0  # 'swarm' policy: refuse what Swarm cannot start
     threads: int = 8  # WSGI worker threads
     service_prefix: str = "gs-"
+    # bounds on every request body (DESIGN 9): 413 past the size, 400 past depth or length
+    max_body_bytes: int = BodyLimits.max_body_bytes
+    max_json_depth: int = BodyLimits.max_json_depth
+    max_json_string_chars: int = BodyLimits.max_json_string_chars
 
     @property
     def classes(self) -> ClassTable:
@@ -49,6 +54,10 @@ class ManagerSettings:
     @property
     def bounds(self) -> RegionBounds:
         return RegionBounds(self.lee_below, self.eed_above)
+
+    @property
+    def body_limits(self) -> BodyLimits:
+        return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
 
     @classmethod
     def from_env(
@@ -71,3 +80,4 @@ class ManagerSettings:
             raise ValidationError("listen_port", "must be a TCP port")
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
+        self.body_limits.validate()

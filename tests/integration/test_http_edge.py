@@ -1,0 +1,177 @@
+"""The Flask edge every greenswarm service shares (task_registry/web.py), on the three real
+apps: the manager's (on a real Redis; its Swarm backend and agent client are built but never
+called, the manager is not started), the standalone registry's, and the node agent's (its
+Docker client is built, never called).
+
+Hostile bodies are bounded before any handler reads them (DESIGN 9): size (413), nesting depth
+and string lengths (400 naming the field, or "body"), never a 500."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+
+from benchmarks.processes import RedisServer
+from host_registry.app import create_registry_app
+from host_registry.redis_store import RedisStore
+from manager.agents import AgentClient
+from manager.app import create_app
+from manager.core import Manager
+from manager.records import RequestRecords
+from manager.settings import ManagerSettings
+from manager.swarm import SwarmBackend
+from task_registry.agent import Agent, AgentSettings, ManagerLink
+from task_registry.agent_app import create_agent_app
+
+pytestmark = pytest.mark.redis
+TOKEN = "edge-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+JSON = {**AUTH, "Content-Type": "application/json"}
+_numbers = itertools.count()
+
+
+def build_apps(redis_url: str, **limits: int) -> tuple[dict[str, Flask], RedisStore]:
+    prefix = f"edge{next(_numbers)}"
+    settings = ManagerSettings(token=TOKEN, redis_prefix=prefix, **limits)
+    store = RedisStore.from_url(redis_url, settings.classes, settings.bounds, prefix)
+    manager = Manager(
+        settings,
+        store,
+        RequestRecords(store.client, prefix),
+        SwarmBackend(settings.docker_url, f"{prefix}-"),
+        AgentClient(TOKEN),
+    )
+    agent_settings = AgentSettings(token=TOKEN, node_id="edge-node", **limits)
+    agent = Agent(agent_settings, ManagerLink("http://127.0.0.1:9", TOKEN))
+    registry_app = create_registry_app(store, TOKEN, settings.body_limits)
+    apps = {"manager": create_app(manager), "registry": registry_app,
+            "agent": create_agent_app(agent)}
+    return apps, store
+
+
+@pytest.fixture
+def apps(redis_srv: RedisServer) -> Iterator[dict[str, Flask]]:
+    built, store = build_apps(redis_srv.url)
+    yield built
+    store.flush()
+
+
+def body_routes(app: Flask) -> list[tuple[str, str]]:
+    """(method, path) of every route that may carry a body, its variables filled with 'x'.
+    The edge reads any body sent with such a method, whether the handler wants one or not."""
+    adapter = app.url_map.bind("localhost")
+    found = []
+    for rule in app.url_map.iter_rules():
+        for method in sorted((rule.methods or set()) & {"POST", "PUT", "PATCH", "DELETE"}):
+            path = adapter.build(rule.endpoint, dict.fromkeys(rule.arguments, "x"), method=method)
+            found.append((method, path))
+    return found
+
+
+def every_body_route(apps: dict[str, Flask]) -> Iterator[tuple[str, Flask, str, str]]:
+    for name, app in apps.items():
+        for method, path in body_routes(app):
+            yield name, app, method, path
+
+
+# -- item 2: size, depth, strings ---------------------------------------------------------------
+
+
+def test_every_json_route_refuses_deep_nesting_with_400_naming_the_body(
+    apps: dict[str, Flask],
+) -> None:
+    """The audit's bodies (arrays 50,000 deep; an object 100,000 deep under a field) and one
+    just past the default depth: each answers 400 naming the body, never 500."""
+    deep_array = "[" * 50_000 + "]" * 50_000
+    deep_object = '{"env": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}"
+    just_too_deep = '{"x": ' + "[" * 40 + "]" * 40 + "}"
+    routes = list(every_body_route(apps))
+    assert len(routes) >= 10
+    for name, app, method, path in routes:
+        client = app.test_client()
+        for body in (deep_array, deep_object, just_too_deep):
+            response = client.open(path, method=method, headers=JSON, data=body)
+            assert response.status_code == 400, (name, method, path, response.status_code)
+            answer = response.get_json()
+            assert answer["error"] == "invalid" and answer["field"] == "body", answer
+            assert "deep" in answer["message"], answer
+
+
+def test_a_body_over_the_size_limit_is_413_with_a_json_error(apps: dict[str, Flask]) -> None:
+    big = '{"x": "' + "a" * (2**20) + '"}'  # just over the default 1 MiB
+    for name, app, method, path in every_body_route(apps):
+        response = app.test_client().open(path, method=method, headers=JSON, data=big)
+        assert response.status_code == 413, (name, method, path, response.status_code)
+        answer = response.get_json()
+        assert answer["error"] == "too-large" and answer["field"] == "body", answer
+        assert "1048576" in answer["message"]
+
+
+def test_a_long_string_is_400_naming_its_field(apps: dict[str, Flask]) -> None:
+    """A 100,000-character env value: today's manager took it (the audit saw 201, then the
+    Swarm refused the service); the edge names the field."""
+    body = {"image": "greenswarm/busybox:latest", "cpu_shares": 100, "memory": "16m",
+            "type": "job", "class": 2, "env": {"BIG": "v" * 100_000}}
+    response = apps["manager"].test_client().post("/requests", headers=AUTH, json=body)
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["field"] == "env.BIG"
+    nested = {"host": "h", "tasks": [{"id": "t", "cpu_util": 0.1, "memory_util": "m" * 70_000}]}
+    response = apps["registry"].test_client().put("/registry/tasks/utilization", headers=AUTH,
+                                                  json=nested)
+    assert response.status_code == 400
+    assert response.get_json()["field"] == "tasks[0].memory_util"
+    long_key = {"k" * 70_000: 1}
+    for name, app, method, path in every_body_route(apps):
+        response = app.test_client().open(path, method=method, headers=AUTH, json=long_key)
+        assert response.status_code == 400, (name, path)
+        assert response.get_json()["field"] == "body", "a too long key is not echoed back"
+
+
+def test_the_limits_are_settings(redis_srv: RedisServer) -> None:
+    """Smaller limits from the settings (GREENSWARM_MAX_BODY_BYTES and its siblings, the
+    agent's GREENSWARM_AGENT_...) reach every app."""
+    apps, store = build_apps(redis_srv.url, max_body_bytes=200, max_json_depth=3,
+                             max_json_string_chars=10)
+    try:
+        for name, app, method, path in every_body_route(apps):
+            client = app.test_client()
+            answer = client.open(path, method=method, headers=JSON, data='{"x": "' + "a" * 300 + '"}')
+            assert answer.status_code == 413 and "200 bytes" in answer.get_json()["message"], name
+            answer = client.open(path, method=method, headers=AUTH, json={"x": [[["deep"]]]})
+            assert answer.status_code == 400 and answer.get_json()["field"] == "body", name
+            answer = client.open(path, method=method, headers=AUTH, json={"x": "a" * 11})
+            assert (answer.status_code, answer.get_json()["field"]) == (400, "x"), name
+    finally:
+        store.flush()
+    environ = {"GREENSWARM_TOKEN": "t", "GREENSWARM_MAX_BODY_BYTES": "5000",
+               "GREENSWARM_MAX_JSON_DEPTH": "8", "GREENSWARM_MAX_JSON_STRING_CHARS": "99"}
+    limits = ManagerSettings.from_env(environ).body_limits
+    assert (limits.max_body_bytes, limits.max_json_depth, limits.max_json_string_chars) == (
+        5000, 8, 99)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"x": ' + b"1" * 5000 + b"}",  # more digits than Python turns into an int
+    b'{"x": "\xff\xfe"}',  # not UTF-8
+    b"\x00" * 10,
+    b'"just a string"',
+    b"[1, 2, 3]",
+    b"{not json",
+], ids=["long-int", "not-utf8", "nul-bytes", "string", "array", "broken"])
+def test_malformed_bodies_are_400_naming_the_body(apps: dict[str, Flask], body: bytes) -> None:
+    for name, app, method, path in every_body_route(apps):
+        response = app.test_client().open(path, method=method, headers=JSON, data=body)
+        assert response.status_code == 400, (name, path, response.status_code)
+        assert response.get_json()["field"] == "body"
+
+
+def test_a_route_that_reads_a_body_wants_one(apps: dict[str, Flask]) -> None:
+    for name, path in (("manager", "/requests"), ("registry", "/registry/hosts")):
+        response = apps[name].test_client().post(path, headers=AUTH)
+        assert response.status_code == 400 and response.get_json()["field"] == "body"
+    response = apps["agent"].test_client().put("/agent/tasks/x/resources", headers=AUTH,
+                                               data='{"cpu_shares": 2}')  # no Content-Type
+    assert response.status_code == 400 and "application/json" in response.get_json()["message"]
