@@ -22,7 +22,7 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def check_id(value: object, field_name: str = "id") -> str:
     """Ids become parts of Redis keys, Docker names and URLs: letters, digits, '_', '.', '-'."""
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):  # '$' allows a final \n
         raise ValidationError(
             field_name, "must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric"
         )

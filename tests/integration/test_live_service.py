@@ -199,6 +199,11 @@ BAD_REQUESTS = [
     ("env.1BAD", {"env": {"1BAD": "x"}}),
     ("ports[0]", {"ports": ["eighty"]}),
     ("surprise", {"surprise": 1}),
+    # accepted, then failed on the Swarm, before (issue 15, item 3)
+    ("env.BIG", {"env": {"BIG": "v" * 10**6}}),
+    ("env.BIG", {"env": {"BIG": "v" * 40_000}}),
+    ("volumes[0]", {"volumes": ["/"]}),
+    ("command[1]", {"command": ["echo", "a\x00b"]}),
 ]
 
 
