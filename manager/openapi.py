@@ -60,7 +60,7 @@ def _op(
     *,
     body: dict[str, Any] | None = None,
     ok: str = "200",
-    mutating: bool = False,
+    public: bool = False,
     params: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {
@@ -68,13 +68,13 @@ def _op(
     }
     for code, text in (("400", "invalid input (the field is named)"), ("404", "not found")):
         responses[code] = {"description": text, "content": {"application/json": {"schema": ERROR}}}
-    if mutating:
+    if not public:
         responses["401"] = {
             "description": "missing or wrong bearer token",
             "content": {"application/json": {"schema": ERROR}},
         }
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
-    if mutating:
+    if not public:
         operation["security"] = [{"bearer": []}]
     if body is not None:
         operation["requestBody"] = {
@@ -110,8 +110,8 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "greenswarm manager",
             "version": "0.1.0",
-            "description": "Energy-aware placement for Docker Swarm. Mutating calls need "
-            "'Authorization: Bearer <token>'.",
+            "description": "Energy-aware placement for Docker Swarm. Every call but GET /healthz "
+            "needs 'Authorization: Bearer <token>'.",
         },
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "paths": {
@@ -120,7 +120,6 @@ def document() -> dict[str, Any]:
                     "submit a request (201 with the request and its decision)",
                     body=REQUEST_BODY,
                     ok="201",
-                    mutating=True,
                 ),
                 "get": _op(
                     "list requests",
@@ -145,12 +144,10 @@ def document() -> dict[str, Any]:
             },
             "/requests/{request_id}": {
                 "get": _op("a request: status, host, resources, history", params=[request_id]),
-                "delete": _op(
-                    "stop a request and free its resources", mutating=True, params=[request_id]
-                ),
+                "delete": _op("stop a request and free its resources", params=[request_id]),
             },
             "/hosts": {"get": _op("hosts with region, class, utilization, allocation, tasks")},
-            "/healthz": {"get": _op("health of Redis and the Docker engine")},
+            "/healthz": {"get": _op("health of Redis and the Docker engine", public=True)},
             "/openapi.json": {"get": _op("this document")},
             "/registry/hosts": {
                 "get": _op(
@@ -164,7 +161,6 @@ def document() -> dict[str, Any]:
                 "post": _op(
                     "message 11: a monitor registers its host",
                     ok="201",
-                    mutating=True,
                     body={
                         "type": "object",
                         "required": ["id", "cpu_capacity", "memory_capacity"],
@@ -184,7 +180,6 @@ def document() -> dict[str, Any]:
                 "delete": _op(
                     "a host leaves; its tasks are rescheduled",
                     ok="202",
-                    mutating=True,
                     params=[host_id],
                 ),
             },
@@ -192,7 +187,6 @@ def document() -> dict[str, Any]:
                 "put": _op(
                     "message 12: host utilization",
                     body=utilization,
-                    mutating=True,
                     params=[host_id],
                 ),
             },
@@ -206,18 +200,16 @@ def document() -> dict[str, Any]:
                 "post": _op(
                     "messages 3-5: apply a placement decision",
                     ok="201",
-                    mutating=True,
                     body={"type": "object"},
                 ),
             },
             "/registry/tasks/{task_id}": {
                 "get": _op("one task", params=[task_id]),
-                "delete": _op("message 9: a task terminated", mutating=True, params=[task_id]),
+                "delete": _op("message 9: a task terminated", params=[task_id]),
             },
             "/registry/tasks/{task_id}/resources": {
                 "put": _op(
                     "message 6: the resources a cut task really has",
-                    mutating=True,
                     params=[task_id],
                     body={
                         "type": "object",
@@ -233,14 +225,12 @@ def document() -> dict[str, Any]:
                 "post": _op(
                     "messages 7-8: kill a task and reschedule it",
                     ok="202",
-                    mutating=True,
                     params=[task_id],
                 ),
             },
             "/registry/tasks/{task_id}/end": {
                 "post": _op(
                     "message 10: an agent saw the task's container exit",
-                    mutating=True,
                     params=[task_id],
                     body={
                         "type": "object",
@@ -256,7 +246,6 @@ def document() -> dict[str, Any]:
             "/registry/tasks/utilization": {
                 "put": _op(
                     "message 13: a batch of task utilization updates",
-                    mutating=True,
                     body={
                         "type": "object",
                         "required": ["host", "tasks"],

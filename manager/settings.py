@@ -10,15 +10,15 @@ from domain.classes import ClassTable, OverbookingModel
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
-from task_registry.web import BodyLimits
+from task_registry.web import BodyLimits, listen_addresses
 
 ENV_PREFIX = "GREENSWARM_"
 
 
 @dataclass(frozen=True)
 class ManagerSettings:
-    token: str = ""  # bearer token for every mutating endpoint (GREENSWARM_TOKEN)
-    listen_host: str = "127.0.0.1"
+    token: str = ""  # bearer token for every endpoint but /healthz (GREENSWARM_TOKEN)
+    listen_host: str = "127.0.0.1"  # several: comma-separated (the lab: 127.0.0.1,10.123.0.1)
     listen_port: int = 8080
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "gs"
@@ -78,6 +78,7 @@ class ManagerSettings:
         RegionBounds(self.lee_below, self.eed_above)
         if not 0 < self.listen_port < 65536:
             raise ValidationError("listen_port", "must be a TCP port")
+        listen_addresses(self.listen_host, self.listen_port)
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
         self.body_limits.validate()

@@ -130,9 +130,7 @@ def _env(value: object) -> dict[str, str]:
             raise ValidationError(f"env.{name}", "must be a string or a number")
         text = _no_nul(str(item), f"env.{name}")
         if len(text) > MAX_ENV_VALUE_CHARS:
-            raise ValidationError(
-                f"env.{name}", f"is longer than {MAX_ENV_VALUE_CHARS} characters"
-            )
+            raise ValidationError(f"env.{name}", f"is longer than {MAX_ENV_VALUE_CHARS} characters")
         env[name] = text
     return env
 
@@ -177,9 +175,7 @@ def _volumes(value: object) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or len(value) > MAX_VOLUMES:
-        raise ValidationError(
-            "volumes", f"must be a list of at most {MAX_VOLUMES} absolute paths"
-        )
+        raise ValidationError("volumes", f"must be a list of at most {MAX_VOLUMES} absolute paths")
     paths: list[str] = []
     for index, path in enumerate(value):
         field = f"volumes[{index}]"

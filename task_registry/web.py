@@ -29,6 +29,9 @@ from domain.errors import AuthError, GreenSwarmError, ValidationError, error_bod
 
 log = logging.getLogger(__name__)
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The only routes served without the token (DESIGN 9): reads are authenticated too, since a
+# request's env may hold secrets; health checks and load balancers carry none.
+PUBLIC_RULES = frozenset({"/healthz"})
 TOKEN_KEY = "GREENSWARM_TOKEN"
 LIMITS_KEY = "GREENSWARM_BODY_LIMITS"
 # The WSGI server refuses (413, plain text, unread) a body this many times over the limit, so
@@ -62,8 +65,8 @@ def token_ok(header: str | None, token: str) -> bool:
 
 
 def install(app: Flask, token: str, limits: BodyLimits | None = None) -> None:
-    """JSON errors for the whole app, the bearer token on every mutating request, and the
-    bounds on request bodies."""
+    """JSON errors for the whole app, the bearer token on every request but PUBLIC_RULES (an
+    unknown path or method included: 401 first), and the bounds on request bodies."""
     limits = limits or BodyLimits()
     limits.validate()
     app.config[TOKEN_KEY] = token
@@ -72,9 +75,10 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None) -> None:
 
     @app.before_request
     def require_token() -> None:
-        if request.method in MUTATING_METHODS and not token_ok(
-            request.headers.get("Authorization"), app.config[TOKEN_KEY]
-        ):
+        rule = request.url_rule
+        if rule is not None and rule.rule in PUBLIC_RULES:
+            return
+        if not token_ok(request.headers.get("Authorization"), app.config[TOKEN_KEY]):
             raise AuthError("a valid 'Authorization: Bearer <token>' header is required")
 
     @app.before_request
@@ -192,15 +196,27 @@ def required(payload: dict[str, Any], key: str, prefix: str = "") -> Any:
     return payload[key]
 
 
+def listen_addresses(hosts: str, port: int) -> str:
+    """waitress's ``listen`` for a comma-separated list of addresses on one port, e.g.
+    "127.0.0.1,10.123.0.1" (the local lab: this machine and the lab's bridge); IPv6 in
+    brackets."""
+    parts = [host.strip() for host in hosts.split(",") if host.strip()]
+    if not parts:
+        raise ValidationError("listen_host", "names no address")
+    return " ".join(
+        f"[{h}]:{port}" if ":" in h and not h.startswith("[") else f"{h}:{port}" for h in parts
+    )
+
+
 def serve(app: Flask, host: str, port: int, threads: int) -> None:
-    """Serve with waitress (a production WSGI server) until SIGTERM or SIGINT."""
+    """Serve with waitress (a production WSGI server) until SIGTERM or SIGINT; ``host`` may
+    name several addresses, comma-separated."""
     from waitress.server import create_server
 
     limits: BodyLimits = app.config.get(LIMITS_KEY) or BodyLimits()
     server = create_server(
         app,
-        host=host,
-        port=port,
+        listen=listen_addresses(host, port),
         threads=threads,
         ident="greenswarm",
         max_request_body_size=SERVER_BODY_FACTOR * limits.max_body_bytes,
@@ -212,6 +228,6 @@ def serve(app: Flask, host: str, port: int, threads: int) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    log.info("serving on http://%s:%s", host, port)
+    log.info("serving on %s", listen_addresses(host, port))
     with contextlib.suppress(OSError):  # the listening socket closes under the loop at exit
         server.run()

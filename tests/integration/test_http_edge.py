@@ -9,12 +9,18 @@ and string lengths (400 naming the field, or "body"), never a 500."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import requests
 from flask import Flask
 
-from benchmarks.processes import RedisServer
+from benchmarks.processes import RedisServer, free_port, stop_child, wait_serving
+from domain.errors import ValidationError
 from host_registry.app import create_registry_app
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
@@ -175,3 +181,105 @@ def test_a_route_that_reads_a_body_wants_one(apps: dict[str, Flask]) -> None:
     response = apps["agent"].test_client().put("/agent/tasks/x/resources", headers=AUTH,
                                                data='{"cpu_shares": 2}')  # no Content-Type
     assert response.status_code == 400 and "application/json" in response.get_json()["message"]
+
+
+# -- item 4: every endpoint but /healthz takes the token -----------------------------------------
+
+PUBLIC = {"/healthz"}  # DESIGN 9: load balancers and health checks carry no secret
+
+
+def every_route(app: Flask) -> Iterator[tuple[str, str, str]]:
+    """(rule, method, path) for every method of every rule of ``app.url_map``, HEAD and
+    OPTIONS included, the variables filled with 'x'."""
+    adapter = app.url_map.bind("localhost")
+    for rule in app.url_map.iter_rules():
+        for method in sorted(rule.methods or ()):
+            path = adapter.build(rule.endpoint, dict.fromkeys(rule.arguments, "x"), method=method)
+            yield rule.rule, method, path
+
+
+def test_every_route_but_healthz_answers_401_without_the_token(apps: dict[str, Flask]) -> None:
+    walked = set()
+    for name, app in apps.items():
+        client = app.test_client()
+        routes = [*every_route(app), ("(none)", "GET", "/no/such/route")]
+        for rule, method, path in routes:
+            walked.add((name, method, rule))
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+                response = client.open(path, method=method, headers=headers)
+                if rule in PUBLIC:
+                    assert response.status_code != 401, (name, method, path)
+                    continue
+                assert response.status_code == 401, (name, method, path, response.status_code)
+                assert response.headers["WWW-Authenticate"] == "Bearer"
+                if method != "HEAD":
+                    assert response.get_json()["error"] == "unauthorized", (name, method, path)
+    assert ("manager", "GET", "/requests") in walked
+    assert ("manager", "GET", "/requests/<request_id>") in walked
+    assert ("agent", "GET", "/agent/tasks") in walked
+    assert ("registry", "GET", "/registry/tasks/<task_id>") in walked
+    assert len(walked) > 50
+
+
+def test_reads_with_the_token_still_answer(apps: dict[str, Flask]) -> None:
+    manager = apps["manager"].test_client()
+    assert manager.get("/requests", headers=AUTH).get_json() == []
+    assert manager.get("/requests/nope", headers=AUTH).status_code == 404
+    assert manager.get("/openapi.json", headers=AUTH).get_json()["openapi"].startswith("3.")
+    assert apps["registry"].test_client().get("/registry/hosts", headers=AUTH).get_json() == []
+    assert apps["agent"].test_client().get("/healthz").get_json()["node"] == "edge-node"
+
+
+# -- as served: waitress, several listen addresses ------------------------------------------------
+
+
+@pytest.fixture
+def served_registry(redis_srv: RedisServer, tmp_path: Path) -> Iterator[list[str]]:
+    """``greenswarm registry`` as a real process (waitress), told to listen on two loopback
+    addresses (GREENSWARM_LISTEN_HOST is a comma-separated list); yields both URLs."""
+    port = free_port()
+    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN, "GREENSWARM_REDIS_URL": redis_srv.url,
+           "GREENSWARM_REDIS_PREFIX": f"edge{next(_numbers)}",
+           "GREENSWARM_LISTEN_HOST": "127.0.0.1, 127.0.0.2", "GREENSWARM_LISTEN_PORT": str(port)}
+    with open(tmp_path / "registry.log", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "manager.cli", "registry"], env=env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+    urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.2:{port}"]
+    try:
+        for url in urls:
+            wait_serving(process, url + "/healthz", 30.0, "the registry")
+        yield urls
+    finally:
+        stop_child(process)
+
+
+def test_the_served_registry_listens_on_each_address_and_bounds_bodies(
+    served_registry: list[str],
+) -> None:
+    for url in served_registry:
+        assert requests.get(url + "/healthz", timeout=10).json() == {"status": "ok"}
+        refused = requests.get(url + "/registry/hosts", timeout=10)
+        assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
+        assert requests.get(url + "/registry/hosts", headers=AUTH, timeout=10).json() == []
+    url = served_registry[0] + "/registry/hosts"
+    deep = "[" * 50_000 + "]" * 50_000
+    answer = requests.post(url, data=deep, headers=JSON, timeout=30)
+    assert (answer.status_code, answer.json()["field"]) == (400, "body")
+    big = b'{"id": "' + b"a" * 2**21 + b'"}'
+    answer = requests.post(url, data=big, headers=JSON, timeout=30)
+    assert answer.status_code == 413 and answer.json()["error"] == "too-large"
+    chunked = requests.post(url, data=iter([big[: 2**20], big[2**20 :]]), headers=JSON,
+                            timeout=30)  # a generator body goes chunked: no length declared
+    assert chunked.status_code == 413 and chunked.json()["error"] == "too-large"
+    huge = requests.post(url, data=b"a" * (4 * 2**20 + 1), headers=JSON, timeout=30)
+    assert huge.status_code == 413  # waitress itself, unread
+
+
+def test_listen_addresses() -> None:
+    from task_registry.web import listen_addresses
+
+    assert listen_addresses("127.0.0.1", 8080) == "127.0.0.1:8080"
+    assert listen_addresses("127.0.0.1, 10.123.0.1", 80) == "127.0.0.1:80 10.123.0.1:80"
+    assert listen_addresses("::1,0.0.0.0", 1) == "[::1]:1 0.0.0.0:1"
+    with pytest.raises(ValidationError):
+        ManagerSettings(listen_host=" , ").validate()
