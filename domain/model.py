@@ -29,6 +29,18 @@ def check_id(value: object, field_name: str = "id") -> str:
     return value
 
 
+# Words a task id cannot be: they are routes beside /registry/tasks/{task_id}.
+RESERVED_TASK_IDS = frozenset({"utilization"})
+
+
+def check_task_id(value: object, field_name: str) -> str:
+    """An id (:func:`check_id`) that may name a task: a request's name becomes its task's id."""
+    task_id = check_id(value, field_name)
+    if task_id in RESERVED_TASK_IDS:
+        raise ValidationError(field_name, f"{task_id!r} is reserved")
+    return task_id
+
+
 class TaskType(StrEnum):
     JOB = "job"  # finite: runs to completion
     SERVICE = "service"  # runs until stopped

@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.classes import check_class
 from domain.errors import ValidationError
-from domain.model import MIN_CPU_SHARES, Request, check_id, check_int, check_task_type
+from domain.model import MIN_CPU_SHARES, Request, check_int, check_task_id, check_task_type
 from domain.units import parse_memory
 
 FIELDS = {
@@ -56,7 +56,9 @@ def parse_spec(
         raise ValidationError("image", "is required: an image reference such as 'redis:7'")
     request_id = body.get("name")
     request_id = (
-        check_id(request_id, "name") if request_id is not None else f"r-{uuid.uuid4().hex[:12]}"
+        check_task_id(request_id, "name")
+        if request_id is not None
+        else f"r-{uuid.uuid4().hex[:12]}"
     )
     cpu_shares = check_int(body.get("cpu_shares"), "cpu_shares", MIN_CPU_SHARES)
     if cpu_shares > max_cpu_shares:

@@ -109,9 +109,13 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None) -> None:
                     "message": f"the body is larger than {limit} bytes",
                 }
             ), status
-        return jsonify(
+        response = jsonify(
             {"error": exc.name.lower().replace(" ", "-"), "message": exc.description}
-        ), status
+        )
+        for name, value in exc.get_headers():  # e.g. Allow on a 405 (RFC 9110)
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response, status
 
     @app.errorhandler(Exception)
     def handle_unexpected(exc: Exception) -> tuple[Response, int]:

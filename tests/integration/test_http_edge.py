@@ -217,7 +217,7 @@ def test_every_route_but_healthz_answers_401_without_the_token(apps: dict[str, F
     assert ("manager", "GET", "/requests") in walked
     assert ("manager", "GET", "/requests/<request_id>") in walked
     assert ("agent", "GET", "/agent/tasks") in walked
-    assert ("registry", "GET", "/registry/tasks/<task_id>") in walked
+    assert ("registry", "GET", "/registry/tasks/<task_id:task_id>") in walked
     assert len(walked) > 50
 
 
@@ -283,3 +283,100 @@ def test_listen_addresses() -> None:
     assert listen_addresses("::1,0.0.0.0", 1) == "[::1]:1 0.0.0.0:1"
     with pytest.raises(ValidationError):
         ManagerSettings(listen_host=" , ").validate()
+
+
+# -- item 7: the document and the server say the same thing -------------------------------------
+
+UNSUPPORTED = ("PATCH", "TRACE")
+
+
+def test_an_unsupported_method_is_405_with_allow(apps: dict[str, Flask]) -> None:
+    """Every route, with the token: a method it does not serve answers 405, a JSON body and
+    an Allow header that lists exactly the methods of the rules of its path; OPTIONS lists
+    the same."""
+    for name, app in apps.items():
+        client = app.test_client()
+        by_path: dict[str, set[str]] = {}
+        for rule in app.url_map.iter_rules():
+            by_path.setdefault(rule.rule, set()).update(rule.methods or ())
+        for rule in app.url_map.iter_rules():
+            path = app.url_map.bind("localhost").build(
+                rule.endpoint, dict.fromkeys(rule.arguments, "x"),
+                method=sorted(rule.methods or ())[0])
+            allowed = by_path[rule.rule]
+            for method in UNSUPPORTED:
+                if method in allowed:
+                    continue
+                response = client.open(path, method=method, headers=AUTH)
+                assert response.status_code == 405, (name, method, path)
+                assert response.get_json()["error"] == "method-not-allowed"
+                assert set(response.headers["Allow"].split(", ")) == allowed, (name, path)
+            options = client.open(path, method="OPTIONS", headers=AUTH)
+            assert set(options.headers["Allow"].split(", ")) == allowed, (name, path)
+
+
+def test_utilization_is_no_task_id(apps: dict[str, Flask]) -> None:
+    """/registry/tasks/utilization is the batch route only: GET and DELETE there are 405, not
+    a read or a removal of a task named 'utilization' (which cannot be submitted either)."""
+    client = apps["registry"].test_client()
+    for method in ("GET", "DELETE"):
+        response = client.open("/registry/tasks/utilization", method=method, headers=AUTH)
+        assert response.status_code == 405
+        assert set(response.headers["Allow"].split(", ")) == {"PUT", "OPTIONS"}
+    placement = {"request": {"id": "utilization", "class": 2, "type": "job", "cpu_shares": 10,
+                             "memory": 10}, "host": "h"}
+    response = client.post("/registry/placements", headers=AUTH, json=placement)
+    assert (response.status_code, response.get_json()["field"]) == (400, "request.id")
+
+
+def test_ending_an_unknown_task_is_404_and_a_null_service_id_is_taken(
+    apps: dict[str, Flask],
+) -> None:
+    client = apps["registry"].test_client()
+    assert client.delete("/registry/tasks/nope", headers=AUTH).status_code == 404
+    ended = client.post("/registry/tasks/nope/end", headers=AUTH,
+                        json={"status": "failed", "exit_code": None, "service_id": None})
+    assert ended.status_code == 200 and ended.get_json() == {"task": "nope", "ended": False}
+    for status in ({}, [], 3, None):
+        refused = client.post("/registry/tasks/nope/end", headers=AUTH, json={"status": status})
+        assert (refused.status_code, refused.get_json()["field"]) == (400, "status"), status
+    for cuts in (5, "all", {"task": "t"}):
+        refused = client.post("/registry/placements", headers=AUTH, json={
+            "request": {"id": "n", "class": 2, "type": "job", "cpu_shares": 10, "memory": 10},
+            "host": "h", "cuts": cuts})
+        assert (refused.status_code, refused.get_json()["field"]) == (400, "cuts"), cuts
+
+
+def test_the_document_lists_exactly_the_managers_routes(apps: dict[str, Flask]) -> None:
+    """Every method of every route of the manager's app is an operation of /openapi.json and
+    back (HEAD and OPTIONS are the framework's); each operation lists the error answers the
+    edge can give it, with the error schema: 401 but on /healthz, 400 and 413 on every method
+    that may carry a body."""
+    client = apps["manager"].test_client()
+    document = client.get("/openapi.json", headers=AUTH).get_json()
+    documented = {(method.upper(), path) for path, methods in document["paths"].items()
+                  for method in methods}
+    served = set()
+    for rule in apps["manager"].url_map.iter_rules():
+        path = rule.rule.replace("<", "{").replace(">", "}")
+        path = path.replace("{task_id:task_id}", "{task_id}")
+        served |= {(m, path) for m in (rule.methods or ()) if m not in ("HEAD", "OPTIONS")}
+    assert documented == served
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            codes = set(operation["responses"])
+            if path != "/healthz":
+                assert "401" in codes and operation["security"] == [{"bearer": []}], path
+                headers = operation["responses"]["401"]["headers"]
+                assert headers["WWW-Authenticate"]["required"] is True
+            if method in ("post", "put", "delete"):
+                assert {"400", "413"} <= codes, (method, path)
+            for code in codes - {"200", "201", "202"}:
+                schema = operation["responses"][code]["content"]["application/json"]["schema"]
+                assert schema in (document["components"]["schemas"]["Error"],
+                                  {"$ref": "#/components/schemas/Error"}) or path == "/healthz"
+    end = document["paths"]["/registry/tasks/{task_id}/end"]["post"]
+    body = end["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["service_id"]["nullable"] is True
+    assert set(document["paths"]["/registry/tasks/{task_id}"]["delete"]["responses"]) >= {
+        "202", "404"}

@@ -43,6 +43,7 @@ BAD = [
     ("image", {"image": "redis\n"}),
     ("image", {"image": "redis\x00"}),
     ("name", {"name": "r1\n"}),
+    ("name", {"name": "utilization"}),  # /registry/tasks/utilization is another route
     ("ports[0]", {"ports": ["80:80\n"]}),
     ("memory", {"memory": "16m\x00"}),
 ]
