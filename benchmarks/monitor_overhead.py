@@ -64,7 +64,7 @@ def registry(work: Path) -> Iterator[str]:
         url = f"http://127.0.0.1:{registry_port}"
         try:
             try:
-                wait_serving(server, f"{url}/registry/hosts", 30.0, "the registry")
+                wait_serving(server, f"{url}/healthz", 30.0, "the registry")
             except TimeoutError:
                 # the log goes with the temporary directory: show its end now
                 tail = log_path.read_text(errors="replace").splitlines()[-20:]
@@ -78,7 +78,9 @@ def registry(work: Path) -> Iterator[str]:
 def registered_hosts(url: str) -> list[dict[str, Any]]:
     import requests
 
-    hosts: list[dict[str, Any]] = requests.get(f"{url}/registry/hosts", timeout=5.0).json()
+    hosts: list[dict[str, Any]] = requests.get(
+        f"{url}/registry/hosts", timeout=5.0, headers={"Authorization": f"Bearer {TOKEN}"}
+    ).json()
     return hosts
 
 

@@ -137,7 +137,7 @@ def run_registry(args: argparse.Namespace) -> int:
     )
     store = _registry_store(settings)
     serve(
-        create_registry_app(store, settings.token),
+        create_registry_app(store, settings.token, settings.body_limits),
         settings.listen_host,
         settings.listen_port,
         settings.threads,

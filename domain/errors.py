@@ -80,12 +80,13 @@ def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmE
     ``payload`` is the answer's decoded JSON (the raw text when it was not JSON, None when there
     was none); ``context`` says what was called, e.g. "GET /requests/x". 400 gives a
     ValidationError with the server's field and message as they were sent (what was called is
-    added as a note), 401 and 403 an AuthError, 404 NotFoundError, 409 ConflictError, any 5xx
-    UnavailableError (the server or a proxy in front of it failed), anything else the root.
+    added as a note), and so does 413 (the body was too large); 401 and 403 give an
+    AuthError, 404 NotFoundError, 409 ConflictError, any 5xx UnavailableError (the server or a
+    proxy in front of it failed), anything else the root.
     """
     said = _server_said(payload)
     text = f"{context} -> HTTP {status}" + (f": {said}" if said else " with no JSON body")
-    if status == 400:
+    if status in (400, 413):
         message = payload.get("message") if isinstance(payload, dict) else None
         field = payload.get("field") if isinstance(payload, dict) else None
         error: GreenSwarmError = ValidationError(

@@ -23,11 +23,23 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def check_id(value: object, field_name: str = "id") -> str:
     """Ids become parts of Redis keys, Docker names and URLs: letters, digits, '_', '.', '-'."""
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):  # '$' allows a final \n
         raise ValidationError(
             field_name, "must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric"
         )
     return value
+
+
+# Words a task id cannot be: they are routes beside /registry/tasks/{task_id}.
+RESERVED_TASK_IDS = frozenset({"utilization"})
+
+
+def check_task_id(value: object, field_name: str) -> str:
+    """An id (:func:`check_id`) that may name a task: a request's name becomes its task's id."""
+    task_id = check_id(value, field_name)
+    if task_id in RESERVED_TASK_IDS:
+        raise ValidationError(field_name, f"{task_id!r} is reserved")
+    return task_id
 
 
 class TaskType(StrEnum):

@@ -17,6 +17,7 @@ from domain.model import (
     check_fraction_of_one,
     check_id,
     check_int,
+    check_task_id,
     check_task_type,
 )
 from domain.regions import Region
@@ -160,15 +161,18 @@ def place() -> tuple[Response, int]:
         raise ValidationError("request", "must be an object")
     allow_only(raw, {"id", "class", "type", "cpu_shares", "memory"}, "request.")
     request_ = Request(
-        check_id(required(raw, "id", "request."), "request.id"),
+        check_task_id(required(raw, "id", "request."), "request.id"),
         check_class(required(raw, "class", "request."), "request.class"),
         check_task_type(required(raw, "type", "request."), "request.type"),
         check_int(required(raw, "cpu_shares", "request."), "request.cpu_shares", 2),
         check_int(required(raw, "memory", "request."), "request.memory", 1),
     )
     host_id = check_id(required(body, "host"), "host")
+    raw_cuts = body.get("cuts", [])
+    if not isinstance(raw_cuts, list):
+        raise ValidationError("cuts", "must be a list of cuts")
     cuts = []
-    for index, item in enumerate(body.get("cuts", [])):
+    for index, item in enumerate(raw_cuts):
         prefix = f"cuts[{index}]."
         if not isinstance(item, dict):
             raise ValidationError(f"cuts[{index}]", "must be an object")

@@ -18,9 +18,9 @@ log = logging.getLogger(__name__)
 
 def create_app(manager_: Manager) -> Flask:
     """One app: the manager's API plus the Host and Task Registry endpoints (DESIGN 2)."""
-    app = Flask("greenswarm.manager")
+    app = Flask("greenswarm.manager", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, manager_.settings.token)
+    web.install(app, manager_.settings.token, manager_.settings.body_limits)
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_))
     app.extensions["greenswarm.manager"] = manager_
     app.register_blueprint(manager.api.blueprint)

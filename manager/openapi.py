@@ -1,11 +1,27 @@
-"""The OpenAPI 3 document of the manager process: its API and the registries it serves."""
+"""The OpenAPI 3 document of the manager process: its API and the registries it serves.
+
+It says what the server does (tests/integration/test_fuzz_api.py holds them to it with
+schemathesis): every status an operation can answer, with the Error schema for each error;
+401 on every operation but /healthz; 400 and 413 on every method that may carry a body (the
+shared edge reads and bounds any body, web/edge.py); request bodies as strict as the
+handlers (unknown fields refused, the same bounds and patterns), and the answers' shapes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from domain.lifecycle import RequestStatus
+from domain.model import RESERVED_TASK_IDS
+from manager.spec import MAX_COMMAND_ITEMS, MAX_ENV, MAX_ENV_VALUE_CHARS, MAX_PORTS, MAX_VOLUMES
+
 ID = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"}
+TASK_ID = {"allOf": [ID, {"not": {"enum": sorted(RESERVED_TASK_IDS)}}]}
 UTIL = {"type": "number", "minimum": 0, "maximum": 1}
+INT = {"type": "integer"}
+NUMBER = {"type": "number"}
+STRING = {"type": "string"}
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
 ERROR = {
     "type": "object",
     "properties": {
@@ -15,21 +31,58 @@ ERROR = {
     },
     "required": ["error", "message"],
 }
+ERRORS = {
+    "400": "invalid input: the field is named ('body' for the body as a whole)",
+    "401": "missing or wrong bearer token",
+    "404": "no such request, host or task",
+    "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization)",
+    "409": "conflicts with the current state",
+    "413": "the body is larger than MAX_BODY_BYTES",
+    "503": "Redis, the Docker engine or an agent cannot be reached",
+}
+MEMORY_TEXT = r"^\s*(\d+(\.\d+)?)\s*([kmgtKMGT]?)([iI]?[bB])?\s*$"
 REQUEST_BODY = {
     "type": "object",
     "additionalProperties": False,
     "required": ["image", "cpu_shares", "memory", "type", "class"],
     "properties": {
-        "image": {"type": "string", "example": "greenswarm/busybox:latest"},
-        "command": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "image": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$",
+            "example": "greenswarm/busybox:latest",
+        },
+        "command": {
+            "oneOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "maxItems": MAX_COMMAND_ITEMS,
+                    "items": {"type": "string", "maxLength": 4096},
+                },
+            ]
+        },
+        "env": {
+            "type": "object",
+            "maxProperties": MAX_ENV,
+            "description": "names match ^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+            "additionalProperties": {
+                "oneOf": [{"type": "string", "maxLength": MAX_ENV_VALUE_CHARS}, NUMBER]
+            },
+        },
         "ports": {
             "type": "array",
+            "maxItems": MAX_PORTS,
             "items": {
                 "oneOf": [
-                    {"type": "string", "example": "8080:80/tcp"},
+                    {
+                        "type": "string",
+                        "pattern": "^[0-9]+:[0-9]+(/(tcp|udp))?$",
+                        "example": "8080:80/tcp",
+                    },
                     {
                         "type": "object",
+                        "additionalProperties": False,
+                        "required": ["published", "target"],
                         "properties": {
                             "published": {"type": "integer", "minimum": 1, "maximum": 65535},
                             "target": {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -39,13 +92,18 @@ REQUEST_BODY = {
                 ]
             },
         },
-        "volumes": {"type": "array", "items": {"type": "string", "pattern": "^/"}},
-        "name": ID,
+        "volumes": {
+            "type": "array",
+            "maxItems": MAX_VOLUMES,
+            "items": {"type": "string", "pattern": "^/", "maxLength": 1024},
+            "description": "container paths; not '/', no '..', none twice",
+        },
+        "name": TASK_ID,
         "cpu_shares": {"type": "integer", "minimum": 2, "description": "1024 = one core"},
         "memory": {
             "oneOf": [
                 {"type": "integer", "minimum": 4194304},
-                {"type": "string", "example": "512m"},
+                {"type": "string", "pattern": MEMORY_TEXT, "example": "512m"},
             ]
         },
         "type": {"enum": ["job", "service"]},
@@ -55,27 +113,194 @@ REQUEST_BODY = {
 }
 
 
+def _object(
+    properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = False
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if "enum" in schema:  # an enum admits null only when it lists it
+        return {**schema, "enum": [*schema["enum"], None], "nullable": True}
+    return {**schema, "nullable": True}
+
+
+def _list(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+HOST = _object(
+    {
+        "id": STRING,
+        "address": STRING,
+        "cpu_capacity": INT,
+        "memory_capacity": INT,
+        "cpu_util": NUMBER,
+        "memory_util": NUMBER,
+        "util": NUMBER,
+        "region": {"enum": ["LEE", "DEE", "EED"]},
+        "class": _nullable(INT),
+        "cpu_allocated": INT,
+        "memory_allocated": INT,
+        "overbooking_factor": NUMBER,
+        "task_count": INT,
+    },
+    ["id", "cpu_capacity", "memory_capacity", "region", "class", "task_count"],
+)
+TASK = _object(
+    {
+        "id": STRING,
+        "host": STRING,
+        "class": INT,
+        "type": {"enum": ["job", "service"]},
+        "cpu_shares": INT,
+        "memory": INT,
+        "original_cpu_shares": INT,
+        "original_memory": INT,
+        "cut_received": NUMBER,
+        "cut_received_exact": STRING,
+        "cpu_util": NUMBER,
+        "memory_util": NUMBER,
+        "started_at": NUMBER,
+    },
+    ["id", "host", "class", "type", "cpu_shares", "memory"],
+)
+RESOURCES = _object({"cpu_shares": _nullable(INT), "memory": _nullable(INT)})
+REQUEST_SUMMARY_PROPERTIES = {
+    "id": STRING,
+    "status": {"enum": [s.value for s in RequestStatus]},
+    "host": _nullable(STRING),
+    "service_id": _nullable(STRING),
+    "image": STRING,
+    "class": INT,
+    "type": {"enum": ["job", "service"]},
+    "original": RESOURCES,
+    "current": RESOURCES,
+    "cut_received": {"type": "string", "description": "an exact fraction, e.g. '1/3'"},
+    "kills": INT,
+    "created_at": NUMBER,
+    "updated_at": NUMBER,
+}
+REQUEST_SUMMARY = _object(REQUEST_SUMMARY_PROPERTIES, ["id", "status", "host", "kills"])
+REQUEST = _object(
+    {
+        **REQUEST_SUMMARY_PROPERTIES,
+        "spec": {"type": "object"},
+        "history": _list({"type": "object"}),
+    },
+    ["id", "status", "host", "kills", "spec", "history"],
+)
+DECISION = _object(
+    {
+        "placed": {"type": "boolean"},
+        "host": _nullable(STRING),
+        "pass": _nullable({"enum": ["simple", "cut", "kill"]}),
+        "request": _object({"cpu_shares": INT, "memory": INT, "cut_received": NUMBER}),
+        "cuts": _list(
+            _object({"task": STRING, "cpu_shares": INT, "memory": INT, "cut_received": NUMBER})
+        ),
+        "kills": _list(STRING),
+        "reason": STRING,
+        "decision_ms": NUMBER,
+    },
+    ["placed", "host", "pass", "cuts", "kills"],
+)
+HEALTH = _object(
+    {
+        "status": {"enum": ["ok", "degraded"]},
+        "policy": STRING,
+        "redis": {"type": "boolean"},
+        "docker": {"type": "boolean"},
+        "hosts": INT,
+        "pending": INT,
+        "redis_error": STRING,
+        "docker_error": STRING,
+    },
+    ["status", "redis", "docker"],
+)
+CUT_RECEIVED = {
+    "oneOf": [
+        {"type": "string", "description": "an exact fraction in [0, 1), e.g. '1/6'"},
+        {"type": "integer", "enum": [0]},
+    ]
+}
+PLACEMENT = _object(
+    {
+        "request": _object(
+            {
+                "id": TASK_ID,
+                "class": {"type": "integer", "minimum": 1, "maximum": 4},
+                "type": {"enum": ["job", "service"]},
+                "cpu_shares": {"type": "integer", "minimum": 2},
+                "memory": {"type": "integer", "minimum": 1},
+            },
+            ["id", "class", "type", "cpu_shares", "memory"],
+            closed=True,
+        ),
+        "host": ID,
+        "cpu_shares": {"type": "integer", "minimum": 2},
+        "memory": {"type": "integer", "minimum": 1},
+        "cut_received": CUT_RECEIVED,
+        "cuts": _list(
+            _object(
+                {
+                    "task": ID,
+                    "cpu_shares": {"type": "integer", "minimum": 2},
+                    "memory": {"type": "integer", "minimum": 1},
+                    "cut_received": CUT_RECEIVED,
+                },
+                ["task", "cpu_shares", "memory", "cut_received"],
+                closed=True,
+            )
+        ),
+        "kills": _list(ID),
+    },
+    ["request", "host"],
+    closed=True,
+)
+BODY_METHODS = ("post", "put", "delete")  # the edge reads a body sent with any of these
+
+
 def _op(
+    method: str,
     summary: str,
     *,
-    body: dict[str, Any] | None = None,
     ok: str = "200",
-    mutating: bool = False,
+    also_ok: tuple[str, ...] = (),
+    answer: dict[str, Any] | None = None,
+    errors: tuple[str, ...] = (),
+    body: dict[str, Any] | None = None,
     params: list[dict[str, Any]] | None = None,
+    public: bool = False,
 ) -> dict[str, Any]:
-    responses: dict[str, Any] = {
-        ok: {"description": "success", "content": {"application/json": {"schema": {}}}}
-    }
-    for code, text in (("400", "invalid input (the field is named)"), ("404", "not found")):
-        responses[code] = {"description": text, "content": {"application/json": {"schema": ERROR}}}
-    if mutating:
-        responses["401"] = {
-            "description": "missing or wrong bearer token",
-            "content": {"application/json": {"schema": ERROR}},
+    """One operation: ``ok`` (and ``also_ok``) with the ``answer`` schema, then each error it
+    can answer."""
+    success = {"description": "success", "content": {"application/json": {"schema": answer or {}}}}
+    responses: dict[str, Any] = {code: success for code in (ok, *also_ok)}
+    codes = set(errors)
+    if method in BODY_METHODS:
+        codes |= {"400", "413"}
+    if not public:
+        codes.add("401")
+    for code in sorted(codes):
+        responses[code] = {
+            "description": ERRORS[code],
+            "content": {"application/json": {"schema": ERROR_REF}},
         }
-    operation: dict[str, Any] = {"summary": summary, "responses": responses}
-    if mutating:
-        operation["security"] = [{"bearer": []}]
+    if not public:
+        responses["401"]["headers"] = {
+            "WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}
+        }
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "responses": responses,
+        "security": [] if public else [{"bearer": []}],
+    }
     if body is not None:
         operation["requestBody"] = {
             "required": True,
@@ -86,8 +311,8 @@ def _op(
     return operation
 
 
-def _path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": ID}
+def _path(name: str, schema: dict[str, Any] = ID) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
 def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -95,66 +320,96 @@ def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    host_id, task_id, request_id = _path("host_id"), _path("task_id"), _path("request_id")
+    host_id, request_id = _path("host_id"), _path("request_id")
+    task_id = _path("task_id", TASK_ID)
     utilization = {
         "type": "object",
         "additionalProperties": False,
+        "anyOf": [{"required": ["cpu_util"]}, {"required": ["memory_util"]}],
         "properties": {
             "cpu_util": UTIL,
             "memory_util": UTIL,
             "power_w": {"type": "number", "minimum": 0},
         },
     }
+    health = dict(_op("get", "health of Redis and the Docker engine", answer=HEALTH, public=True))
+    health["responses"]["503"] = {
+        "description": "Redis or the Docker engine does not answer (the checks say which)",
+        "content": {"application/json": {"schema": HEALTH}},
+    }
+    unavailable = ("503",)
     return {
         "openapi": "3.0.3",
         "info": {
             "title": "greenswarm manager",
             "version": "0.1.0",
-            "description": "Energy-aware placement for Docker Swarm. Mutating calls need "
-            "'Authorization: Bearer <token>'.",
+            "description": "Energy-aware placement for Docker Swarm. Every call but GET /healthz "
+            "needs 'Authorization: Bearer <token>'. A body larger than MAX_BODY_BYTES is 413; "
+            "one nested deeper than MAX_JSON_DEPTH, or with a string longer than "
+            "MAX_JSON_STRING_CHARS, is 400.",
         },
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"Error": ERROR},
+        },
         "paths": {
             "/requests": {
                 "post": _op(
+                    "post",
                     "submit a request (201 with the request and its decision)",
-                    body=REQUEST_BODY,
                     ok="201",
-                    mutating=True,
+                    answer=_object(
+                        {"request": REQUEST, "decision": _nullable(DECISION)},
+                        ["request", "decision"],
+                    ),
+                    errors=("409", "503"),
+                    body=REQUEST_BODY,
                 ),
                 "get": _op(
-                    "list requests",
+                    "get",
+                    "list requests (without their spec and history)",
+                    answer=_list(REQUEST_SUMMARY),
+                    errors=("400", "503"),
                     params=[
-                        _query(
-                            "status",
-                            {
-                                "enum": [
-                                    "pending",
-                                    "running",
-                                    "completed",
-                                    "failed",
-                                    "rejected",
-                                    "killed-and-rescheduled",
-                                    "stopped",
-                                ]
-                            },
-                        ),
+                        _query("status", {"enum": [s.value for s in RequestStatus]}),
                         _query("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
                     ],
                 ),
             },
             "/requests/{request_id}": {
-                "get": _op("a request: status, host, resources, history", params=[request_id]),
+                "get": _op(
+                    "get",
+                    "a request: status, host, resources, history",
+                    answer=REQUEST,
+                    errors=("400", "404", "503"),
+                    params=[request_id],
+                ),
                 "delete": _op(
-                    "stop a request and free its resources", mutating=True, params=[request_id]
+                    "delete",
+                    "stop a request and free its resources",
+                    answer=REQUEST,
+                    errors=("404", "503"),
+                    params=[request_id],
                 ),
             },
-            "/hosts": {"get": _op("hosts with region, class, utilization, allocation, tasks")},
-            "/healthz": {"get": _op("health of Redis and the Docker engine")},
-            "/openapi.json": {"get": _op("this document")},
+            "/hosts": {
+                "get": _op(
+                    "get",
+                    "hosts with region, class, utilization, allocation, tasks",
+                    answer=_list({"allOf": [HOST, _object({"tasks": _list(TASK)}, ["tasks"])]}),
+                    errors=unavailable,
+                )
+            },
+            "/healthz": {"get": health},
+            "/openapi.json": {"get": _op("get", "this document", answer={"type": "object"})},
             "/registry/hosts": {
                 "get": _op(
-                    "message 1: hosts, or one (region, class) list in order",
+                    "get",
+                    "message 1: hosts, or one (region, class) list in order (class and order "
+                    "need region)",
+                    answer=_list(HOST),
+                    errors=("400", "503"),
                     params=[
                         _query("region", {"enum": ["LEE", "DEE", "EED"]}),
                         _query("class", {"enum": ["1", "2", "3", "4", "empty"]}),
@@ -162,106 +417,162 @@ def document() -> dict[str, Any]:
                     ],
                 ),
                 "post": _op(
-                    "message 11: a monitor registers its host",
+                    "post",
+                    "message 11: a monitor registers its host (201; 200 when it was known; 409 "
+                    "for an id that is no Ready node of the Swarm)",
                     ok="201",
-                    mutating=True,
-                    body={
-                        "type": "object",
-                        "required": ["id", "cpu_capacity", "memory_capacity"],
-                        "properties": {
+                    also_ok=("200",),
+                    answer=HOST,
+                    errors=("409", *unavailable),
+                    body=_object(
+                        {
                             "id": ID,
-                            "address": {"type": "string"},
-                            "cpu_capacity": {"type": "integer"},
-                            "memory_capacity": {"type": "integer"},
+                            "address": {"type": "string", "maxLength": 255},
+                            "cpu_capacity": {"type": "integer", "minimum": 2},
+                            "memory_capacity": {"type": "integer", "minimum": 1},
                             "cpu_util": UTIL,
                             "memory_util": UTIL,
                         },
-                    },
+                        ["id", "cpu_capacity", "memory_capacity"],
+                        closed=True,
+                    ),
                 ),
             },
             "/registry/hosts/{host_id}": {
-                "get": _op("one host", params=[host_id]),
+                "get": _op(
+                    "get",
+                    "one host",
+                    answer=HOST,
+                    errors=("400", "404", "503"),
+                    params=[host_id],
+                ),
                 "delete": _op(
+                    "delete",
                     "a host leaves; its tasks are rescheduled",
                     ok="202",
-                    mutating=True,
+                    answer=_object({"removed": STRING}, ["removed"]),
+                    errors=("404", "503"),
                     params=[host_id],
                 ),
             },
             "/registry/hosts/{host_id}/utilization": {
                 "put": _op(
-                    "message 12: host utilization",
+                    "put",
+                    "message 12: host utilization (cpu_util, memory_util or both)",
+                    answer=HOST,
+                    errors=("404", "503"),
                     body=utilization,
-                    mutating=True,
                     params=[host_id],
                 ),
             },
             "/registry/hosts/{host_id}/tasks": {
                 "get": _op(
+                    "get",
                     "message 2: a host's tasks, class descending, utilization ascending",
+                    answer=_list(TASK),
+                    errors=("400", "404", "503"),
                     params=[host_id],
                 ),
             },
             "/registry/placements": {
                 "post": _op(
+                    "post",
                     "messages 3-5: apply a placement decision",
                     ok="201",
-                    mutating=True,
-                    body={"type": "object"},
+                    answer=_object({"placed": STRING, "killed": _list(STRING)}, ["placed"]),
+                    errors=("404", "409", "503"),
+                    body=PLACEMENT,
                 ),
             },
             "/registry/tasks/{task_id}": {
-                "get": _op("one task", params=[task_id]),
-                "delete": _op("message 9: a task terminated", mutating=True, params=[task_id]),
+                "get": _op(
+                    "get",
+                    "one task",
+                    answer=TASK,
+                    errors=("400", "404", "405", "503"),
+                    params=[task_id],
+                ),
+                "delete": _op(
+                    "delete",
+                    "message 9: a task terminated (404: no such task is booked)",
+                    ok="202",
+                    answer=_object({"ended": STRING}, ["ended"]),
+                    errors=("404", "405", "503"),
+                    params=[task_id],
+                ),
             },
             "/registry/tasks/{task_id}/resources": {
                 "put": _op(
+                    "put",
                     "message 6: the resources a cut task really has",
-                    mutating=True,
+                    answer=TASK,
+                    errors=("404", "503"),
                     params=[task_id],
-                    body={
-                        "type": "object",
-                        "required": ["cpu_shares", "memory"],
-                        "properties": {
-                            "cpu_shares": {"type": "integer"},
-                            "memory": {"type": "integer"},
+                    body=_object(
+                        {
+                            "cpu_shares": {"type": "integer", "minimum": 2},
+                            "memory": {"type": "integer", "minimum": 1},
                         },
-                    },
+                        ["cpu_shares", "memory"],
+                        closed=True,
+                    ),
                 ),
             },
             "/registry/tasks/{task_id}/kill": {
                 "post": _op(
+                    "post",
                     "messages 7-8: kill a task and reschedule it",
                     ok="202",
-                    mutating=True,
+                    answer=_object({"killed": STRING}, ["killed"]),
+                    errors=("404", "503"),
                     params=[task_id],
                 ),
             },
             "/registry/tasks/{task_id}/end": {
                 "post": _op(
-                    "message 10: an agent saw the task's container exit",
-                    mutating=True,
+                    "post",
+                    "message 10: an agent saw the task's container exit (ended: false when the "
+                    "report is stale or the task unknown)",
+                    answer=_object({"task": STRING, "ended": {"type": "boolean"}}, ["ended"]),
+                    errors=("404", "503"),
                     params=[task_id],
-                    body={
-                        "type": "object",
-                        "required": ["status"],
-                        "properties": {
+                    body=_object(
+                        {
                             "status": {"enum": ["finished", "failed", "stopped", "killed"]},
-                            "exit_code": {"type": "integer"},
-                            "service_id": {"type": "string"},
+                            "exit_code": _nullable(
+                                {"type": "integer", "minimum": -(2**31), "maximum": 2**31}
+                            ),
+                            "service_id": _nullable({"type": "string", "maxLength": 128}),
+                            "oom": {"type": "boolean"},
                         },
-                    },
+                        ["status"],
+                        closed=True,
+                    ),
                 ),
             },
             "/registry/tasks/utilization": {
                 "put": _op(
+                    "put",
                     "message 13: a batch of task utilization updates",
-                    mutating=True,
-                    body={
-                        "type": "object",
-                        "required": ["host", "tasks"],
-                        "properties": {"host": ID, "tasks": {"type": "array"}},
-                    },
+                    answer=_object(
+                        {"updated": _list(STRING), "unknown": _list(STRING)},
+                        ["updated", "unknown"],
+                    ),
+                    errors=unavailable,
+                    body=_object(
+                        {
+                            "host": ID,
+                            "tasks": _list(
+                                _object(
+                                    {"id": ID, "cpu_util": UTIL, "memory_util": UTIL},
+                                    ["id", "cpu_util", "memory_util"],
+                                    closed=True,
+                                )
+                            ),
+                        },
+                        ["host", "tasks"],
+                        closed=True,
+                    ),
                 ),
             },
         },

@@ -13,14 +13,15 @@ from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
 from scheduler import registry
 from scheduler.plugin import ClusterOptions, PolicyPlugin, build_options, option_fields
+from web.edge import BodyLimits, listen_addresses
 
 ENV_PREFIX = "GREENSWARM_"
 
 
 @dataclass(frozen=True)
 class ManagerSettings:
-    token: str = ""  # bearer token for every mutating endpoint (GREENSWARM_TOKEN)
-    listen_host: str = "127.0.0.1"
+    token: str = ""  # bearer token for every endpoint but /healthz (GREENSWARM_TOKEN)
+    listen_host: str = "127.0.0.1"  # several: comma-separated (the lab: 127.0.0.1,10.123.0.1)
     listen_port: int = 8080
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "gs"
@@ -47,6 +48,10 @@ class ManagerSettings:
     # and the selected policy's typed options: read by from_env from the same environment.
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     options: Any = None
+    # bounds on every request body (DESIGN 9): 413 past the size, 400 past depth or length
+    max_body_bytes: int = BodyLimits.max_body_bytes
+    max_json_depth: int = BodyLimits.max_json_depth
+    max_json_string_chars: int = BodyLimits.max_json_string_chars
 
     @property
     def classes(self) -> ClassTable:
@@ -68,6 +73,10 @@ class ManagerSettings:
     def plugin(self) -> PolicyPlugin[Any]:
         return registry.plugin(self.policy)
 
+    @property
+    def body_limits(self) -> BodyLimits:
+        return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
+
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str] | None = None, **overrides: object
@@ -86,8 +95,10 @@ class ManagerSettings:
     def validate(self) -> None:
         if not 0 < self.listen_port < 65536:
             raise ValidationError("listen_port", "must be a TCP port")
+        listen_addresses(self.listen_host, self.listen_port)
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
+        self.body_limits.validate()
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:

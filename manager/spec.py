@@ -1,7 +1,12 @@
-"""Validation of ``POST /requests`` bodies (DESIGN 3.1). Pure: every error names its field."""
+"""Validation of ``POST /requests`` bodies (DESIGN 3.1). Pure: every error names its field.
+
+What Docker or the Swarm would refuse later (a NUL byte, a volume at "/", a spec too large for
+one raft message) is refused here, so that an accepted request is one the Swarm can run.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import uuid
@@ -9,7 +14,7 @@ from typing import Any
 
 from domain.classes import check_class
 from domain.errors import ValidationError
-from domain.model import MIN_CPU_SHARES, Request, check_id, check_int, check_task_type
+from domain.model import MIN_CPU_SHARES, Request, check_int, check_task_id, check_task_type
 from domain.units import parse_memory
 
 FIELDS = {
@@ -29,7 +34,12 @@ IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_COMMAND_ITEMS = 256
 MAX_ENV = 128
+MAX_ENV_VALUE_CHARS = 32_768
 MAX_PORTS = 32
+MAX_VOLUMES = 16
+# The normalised spec as JSON: it becomes a Swarm service (whose raft message is at most
+# 1.5 MiB) and a request record, so it stays far below that.
+MAX_SPEC_BYTES = 262_144
 
 
 def parse_spec(
@@ -42,11 +52,13 @@ def parse_spec(
     if unknown:
         raise ValidationError(unknown[0], "unknown field")
     image = body.get("image")
-    if not isinstance(image, str) or not IMAGE.match(image):
+    if not isinstance(image, str) or not IMAGE.fullmatch(image):
         raise ValidationError("image", "is required: an image reference such as 'redis:7'")
     request_id = body.get("name")
     request_id = (
-        check_id(request_id, "name") if request_id is not None else f"r-{uuid.uuid4().hex[:12]}"
+        check_task_id(request_id, "name")
+        if request_id is not None
+        else f"r-{uuid.uuid4().hex[:12]}"
     )
     cpu_shares = check_int(body.get("cpu_shares"), "cpu_shares", MIN_CPU_SHARES)
     if cpu_shares > max_cpu_shares:
@@ -75,7 +87,18 @@ def parse_spec(
         "type": kind.value,
         "class": cls,
     }
+    size = len(json.dumps(spec).encode())
+    if size > MAX_SPEC_BYTES:
+        raise ValidationError(
+            "body", f"the request is {size} bytes as JSON; at most {MAX_SPEC_BYTES} are taken"
+        )
     return Request(request_id, cls, kind, cpu_shares, memory), spec, queue
+
+
+def _no_nul(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain a NUL character")
+    return value
 
 
 def _command(value: object) -> list[str]:
@@ -86,8 +109,9 @@ def _command(value: object) -> list[str]:
             parts = shlex.split(value)
         except ValueError as exc:
             raise ValidationError("command", f"cannot split: {exc}") from None
+        _no_nul(value, "command")
     elif isinstance(value, list) and all(isinstance(p, str) for p in value):
-        parts = list(value)
+        parts = [_no_nul(p, f"command[{i}]") for i, p in enumerate(value)]
     else:
         raise ValidationError("command", "must be a string or a list of strings")
     if len(parts) > MAX_COMMAND_ITEMS or any(len(p) > 4096 for p in parts):
@@ -102,11 +126,14 @@ def _env(value: object) -> dict[str, str]:
         raise ValidationError("env", f"must be an object of at most {MAX_ENV} names")
     env = {}
     for name, item in value.items():
-        if not ENV_NAME.match(name):
+        if not ENV_NAME.fullmatch(name):
             raise ValidationError(f"env.{name}", "is not a valid variable name")
         if isinstance(item, bool) or not isinstance(item, str | int | float):
             raise ValidationError(f"env.{name}", "must be a string or a number")
-        env[name] = str(item)
+        text = _no_nul(str(item), f"env.{name}")
+        if len(text) > MAX_ENV_VALUE_CHARS:
+            raise ValidationError(f"env.{name}", f"is longer than {MAX_ENV_VALUE_CHARS} characters")
+        env[name] = text
     return env
 
 
@@ -119,7 +146,7 @@ def _ports(value: object) -> list[dict[str, Any]]:
     for index, item in enumerate(value):
         path = f"ports[{index}]"
         if isinstance(item, str):
-            match = re.match(r"^(\d+):(\d+)(?:/(tcp|udp))?$", item)
+            match = re.fullmatch(r"(\d+):(\d+)(?:/(tcp|udp))?", item)
             if match is None:
                 raise ValidationError(path, "must be 'published:target[/tcp|udp]'")
             item = {
@@ -144,12 +171,25 @@ def _ports(value: object) -> list[dict[str, Any]]:
 
 
 def _volumes(value: object) -> list[str]:
-    """Container paths that get an anonymous volume (removed with the container)."""
+    """Container paths that get an anonymous volume (removed with the container), normalised
+    ("/data/" is "/data"). Not "/" (Docker refuses to mount over the root), no ".." (where it
+    would land depends on the image), no NUL, no mount point twice."""
     if value is None:
         return []
-    if not isinstance(value, list) or len(value) > 16:
-        raise ValidationError("volumes", "must be a list of at most 16 absolute paths")
+    if not isinstance(value, list) or len(value) > MAX_VOLUMES:
+        raise ValidationError("volumes", f"must be a list of at most {MAX_VOLUMES} absolute paths")
+    paths: list[str] = []
     for index, path in enumerate(value):
+        field = f"volumes[{index}]"
         if not isinstance(path, str) or not path.startswith("/") or len(path) > 1024:
-            raise ValidationError(f"volumes[{index}]", "must be an absolute path")
-    return list(value)
+            raise ValidationError(field, "must be an absolute path")
+        parts = [part for part in _no_nul(path, field).split("/") if part not in ("", ".")]
+        if not parts:
+            raise ValidationError(field, "must not be the root '/'")
+        if ".." in parts:
+            raise ValidationError(field, "must not contain '..'")
+        normal = "/" + "/".join(parts)
+        if normal in paths:
+            raise ValidationError(field, f"mounts {normal} twice")
+        paths.append(normal)
+    return paths

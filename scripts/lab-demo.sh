@@ -156,11 +156,11 @@ web_address=$("$DOCKER" node inspect --format '{{.Status.Addr}}' "$web_node" 2>/
 echo
 echo "== Look further (the services keep running; the jobs are done)"
 look() { printf '  %-62s # %s\n' "$1" "$2"; }
-look "export GREENSWARM_TOKEN=\$(cat $TOKEN_FILE)" "for submit and stop (DELETE)"
+look "export GREENSWARM_TOKEN=\$(cat $TOKEN_FILE)" "every call but /healthz takes it"
 look "source .venv/bin/activate" "the greenswarm CLI"
 look "greenswarm status" "every request (greenswarm status $p-encode: its history)"
 look "greenswarm hosts" "regions, classes, use and bookings"
-look "curl $GREENSWARM_URL/hosts" "REST: /requests, /requests/<id>, /healthz, /openapi.json"
+look "curl -H \"Authorization: Bearer \$GREENSWARM_TOKEN\" $GREENSWARM_URL/hosts" "REST: /requests, /requests/<id>, /openapi.json"
 look "curl http://$web_address:18080/" "the web service (timeserver) on $web_node"
 look "$DOCKER service ls" "requests are Swarm services (gs-$p-...)"
 look "$DOCKER stack ps $STACK" "the agent and monitor of every node"

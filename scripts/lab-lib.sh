@@ -48,6 +48,9 @@ lab_token() {
     export GREENSWARM_TOKEN
 }
 export GREENSWARM_URL="http://127.0.0.1:$MANAGER_PORT"          # CLI and helper
+# The manager listens on this machine's loopback (the CLI) and on the lab's bridge (the nodes'
+# agents and monitors), nowhere else.
+export GREENSWARM_LISTEN_HOST="127.0.0.1,$BRIDGE_ADDRESS"
 export GREENSWARM_LISTEN_PORT="$MANAGER_PORT"
 export GREENSWARM_NODE_LABEL=greenswarm.lab.node                  # hosts: the lab nodes only
 export GREENSWARM_MANAGER_URL="http://$BRIDGE_ADDRESS:$MANAGER_PORT"

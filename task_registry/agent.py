@@ -30,6 +30,7 @@ from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
 from domain.settings import load_settings, shared_token
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes, memory_used_from_stats
+from web.edge import BodyLimits
 
 log = logging.getLogger(__name__)
 SERVICE_ID_LABEL = "com.docker.swarm.service.id"
@@ -48,6 +49,13 @@ class AgentSettings:
     reconcile_interval_s: float = 10.0
     cgroup_root: str = "/sys/fs/cgroup"
     proc_root: str = "/proc"
+    max_body_bytes: int = BodyLimits.max_body_bytes  # bounds on request bodies (DESIGN 9)
+    max_json_depth: int = BodyLimits.max_json_depth
+    max_json_string_chars: int = BodyLimits.max_json_string_chars
+
+    @property
+    def body_limits(self) -> BodyLimits:
+        return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
 
     @classmethod
     def from_env(cls, **overrides: object) -> AgentSettings:

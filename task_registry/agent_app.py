@@ -52,8 +52,8 @@ def cleanup() -> Response:
 
 
 def create_agent_app(agent_: Agent) -> Flask:
-    app = Flask("greenswarm.agent")
-    web.install(app, agent_.settings.token)
+    app = Flask("greenswarm.agent", static_folder=None)  # no files served
+    web.install(app, agent_.settings.token, agent_.settings.body_limits)
     app.extensions["greenswarm.agent"] = agent_
     app.register_blueprint(blueprint)
     return app

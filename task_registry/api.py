@@ -8,15 +8,31 @@ events that need the scheduler (a task ended, a kill) go through
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import BaseConverter
 
 from domain.errors import NotFoundError, ValidationError
 from domain.lifecycle import REPORTED_END_STATUSES, EndStatus, TaskEnd
-from domain.model import check_fraction_of_one, check_id, check_int
+from domain.model import RESERVED_TASK_IDS, check_fraction_of_one, check_id, check_int
 from host_registry.events import registry
 from web.edge import allow_only, json_body, required
 from web.forms import task_json
 
+
+class TaskIdConverter(BaseConverter):
+    """A path segment that may be a task id: not a reserved word, so that the routes beside
+    /registry/tasks/<task_id> (utilization) are not read as a task (a GET or DELETE there is a
+    405 with Allow, and OPTIONS lists only that route's methods)."""
+
+    regex = "(?!(?:" + "|".join(sorted(RESERVED_TASK_IDS)) + ")(?:/|$))[^/]+"
+
+
 blueprint = Blueprint("task_registry", __name__, url_prefix="/registry")
+
+
+@blueprint.record_once
+def _add_converter(state: BlueprintSetupState) -> None:  # before the rules below are added
+    state.app.url_map.converters["task_id"] = TaskIdConverter
 
 
 @blueprint.get("/hosts/<host_id>/tasks")
@@ -25,7 +41,7 @@ def list_tasks(host_id: str) -> Response:
     return jsonify([task_json(t) for t in registry().store.tasks_on(check_id(host_id, "host"))])
 
 
-@blueprint.get("/tasks/<task_id>")
+@blueprint.get("/tasks/<task_id:task_id>")
 def get_task(task_id: str) -> Response:
     task = registry().store.task(check_id(task_id, "task"))
     if task is None:
@@ -33,7 +49,7 @@ def get_task(task_id: str) -> Response:
     return jsonify(task_json(task))
 
 
-@blueprint.put("/tasks/<task_id>/resources")
+@blueprint.put("/tasks/<task_id:task_id>/resources")
 def set_resources(task_id: str) -> Response:
     """Message 6: a cut reached the node; the body says what the container really has now."""
     body = json_body()
@@ -46,21 +62,21 @@ def set_resources(task_id: str) -> Response:
     return jsonify(task_json(task))
 
 
-@blueprint.post("/tasks/<task_id>/kill")
+@blueprint.post("/tasks/<task_id:task_id>/kill")
 def kill_task(task_id: str) -> tuple[Response, int]:
     """Message 7: stop a task to make room; the scheduler reschedules it."""
     registry().events.kill(check_id(task_id, "task"))
     return jsonify({"killed": task_id}), 202
 
 
-@blueprint.post("/tasks/<task_id>/end")
+@blueprint.post("/tasks/<task_id:task_id>/end")
 def task_end(task_id: str) -> tuple[Response, int]:
     """Message 10: the node's agent saw the task's container exit. ``service_id`` names the
     placement the container belonged to, so a late report cannot end a newer placement."""
     body = json_body()
     allow_only(body, {"status", "exit_code", "service_id", "oom"})
     raw_status = required(body, "status")
-    if raw_status not in REPORTED_END_STATUSES:
+    if not isinstance(raw_status, str) or raw_status not in REPORTED_END_STATUSES:
         choices = ", ".join(REPORTED_END_STATUSES)
         raise ValidationError("status", "must be one of " + choices)
     exit_code = body.get("exit_code")
@@ -78,10 +94,12 @@ def task_end(task_id: str) -> tuple[Response, int]:
     return jsonify({"task": task_id, "ended": ended}), 200
 
 
-@blueprint.delete("/tasks/<task_id>")
+@blueprint.delete("/tasks/<task_id:task_id>")
 def delete_task(task_id: str) -> tuple[Response, int]:
-    """Message 9: the scheduler tells the registry a task terminated."""
-    registry().events.task_ended(TaskEnd(check_id(task_id, "task"), EndStatus.STOPPED))
+    """Message 9: the scheduler tells the registry a task terminated (404 when no such task
+    is booked)."""
+    if not registry().events.task_ended(TaskEnd(check_id(task_id, "task"), EndStatus.STOPPED)):
+        raise NotFoundError(f"no task {task_id!r}")
     return jsonify({"ended": task_id}), 202
 
 

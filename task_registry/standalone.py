@@ -8,7 +8,7 @@ rescheduling itself.
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Response, jsonify
 
 import host_registry.api
 import task_registry.api
@@ -47,11 +47,22 @@ class StandaloneEvents:
         self.store.end_task(task_id)  # the remote scheduler resubmits it (message 8)
 
 
-def create_registry_app(store: ClusterStore, token: str) -> Flask:
-    app = Flask("greenswarm.registry")
+def create_registry_app(
+    store: ClusterStore, token: str, limits: web.BodyLimits | None = None
+) -> Flask:
+    app = Flask("greenswarm.registry", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, token)
+    web.install(app, token, limits)
     app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store))
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)
+
+    @app.get("/healthz")
+    def health() -> Response:
+        """Served without the token, for health checks: 503 when the store does not answer."""
+        ping = getattr(store, "ping", None)  # the Redis store's; an in-memory one is always up
+        if ping is not None:
+            ping()
+        return jsonify({"status": "ok"})
+
     return app

@@ -92,6 +92,7 @@ class Stack:
         return {
             **os.environ,
             "GREENSWARM_TOKEN": self.token,
+            "GREENSWARM_LISTEN_HOST": f"127.0.0.1,{self.lab.state['gateway']}",
             "GREENSWARM_LISTEN_PORT": str(self.manager_port),
             "GREENSWARM_REDIS_PORT": str(self.redis_port),
             "GREENSWARM_NODE_LABEL": "greenswarm.lab.node",
@@ -168,7 +169,7 @@ class Stack:
         return {"Authorization": f"Bearer {self.token}"}
 
     def get(self, path: str) -> Any:
-        response = requests.get(self.url + path, timeout=30)
+        response = requests.get(self.url + path, timeout=30, headers=self.headers())
         response.raise_for_status()
         return response.json()
 

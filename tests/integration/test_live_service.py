@@ -206,6 +206,11 @@ BAD_REQUESTS = [
     ("env.1BAD", {"env": {"1BAD": "x"}}),
     ("ports[0]", {"ports": ["eighty"]}),
     ("surprise", {"surprise": 1}),
+    # accepted, then failed on the Swarm, before (issue 15, item 3)
+    ("env.BIG", {"env": {"BIG": "v" * 10**6}}),
+    ("env.BIG", {"env": {"BIG": "v" * 40_000}}),
+    ("volumes[0]", {"volumes": ["/"]}),
+    ("command[1]", {"command": ["echo", "a\x00b"]}),
 ]
 
 
@@ -245,6 +250,33 @@ def test_missing_image_and_bad_json_are_400(live: Live) -> None:
         headers={**live.headers(), "Content-Type": "application/json"},
     )
     assert raw.status_code == 400 and raw.json()["field"] == "body"
+
+
+def test_hostile_bodies_are_bounded_by_the_served_apps(live: Live) -> None:
+    """The audit's bodies against the manager and the agent as they are served (waitress):
+    400 naming the body, 413 with the JSON error (also for a chunked body, which declares no
+    length), and past 4 x the limit waitress refuses it unread; never a 500."""
+    import requests
+
+    headers = {**live.headers(), "Content-Type": "application/json"}
+    deep_env = '{"env": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}"
+    answer = requests.post(live.url + "/requests", data=deep_env, headers=headers, timeout=30)
+    assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
+    deep_list = "[" * 50_000 + "]" * 50_000
+    answer = requests.put(f"{live.agent_url}/agent/tasks/x/resources", data=deep_list,
+                          headers=headers, timeout=30)
+    assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
+    big = b'{"image": "' + b"a" * 2**21 + b'"}'
+    for url in (live.url + "/requests", live.url + "/registry/hosts"):
+        answer = requests.post(url, data=big, headers=headers, timeout=30)
+        assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
+        chunks = iter([big[: 2**20], big[2**20 :]])  # a generator body is sent chunked
+        answer = requests.post(url, data=chunks, headers=headers, timeout=30)
+        assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
+    huge = b"a" * (4 * 2**20 + 1)
+    answer = requests.post(live.url + "/requests", data=huge, headers=headers, timeout=30)
+    assert answer.status_code == 413
+    assert live.get("/requests") == []
 
 
 def test_mutating_calls_need_the_token(live: Live) -> None:

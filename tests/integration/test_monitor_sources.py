@@ -394,7 +394,8 @@ class LiveRegistry:
                     if m == "PUT" and p.startswith("/registry/hosts/") and status == 200]
 
     def host(self, host_id: str) -> dict[str, Any] | None:
-        response = requests.get(f"{self.url}/registry/hosts/{host_id}", timeout=5.0)
+        response = requests.get(f"{self.url}/registry/hosts/{host_id}", timeout=5.0,
+                                headers={"Authorization": f"Bearer {TOKEN}"})
         if response.status_code == 404:
             return None
         response.raise_for_status()

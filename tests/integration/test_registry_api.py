@@ -63,12 +63,12 @@ def test_register_then_update_then_list_in_scheduling_order(client: FlaskClient)
     assert again.get_json()["region"] == "DEE"
     register(client, "b", util=0.7)
     register(client, "c", util=0.55)
-    listed = client.get("/registry/hosts?region=DEE&class=empty").get_json()
+    listed = client.get("/registry/hosts?region=DEE&class=empty", headers=AUTH).get_json()
     assert [h["id"] for h in listed] == ["b", "a", "c"]  # U descending: best fit first
     response = client.put("/registry/hosts/c/utilization", headers=AUTH, json={"cpu_util": 0.9})
     assert response.get_json()["region"] == "EED" and response.get_json()["memory_util"] == 0.275
-    assert [h["id"] for h in client.get("/registry/hosts?region=EED").get_json()] == ["c"]
-    assert [h["id"] for h in client.get("/registry/hosts").get_json()] == ["a", "b", "c"]
+    assert [h["id"] for h in client.get("/registry/hosts?region=EED", headers=AUTH).get_json()] == ["c"]
+    assert [h["id"] for h in client.get("/registry/hosts", headers=AUTH).get_json()] == ["a", "b", "c"]
 
 
 def test_placement_with_cuts_and_kills_then_the_task_messages(
@@ -80,29 +80,29 @@ def test_placement_with_cuts_and_kills_then_the_task_messages(
     response = place(client, "c2", "h", 2, 200, kills=["small4"], cuts=[
         {"task": "big4", "cpu_shares": 400, "memory": 7, "cut_received": "1/3"}])
     assert response.status_code == 201 and response.get_json()["killed"] == ["small4"]
-    host = client.get("/registry/hosts/h").get_json()
+    host = client.get("/registry/hosts/h", headers=AUTH).get_json()
     assert (host["cpu_allocated"], host["class"], host["task_count"]) == (600, 2, 2)
-    tasks = client.get("/registry/hosts/h/tasks").get_json()
+    tasks = client.get("/registry/hosts/h/tasks", headers=AUTH).get_json()
     assert [t["id"] for t in tasks] == ["big4", "c2"]  # class descending
     assert tasks[0]["cut_received_exact"] == "1/3"
     # message 6: the node could apply the memory cut only in part
     response = client.put("/registry/tasks/big4/resources", headers=AUTH,
                           json={"cpu_shares": 400, "memory": 9})
     assert response.status_code == 200 and response.get_json()["memory"] == 9
-    assert client.get("/registry/hosts/h").get_json()["memory_allocated"] == 19
+    assert client.get("/registry/hosts/h", headers=AUTH).get_json()["memory_allocated"] == 19
     # message 13, with one unknown task
     response = client.put("/registry/tasks/utilization", headers=AUTH, json={
         "host": "h", "tasks": [{"id": "c2", "cpu_util": 0.9, "memory_util": 0.1},
                                {"id": "ghost", "cpu_util": 0.1, "memory_util": 0.1}]})
     assert response.get_json() == {"updated": ["c2"], "unknown": ["ghost"]}
-    assert client.get("/registry/tasks/c2").get_json()["cpu_util"] == 0.9
+    assert client.get("/registry/tasks/c2", headers=AUTH).get_json()["cpu_util"] == 0.9
     # messages 10 and 9
     ended = client.post("/registry/tasks/c2/end", headers=AUTH,
                         json={"status": "finished", "exit_code": 0})
     assert ended.status_code == 200 and ended.get_json()["ended"] is True
-    assert client.get("/registry/tasks/c2").status_code == 404
+    assert client.get("/registry/tasks/c2", headers=AUTH).status_code == 404
     assert client.delete("/registry/tasks/big4", headers=AUTH).status_code == 202
-    assert client.get("/registry/hosts/h").get_json()["class"] is None
+    assert client.get("/registry/hosts/h", headers=AUTH).get_json()["class"] is None
     assert store.tasks() == []
 
 
@@ -174,7 +174,7 @@ def test_every_mutating_endpoint_needs_the_token(
 def test_unknown_things_are_json_404s(client: FlaskClient) -> None:
     for path in ("/registry/hosts/nope", "/registry/tasks/nope", "/registry/hosts/nope/tasks",
                  "/no/such/route"):
-        response = client.get(path)
+        response = client.get(path, headers=AUTH)
         assert response.status_code == 404 and response.is_json, path
     assert client.post("/registry/tasks/nope/end", headers=AUTH,
                        json={"status": "failed"}).get_json()["ended"] is False

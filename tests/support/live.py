@@ -185,12 +185,13 @@ class Live:
         return requests.delete(self.url + path, timeout=60, headers=self.headers())
 
     def get_agent_tasks(self) -> Any:
-        response = requests.get(self.agent_url + "/agent/tasks", timeout=30)
+        response = requests.get(self.agent_url + "/agent/tasks", timeout=30,
+                                headers=self.headers())
         response.raise_for_status()
         return response.json()
 
     def get(self, path: str) -> Any:
-        response = requests.get(self.url + path, timeout=30)
+        response = requests.get(self.url + path, timeout=30, headers=self.headers())
         response.raise_for_status()
         return response.json()
 

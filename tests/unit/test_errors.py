@@ -110,6 +110,14 @@ def test_a_400_keeps_the_servers_field_and_message() -> None:
     assert str(error) == "memory: too big"
 
 
+def test_a_413_is_bad_input_naming_the_body() -> None:
+    error = error_from_answer(413, {"error": "too-large", "field": "body",
+                                    "message": "the body is larger than 1048576 bytes"},
+                              "POST /requests")
+    assert isinstance(error, ValidationError)
+    assert str(error) == "body: the body is larger than 1048576 bytes"
+
+
 def test_an_unexpected_status_says_so() -> None:
     error = error_from_answer(418, {"message": "short and stout"}, "GET /tea")
     assert type(error) is GreenSwarmError
