@@ -52,7 +52,12 @@ if [ "$down" = 1 ]; then
     export GREENSWARM_TOKEN
     if helper alive; then
         log "stopping the demo's requests"
-        helper reset --prefix demo || true
+        helper reset --prefix demo --quiet || true
+    fi
+    # asked before the lab goes: the lab may stop the engine it started, and the volume with it
+    volume_kept=0
+    if [ "$purge" = 0 ] && "$DOCKER" volume inspect "${PROJECT}_redis-data" >/dev/null 2>&1; then
+        volume_kept=1
     fi
     if [ "$purge" = 1 ]; then
         lab_take_down --purge
@@ -61,8 +66,9 @@ if [ "$down" = 1 ]; then
         lab_take_down --keep
     fi
     kept="the token stays in $TOKEN_FILE"
-    if "$DOCKER" volume inspect "${PROJECT}_redis-data" >/dev/null 2>&1; then
-        kept="$kept, the request records in the volume ${PROJECT}_redis-data"
+    if [ "$volume_kept" = 1 ]; then
+        kept="$kept, and Redis' volume ${PROJECT}_redis-data (every request record) is kept:"
+        kept="$kept --down --purge deletes it"
     fi
     log "done; $kept"
     exit 0
@@ -123,8 +129,9 @@ show greenswarm submit greenswarm/busybox:latest --name "$p-api" --class 2 --typ
 cat <<EOF
 
 == Step 3: a kill. urgent (class 1, 768 shares) fits nowhere, even with cuts ($packed's tasks
-   may lose only 1/6 more). The kill pass looks at EED hosts first: on $hot the class-2 encoder
-   is a tolerated victim. It is killed, urgent takes its place, and the encoder is rescheduled
+   may lose only 1/6 more). The kill pass looks at the busy hosts, EED then DEE ($hot is one of
+   them while the encoder runs, whichever region its monitor reported last): on $hot the
+   class-2 encoder is a tolerated victim. It is killed, urgent takes its place, and the encoder is rescheduled
    with its original resources, never on the host it just left: $strict (class 1) has
    640 + 320 <= 1024 shares. The job starts again there.
 EOF
@@ -165,7 +172,8 @@ look "curl http://$web_address:18080/" "the web service (timeserver) on $web_nod
 look "$DOCKER service ls" "requests are Swarm services (gs-$p-...)"
 look "$DOCKER stack ps $STACK" "the agent and monitor of every node"
 look "$DOCKER -H unix:///run/greenswarm/lab/$packed.sock ps" "a node's own engine"
-look "docker-compose -p $PROJECT logs manager" "the manager's log"
+look "GREENSWARM_TOKEN=\$(cat $TOKEN_FILE) docker-compose -p $PROJECT logs manager" \
+    "the manager's log (compose reads the token)"
 look "python -m lab status" "the lab's nodes"
 echo "Run it again: bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
 echo "Stop it all:  bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"

@@ -83,6 +83,8 @@ def cmd_reset(api: ManagerClient, args: argparse.Namespace) -> int:
             api.delete(f"/requests/{record['id']}")
             stopped.append(record["id"])
     print(f"stopped {len(stopped)} request(s) of earlier runs: {' '.join(stopped) or 'none'}")
+    if args.quiet:  # shutting down: no placement follows that others could change
+        return 0
     others = [r["id"] for r in api.get("/requests")
               if r["status"] not in FINAL and not r["id"].startswith(args.prefix)]
     if others:
@@ -212,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ready.add_argument("--timeout-s", type=float, default=120.0)
     reset = sub.add_parser("reset")
     reset.add_argument("--prefix", required=True)
+    reset.add_argument("--quiet", action="store_true",
+                       help="say nothing of other requests (when the demo shuts down)")
     quiet = sub.add_parser("quiet")
     quiet.add_argument("--timeout-s", type=float, default=60.0)
     host = sub.add_parser("host")
