@@ -1,0 +1,244 @@
+"""Service levels per request (DESIGN 3.10), after the QoS-driven scheduling paper (eq. 1-8).
+
+Every request, under every policy, live and simulated, is accounted from its admission:
+
+* e, the time it ran (a cut task runs);
+* p, the time it was admitted but not running: waiting in the queue (as a new request or a
+  victim) and the allocation time alpha from a placement until its container runs, except the
+  allocation time of its first placement, which every request pays under every policy;
+* its availability A = e / (e + p) (1 before anything is counted);
+* the objective sigma of its class (configuration; by default 1, 5/6, 2/3, 1/2);
+* its QoS metric Q = e / sigma - (e + p) - alpha: the time-to-violate V* while A >= sigma (how
+  long it could still wait), else its recoverability R*, the same formula and negative. A request
+  that never ran starts at Q = 0 (its first allocation is not held against it) and loses a
+  second per second while it waits;
+* its preemption overhead C = (sum of its allocation times) / (e + that sum) (eq. 8), over the
+  placements after the first;
+* its preemptions (times it was taken off a host), and the work it lost: a killed job restarts
+  from scratch, so what it had run since its last start is lost (times its CPU share).
+
+:class:`ServiceClock` keeps these for one request from the moments things happen to it; the
+recorder (simulator, replay) and the manager (from a request's typed history) both use it.
+Pure: no clock of its own, every moment is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+from domain.classes import CLASS_LABEL_PERCENT, CLASSES, check_class
+from domain.errors import ValidationError
+
+
+def default_objective(cls: int) -> Fraction:
+    """sigma(c) by default: 1 - t(c) of the thesis model (1, 5/6, 2/3, 1/2)."""
+    return Fraction(100, CLASS_LABEL_PERCENT[cls])
+
+
+@dataclass(frozen=True)
+class SloTable:
+    """The availability objective of every class; the defaults unless set."""
+
+    objectives: Mapping[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for cls, value in self.objectives.items():
+            check_class(cls, "slo")
+            if isinstance(value, bool) or not isinstance(value, int | float | Fraction) or not (
+                0 < float(value) <= 1
+            ):
+                raise ValidationError("slo", f"class {cls}: the objective must be in (0, 1]")
+
+    def objective(self, cls: int) -> float:
+        found = self.objectives.get(cls)
+        return float(found) if found is not None else float(default_objective(cls))
+
+    def as_dict(self) -> dict[str, float]:
+        return {str(c): self.objective(c) for c in CLASSES}
+
+    @classmethod
+    def parse(cls, text: str, field_name: str = "slo") -> SloTable:
+        """``"2=0.9,4=0.5"`` (classes not named keep their default); empty: the defaults."""
+        objectives: dict[int, float] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, raw = part.partition("=")
+            try:
+                cls_number = int(name)
+                value = float(raw)
+            except ValueError:
+                raise ValidationError(
+                    field_name, f"{part!r} is not CLASS=OBJECTIVE, e.g. 2=0.9") from None
+            if not sep or cls_number not in CLASSES:
+                raise ValidationError(field_name, f"{part!r}: the class must be 1..4")
+            if not 0 < value <= 1 or not math.isfinite(value):
+                raise ValidationError(field_name, f"{part!r}: the objective must be in (0, 1]")
+            if cls_number in objectives:
+                raise ValidationError(field_name, f"class {cls_number} is set twice")
+            objectives[cls_number] = value
+        return cls(objectives)
+
+    def describe(self) -> str:
+        return ", ".join(f"{c}={self.objective(c):g}" for c in CLASSES)
+
+
+# -- the formulas -----------------------------------------------------------------------------
+
+
+def availability(executed_s: float, pending_s: float) -> float:
+    """A = e / (e + p), eq. 1; 1 when nothing is counted yet."""
+    total = executed_s + pending_s
+    return executed_s / total if total > 0 else 1.0
+
+
+def qos_metric(executed_s: float, pending_s: float, objective: float, alpha_s: float) -> float:
+    """Q = e / sigma - (e + p) - alpha: V* (eq. 4) when A >= sigma, else R* (eq. 7)."""
+    return executed_s / objective - (executed_s + pending_s) - alpha_s
+
+
+def preemption_overhead(allocation_s: float, executed_s: float) -> float:
+    """C = (sum of allocation times) / (e + that sum), eq. 8; 0 with no allocation time."""
+    total = executed_s + allocation_s
+    return allocation_s / total if total > 0 else 0.0
+
+
+# -- one request's clock ------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    NEW = "new"  # admitted, never placed: waiting, Q from 0
+    ALLOCATING = "allocating"  # placed, its container not running yet
+    RUNNING = "running"
+    WAITING = "waiting"  # taken off a host (or never started), waiting to run again
+    DONE = "done"
+
+
+@dataclass
+class ServiceClock:
+    """The service one request received, from its admission at ``admitted_s``.
+
+    Call, in time order: :meth:`placed` when a host is booked for it, :meth:`running` when its
+    container runs (at once if that is not measured), :meth:`stopped` when it leaves its host
+    (killed, preempted, its host lost: it waits again), :meth:`ended` when it is over (finished,
+    failed, stopped by its client, refused). Ask :meth:`at` for the figures at any moment.
+    """
+
+    admitted_s: float
+    phase: Phase = Phase.NEW
+    since_s: float = 0.0
+    executed_s: float = 0.0  # e, up to since_s
+    pending_s: float = 0.0  # p, up to since_s
+    allocation_s: float = 0.0  # sum of the allocation times after the first placement
+    placements: int = 0
+    preemptions: int = 0
+    run_started_s: float | None = None  # its current run's start (work since it is lost on a kill)
+    lost_s: float = 0.0  # run time lost to kills (a killed job restarts from scratch)
+
+    def __post_init__(self) -> None:
+        self.since_s = self.admitted_s
+
+    def _advance(self, t: float) -> None:
+        dt = max(0.0, t - self.since_s)
+        if self.phase is Phase.RUNNING:
+            self.executed_s += dt
+        elif self.phase in (Phase.NEW, Phase.WAITING):
+            self.pending_s += dt
+        elif self.phase is Phase.ALLOCATING and self.placements > 1:
+            self.pending_s += dt
+            self.allocation_s += dt
+        self.since_s = max(self.since_s, t)
+
+    def placed(self, t: float) -> None:
+        if self.phase is Phase.DONE:
+            return
+        self._advance(t)
+        self.placements += 1
+        self.phase = Phase.ALLOCATING
+
+    def running(self, t: float) -> None:
+        if self.phase is not Phase.ALLOCATING:
+            return
+        self._advance(t)
+        self.phase = Phase.RUNNING
+        self.run_started_s = t
+
+    def stopped(self, t: float, *, preempted: bool = True, work_lost: bool = True) -> None:
+        """It left its host and waits to run again (a kill, a preemption, its host lost)."""
+        if self.phase is Phase.DONE:
+            return
+        self._advance(t)
+        if self.phase is Phase.RUNNING and work_lost and self.run_started_s is not None:
+            self.lost_s += t - self.run_started_s
+        if preempted and self.phase in (Phase.RUNNING, Phase.ALLOCATING):
+            self.preemptions += 1
+        self.phase = Phase.WAITING
+        self.run_started_s = None
+
+    def ended(self, t: float) -> None:
+        if self.phase is Phase.DONE:
+            return
+        self._advance(t)
+        self.phase = Phase.DONE
+        self.run_started_s = None
+
+    def at(self, t: float, objective: float, expected_alpha_s: float = 0.0) -> ServiceLevel:
+        """The figures at ``t`` (at or after the last call), as if the request stayed as it is.
+        ``expected_alpha_s``: the allocation time it would need to run again (the alpha of Q);
+        a request never placed is not charged it (it starts at Q = 0)."""
+        executed, pending, allocation = self.executed_s, self.pending_s, self.allocation_s
+        if self.phase is not Phase.DONE and t > self.since_s:
+            dt = t - self.since_s
+            if self.phase is Phase.RUNNING:
+                executed += dt
+            elif self.phase in (Phase.NEW, Phase.WAITING):
+                pending += dt
+            elif self.placements > 1:
+                pending += dt
+                allocation += dt
+        # to run (again) after a placement costs another allocation, counted against it; a
+        # request never placed has its first allocation free, as every request does
+        alpha = expected_alpha_s if self.placements > 0 else 0.0
+        return ServiceLevel(
+            executed_s=executed,
+            pending_s=pending,
+            availability=availability(executed, pending),
+            objective=objective,
+            qos=qos_metric(executed, pending, objective, alpha),
+            overhead=preemption_overhead(allocation, executed),
+            preemptions=self.preemptions,
+            lost_s=self.lost_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceLevel:
+    """One request's figures at a moment."""
+
+    executed_s: float
+    pending_s: float
+    availability: float
+    objective: float
+    qos: float  # Q: V* (>= 0) while the objective is met, else R* (< 0)
+    overhead: float  # C
+    preemptions: int
+    lost_s: float
+
+    @property
+    def met(self) -> bool:
+        return self.availability >= self.objective
+
+    def to_json(self) -> dict[str, float | int | bool]:
+        return {
+            "availability": self.availability,
+            "slo": self.objective,
+            "met_slo": self.met,
+            "q_s": self.qos,
+            "executed_s": self.executed_s,
+            "pending_s": self.pending_s,
+            "overhead": self.overhead,
+            "preemptions": self.preemptions,
+            "work_lost_s": self.lost_s,
+        }

@@ -1,0 +1,98 @@
+"""Service levels per request (DESIGN 3.10): the paper's numbers, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from domain.errors import ValidationError
+from domain.slo import (
+    ServiceClock,
+    SloTable,
+    availability,
+    preemption_overhead,
+    qos_metric,
+)
+
+MIN = 60.0
+
+
+def test_the_papers_example_time_to_violate() -> None:
+    """j ran 58 of its 60 minutes, k ran all of its 10, both with an SLO of 0.9: j may wait
+    about 4.4 minutes before it violates it, k about 1.1 (the paper's section on QoS metrics)."""
+    j = qos_metric(58 * MIN, 2 * MIN, 0.9, 0.0)
+    k = qos_metric(10 * MIN, 0.0, 0.9, 0.0)
+    assert j / MIN == pytest.approx(58 / 0.9 - 60)  # 4.444...
+    assert round(j / MIN, 1) == 4.4 and round(k / MIN, 1) == 1.1
+    assert availability(58 * MIN, 2 * MIN) == pytest.approx(0.9667, abs=1e-4)
+    assert availability(10 * MIN, 0) == 1.0
+    # after k waited its 1.1 minutes: 10 / 11.1 = 90.09 %, right at the edge
+    assert availability(10 * MIN, k) == pytest.approx(0.9)
+
+
+def test_recoverability_is_the_same_formula_negative_below_the_objective() -> None:
+    assert availability(30.0, 70.0) < 0.5
+    r = qos_metric(30.0, 70.0, 0.5, 0.0)
+    assert r == pytest.approx(30 / 0.5 - 100) == -40.0  # 40 s it would have had to run more
+    assert qos_metric(30.0, 70.0, 0.5, 2.0) == -42.0  # alpha makes it more urgent
+
+
+def test_the_preemption_overhead() -> None:
+    assert preemption_overhead(0.0, 100.0) == 0.0
+    assert preemption_overhead(10.0, 90.0) == pytest.approx(0.1)  # 10 / (90 + 10)
+    assert preemption_overhead(0.0, 0.0) == 0.0
+
+
+def test_a_clock_counts_e_and_p_and_spares_the_first_allocation() -> None:
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(5.0)  # waited 5 s
+    clock.running(7.0)  # the first allocation: 2 s, counted nowhere
+    clock.stopped(57.0)  # ran 50 s, killed: those 50 s of work are lost
+    clock.placed(67.0)  # waited 10 s
+    clock.running(70.0)  # a second allocation: 3 s, counted in p and in C
+    clock.ended(100.0)  # ran 30 s
+    level = clock.at(100.0, objective=0.8)
+    assert (level.executed_s, level.pending_s) == (80.0, 18.0)
+    assert level.availability == pytest.approx(80 / 98)
+    assert level.met  # 0.816 >= 0.8
+    assert level.overhead == pytest.approx(3 / 83)
+    assert (level.preemptions, level.lost_s) == (1, 50.0)
+    assert clock.at(500.0, 0.8) == level  # nothing counts once it is over
+
+
+def test_a_new_request_starts_at_q_zero_and_loses_a_second_per_second() -> None:
+    clock = ServiceClock(admitted_s=100.0)
+    assert clock.at(100.0, 0.5, expected_alpha_s=3.0).qos == 0.0
+    assert clock.at(130.0, 0.5, expected_alpha_s=3.0).qos == -30.0
+    assert clock.at(130.0, 0.5).availability == 0.0
+    clock.placed(130.0)
+    clock.running(131.0)
+    running = clock.at(151.0, 0.5, expected_alpha_s=3.0)  # ran 20 s, waited 30 s
+    assert running.qos == pytest.approx(20 / 0.5 - 50 - 3)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["placed", "running", "stopped", "ended"]),
+                          st.floats(0, 1000)), max_size=30),
+       st.floats(0.05, 1.0))
+def test_availability_stays_in_zero_one(steps: list[tuple[str, float]], objective: float) -> None:
+    clock = ServiceClock(admitted_s=0.0)
+    t = 0.0
+    for action, dt in steps:
+        t += dt
+        getattr(clock, action)(t)
+        level = clock.at(t, objective)
+        assert 0.0 <= level.availability <= 1.0
+        assert 0.0 <= level.overhead <= 1.0
+        assert level.executed_s >= 0 and level.pending_s >= 0
+
+
+def test_the_slo_table_defaults_and_overrides() -> None:
+    table = SloTable.parse("2=0.9,4=0.5")
+    assert [table.objective(c) for c in (1, 2, 3, 4)] == [1.0, 0.9, pytest.approx(2 / 3), 0.5]
+    assert SloTable().as_dict() == {"1": 1.0, "2": pytest.approx(5 / 6),
+                                    "3": pytest.approx(2 / 3), "4": 0.5}
+    for bad in ("2", "5=0.5", "2=0", "2=1.5", "2=x", "2=0.9,2=0.8", "2=nan"):
+        with pytest.raises(ValidationError) as error:
+            SloTable.parse(bad)
+        assert error.value.field == "slo"
