@@ -2,9 +2,9 @@
 
 One :class:`MetricsRecorder` per policy run. The driver (simulator, live replay) calls the
 ``on_*`` methods as things happen, in time order, then :meth:`MetricsRecorder.finish` once,
-which returns a :class:`measure.results.PolicyResult` (:func:`measure.report.save_result` writes
-it as ``DIR/<policy>/result.json`` + ``host_series.csv``). The recorder does no I/O and never
-calls the scheduler.
+which returns a :class:`measure.results.PolicyResult`
+(:func:`measure.result_files.save_result` writes it as ``DIR/<policy>/result.json`` +
+``host_series.csv``). The recorder does no I/O and never calls the scheduler.
 
 Times ``t`` are seconds on the run's clock (trace time: 0 = start of the trace; the live replay
 uses trace time too, i.e. wall time / compression). Ids: a placed request becomes a task with
