@@ -136,9 +136,10 @@ def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def _convert(args: argparse.Namespace) -> int:
     from domain.errors import ValidationError
+    from workloads.alibaba import convert_alibaba, read_node_list
     from workloads.cluster import parse_hosts_spec, sample_hosts
+    from workloads.google2011 import convert_google2011
     from workloads.outfiles import OutFile
-    from workloads.readers import convert_alibaba, convert_google2011, read_node_list
     from workloads.trace import write_trace
 
     OutFile(args.out)  # a --out that cannot be written is refused before the reading

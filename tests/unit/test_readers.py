@@ -13,15 +13,10 @@ import pytest
 from cli.bench import register
 from domain.errors import ValidationError
 from domain.model import TaskType
+from workloads.alibaba import convert_alibaba
 from workloads.cluster import parse_hosts_spec
-from workloads.readers import (
-    DOCKER_MIN_MEMORY_BYTES,
-    convert_alibaba,
-    convert_google2011,
-    google_class,
-    google_type,
-    reference_host,
-)
+from workloads.google2011 import convert_google2011, google_class, google_type, reference_host
+from workloads.readers import DOCKER_MIN_MEMORY_BYTES
 from workloads.trace import TraceError, TraceRequest, Workload, read_trace
 
 GIB = 1024**3
