@@ -106,7 +106,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from replay.plan import ReplayPlanConfig, plan_submissions
     from sim.runner import THESIS_PROBES, requests_with_probes
     from workloads.outfiles import out_directory
-    from workloads.trace import read_trace
+    from workloads.trace_file import read_trace
 
     label = check_policy_name(args.policy_label)
     out_directory(args.out, create=False)  # refused before the replay, not after it

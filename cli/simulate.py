@@ -217,7 +217,8 @@ def _simulate_seed(
     from sim.summary import render_summary
     from workloads.cluster import format_hosts_spec, parse_hosts_spec
     from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
-    from workloads.trace import TraceSource, open_trace
+    from workloads.trace import TraceSource
+    from workloads.trace_file import open_trace
 
     if args.workload is not None:
         assert seed is not None  # run_simulate checked
