@@ -63,7 +63,7 @@ def _add_generate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _generate(args: argparse.Namespace) -> int:
     from workloads.cluster import parse_hosts_spec
     from workloads.thesis import ThesisWorkloadConfig, iter_thesis_requests, thesis_header
-    from workloads.trace import write_requests
+    from workloads.trace_file import write_requests
 
     config = ThesisWorkloadConfig(
         hosts=parse_hosts_spec(args.hosts),
@@ -136,10 +136,11 @@ def _add_convert(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def _convert(args: argparse.Namespace) -> int:
     from domain.errors import ValidationError
+    from workloads.alibaba import convert_alibaba, read_node_list
     from workloads.cluster import parse_hosts_spec, sample_hosts
+    from workloads.google2011 import convert_google2011
     from workloads.outfiles import OutFile
-    from workloads.readers import convert_alibaba, convert_google2011, read_node_list
-    from workloads.trace import write_trace
+    from workloads.trace_file import write_trace
 
     OutFile(args.out)  # a --out that cannot be written is refused before the reading
     if args.nodes_sample is not None and args.nodes_file is None:

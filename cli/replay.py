@@ -4,7 +4,7 @@
         --out DIR [--duration-s S] [--token-file F] [--no-probes] [--port-base 20000]
         [--id-prefix P] [--power-table NAME] [--wait-hosts-s 60] [--queue-new] [--progress]
 
-Writes ``DIR/<policy-label>/result.json`` and ``host_series.csv`` (measure/report.py, as
+Writes ``DIR/<policy-label>/result.json`` and ``host_series.csv`` (measure/result_files.py, as
 the simulator does, so ``greenswarm bench report DIR`` shows live and simulated runs side by
 side), ``DIR/<policy-label>/replay.json`` (what the replay itself saw: submission lag, client
 round trips, errors, counters) and ``DIR/<policy-label>/requests.jsonl`` (every request's record
@@ -101,12 +101,12 @@ def run_replay(args: argparse.Namespace) -> int:
     from domain.errors import ValidationError
     from domain.settings import shared_token
     from measure.energy import PowerModel
-    from measure.report import check_policy_name, save_result
+    from measure.result_files import check_policy_name, save_result
     from replay.driver import Replay, ReplayOptions
     from replay.plan import ReplayPlanConfig, plan_submissions
     from sim.runner import THESIS_PROBES, requests_with_probes
     from workloads.outfiles import out_directory
-    from workloads.trace import read_trace
+    from workloads.trace_file import read_trace
 
     label = check_policy_name(args.policy_label)
     out_directory(args.out, create=False)  # refused before the replay, not after it

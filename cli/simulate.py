@@ -8,7 +8,7 @@
     greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
         [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
 
-``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (measure.report),
+``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (measure.result_files),
 ``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
 side-by-side table, with the thesis's numbers for the thesis workload), then the report
 (``DIR/summary.md``, ``summary.json``, PNG plots). With ``--seeds`` each seed's run goes into
@@ -210,13 +210,15 @@ def _simulate_seed(
     ``seed`` None: the trace's own seed (or 0)."""
     from cli import policy_options
     from measure.energy import PowerModel
-    from measure.report import save_result, write_report
+    from measure.report import write_report
+    from measure.result_files import save_result
     from sim.config import SimConfig
     from sim.runner import TraceInput, run_policies, thesis_input
     from sim.summary import render_summary
     from workloads.cluster import format_hosts_spec, parse_hosts_spec
     from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
-    from workloads.trace import TraceSource, open_trace
+    from workloads.trace import TraceSource
+    from workloads.trace_file import open_trace
 
     if args.workload is not None:
         assert seed is not None  # run_simulate checked

@@ -15,7 +15,8 @@
                                                violation deadline, members ``{class}:{id}``
  ``{p}:pending:{id}``                          hash: one pending entry
  ``{p}:stamp``                                 counter: the source of every hash's "stamp" field,
-                                               which optimistic writes check (``CAS_LUA``)
+                                               which optimistic writes check (``CAS_LUA``,
+                                               host_registry/redis_tx.py)
 ===========================================  =====================================================
 
 Rooms are stored so that a list can be filtered inside Redis (see ``CANDIDATES_LUA``) without
@@ -218,40 +219,4 @@ for i = 2, #KEYS do
   end
 end
 return tasks
-"""
-
-
-# Applies a batch of writes only if none of the checked keys changed since they were read.
-# ARGV[1] is JSON: {"check": [[key, stamp or ""], ...], "ops": [[command, key, args...], ...],
-# "stamp": [key, ...]}. A key's stamp is its "stamp" field ("" when the key did not exist);
-# every key in "stamp" gets a fresh stamp from the counter KEYS[1]. Returns 1, or 0 on conflict
-# (nothing written). Only hash, sorted-set and DEL commands are accepted, plus RAISE (see below).
-CAS_LUA = """
-local request = cjson.decode(ARGV[1])
-for _, check in ipairs(request.check) do
-  local stamp = redis.call('HGET', check[1], 'stamp')
-  if stamp == false then stamp = '' end
-  if stamp ~= check[2] then return 0 end
-end
-local allowed = {HSET = true, HDEL = true, DEL = true, ZADD = true, ZREM = true}
-for _, op in ipairs(request.ops) do
-  if op[1] == 'RAISE' then
-    -- {'RAISE', bound hash, field, value, ...}: raise known bounds, leave unknown ones unknown
-    for i = 3, #op, 2 do
-      local current = tonumber(redis.call('HGET', op[2], op[i]))
-      if current ~= nil and tonumber(op[i + 1]) > current then
-        redis.call('HSET', op[2], op[i], op[i + 1])
-      end
-    end
-  elseif allowed[op[1]] then
-    redis.call(unpack(op))
-  else
-    return redis.error_reply('command not allowed: ' .. op[1])
-  end
-end
-if #request.stamp > 0 then
-  local stamp = tostring(redis.call('INCR', KEYS[1]))
-  for _, key in ipairs(request.stamp) do redis.call('HSET', key, 'stamp', stamp) end
-end
-return 1
 """

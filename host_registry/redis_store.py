@@ -2,17 +2,16 @@
 
 Every change runs as one optimistic transaction: read what it depends on (one pipelined round
 trip), compute in Python with the same domain code as the in-memory store, then one Lua call
-(``CAS_LUA``) that writes everything only if none of those keys' stamps changed meanwhile, or
-else retries. A host therefore moves between (region, class) lists atomically and a reader never
-sees it twice or not at all. Candidate lists are filtered inside Redis by a Lua script that
-compares the stored room of each host with the request, so the scheduler receives only hosts
-that can take it, a few at a time, in the order of DESIGN 3.4-3.6.
+(``CAS_LUA``, :mod:`host_registry.redis_tx`) that writes everything only if none of those keys'
+stamps changed meanwhile, or else retries. A host therefore moves between (region, class) lists
+atomically and a reader never sees it twice or not at all. Candidate lists are filtered inside
+Redis by a Lua script that compares the stored room of each host with the request, so the
+scheduler receives only hosts that can take it, a few at a time, in the order of DESIGN 3.4-3.6.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -31,7 +30,6 @@ from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.keys import (
     CANDIDATES_LUA,
-    CAS_LUA,
     TASKS_ON_LUA,
     HostKeys,
     host_from_hash,
@@ -41,6 +39,7 @@ from host_registry.keys import (
     pending_to_hash,
     room_fields,
 )
+from host_registry.redis_tx import CAS_LUA, Batch
 from host_registry.task_keys import TaskKeys, task_from_hash, task_to_hash
 
 T = TypeVar("T")
@@ -49,41 +48,6 @@ T = TypeVar("T")
 Pipeline = Any
 MAX_RETRIES = 100
 FIRST_PAGE, LAST_PAGE = 1, 256  # most decisions take the first candidate
-
-
-class _Batch:
-    """Writes for CAS_LUA: the keys to check with the stamps read, then the commands."""
-
-    def __init__(self) -> None:
-        self.checks: list[list[str]] = []
-        self.ops: list[list[str]] = []
-        self.stamped: list[str] = []
-
-    def check(self, key: str, fields: dict[str, str]) -> _Batch:
-        self.checks.append([key, fields.get("stamp", "")])
-        return self
-
-    def hset(self, key: str, mapping: dict[str, str]) -> None:
-        self.ops.append(["HSET", key, *(item for pair in mapping.items() for item in pair)])
-        if key in self.stamped:
-            self.stamped.remove(key)
-        self.stamped.append(key)
-
-    def delete(self, *keys: str) -> None:
-        self.ops.append(["DEL", *keys])
-        self.stamped = [key for key in self.stamped if key not in keys]
-
-    def zadd(self, key: str, member: str, score: float) -> None:
-        self.ops.append(["ZADD", key, repr(score), member])
-
-    def zrem(self, key: str, member: str) -> None:
-        self.ops.append(["ZREM", key, member])
-
-    def raise_bounds(self, key: str, values: dict[str, str]) -> None:
-        self.ops.append(["RAISE", key, *(item for pair in values.items() for item in pair)])
-
-    def to_json(self) -> str:
-        return json.dumps({"check": self.checks, "ops": self.ops, "stamp": self.stamped})
 
 
 @contextlib.contextmanager
@@ -222,7 +186,7 @@ class RedisStore:
     def add_host(self, spec: HostSpec, cpu_util: float = 0.0, memory_util: float = 0.0) -> HostView:
         key = self.host_keys.host(spec.id)
 
-        def attempt() -> tuple[HostView, _Batch]:
+        def attempt() -> tuple[HostView, Batch]:
             (fields,) = self._read_hashes([key])
             old = host_from_hash(fields) if fields else None
             view = HostView(
@@ -239,7 +203,7 @@ class RedisStore:
                 ),
                 address=spec.address,
             )
-            batch = _Batch().check(key, fields)
+            batch = Batch().check(key, fields)
             batch.zadd(self.host_keys.all, spec.id, 0.0)
             self._stage_host(batch, old, view)
             return view, batch
@@ -250,7 +214,7 @@ class RedisStore:
         key = self.host_keys.host(host_id)
         class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
 
-        def attempt() -> tuple[list[Task], _Batch]:
+        def attempt() -> tuple[list[Task], Batch]:
             with redis_errors():
                 pipe = self._redis.pipeline(transaction=False)
                 pipe.hgetall(key)
@@ -263,7 +227,7 @@ class RedisStore:
             task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
             task_fields = self._read_hashes(task_keys)
             tasks = [task_from_hash(f) for f in task_fields if f]
-            batch = _Batch().check(key, fields)  # every task change rewrites the host hash
+            batch = Batch().check(key, fields)  # every task change rewrites the host hash
             for task in tasks:
                 self._stage_task_removal(batch, task)
             batch.delete(key, *class_keys)
@@ -278,11 +242,11 @@ class RedisStore:
     ) -> HostView:
         key = self.host_keys.host(host_id)
 
-        def attempt() -> tuple[HostView, _Batch]:
+        def attempt() -> tuple[HostView, Batch]:
             fields, old = self._read_host(host_id)
             region = self._bounds.classify(max(cpu_util, memory_util))
             view = replace(old, cpu_util=cpu_util, memory_util=memory_util, region=region)
-            batch = _Batch().check(key, fields)
+            batch = Batch().check(key, fields)
             batch.hset(
                 key,
                 {
@@ -307,7 +271,7 @@ class RedisStore:
         new_key = self.task_keys.task(decision.request.id)
         touched_keys = [self.task_keys.task(task_id) for task_id in touched]
 
-        def attempt() -> tuple[list[Task], _Batch]:
+        def attempt() -> tuple[list[Task], Batch]:
             host_fields, new_fields, *task_fields = self._read_hashes(
                 [host_key, new_key, *touched_keys]
             )
@@ -315,7 +279,7 @@ class RedisStore:
                 raise NotFoundError(f"no host {host_id!r}")
             if new_fields:
                 raise ConflictError(f"task {decision.request.id!r} is already running")
-            batch = _Batch().check(host_key, host_fields).check(new_key, new_fields)
+            batch = Batch().check(host_key, host_fields).check(new_key, new_fields)
             current: dict[str, Task] = {}
             for task_key, fields in zip(touched_keys, task_fields, strict=True):
                 batch.check(task_key, fields)
@@ -336,14 +300,14 @@ class RedisStore:
     def load_task(self, task: Task) -> None:
         host_key, task_key = self.host_keys.host(task.host), self.task_keys.task(task.id)
 
-        def attempt() -> tuple[None, _Batch]:
+        def attempt() -> tuple[None, Batch]:
             host_fields, task_fields = self._read_hashes([host_key, task_key])
             if not host_fields:
                 raise NotFoundError(f"no host {task.host!r}")
             if task_fields:
                 raise ConflictError(f"task {task.id!r} is already booked")
             host = host_from_hash(host_fields)
-            batch = _Batch().check(host_key, host_fields).check(task_key, task_fields)
+            batch = Batch().check(host_key, host_fields).check(task_key, task_fields)
             self._stage_task(batch, task)
             tally = combine(host.tally, contribution(task, self._classes))
             self._stage_host(batch, host, replace(host, tally=tally))
@@ -368,14 +332,14 @@ class RedisStore:
         """Replace a task by ``change(task)`` (None: remove it) and rebook its host's tally."""
         task_key = self.task_keys.task(task_id)
 
-        def attempt() -> tuple[tuple[Task, Task | None], _Batch]:
+        def attempt() -> tuple[tuple[Task, Task | None], Batch]:
             (task_fields,) = self._read_hashes([task_key])
             if not task_fields:
                 raise NotFoundError(f"no task {task_id!r}")
             task = task_from_hash(task_fields)
             new = change(task)
             host_fields, host = self._read_host(task.host)
-            batch = _Batch().check(task_key, task_fields)
+            batch = Batch().check(task_key, task_fields)
             batch.check(self.host_keys.host(task.host), host_fields)
             tally = combine(host.tally, contribution(task, self._classes), -1)
             if new is None:
@@ -391,12 +355,12 @@ class RedisStore:
     def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
         key = self.task_keys.task(task_id)
 
-        def attempt() -> tuple[Task, _Batch]:
+        def attempt() -> tuple[Task, Batch]:
             (fields,) = self._read_hashes([key])
             if not fields:
                 raise NotFoundError(f"no task {task_id!r}")
             task = task_from_hash(fields).with_utilization(cpu_util, memory_util)
-            batch = _Batch().check(key, fields)
+            batch = Batch().check(key, fields)
             batch.hset(key, {"cpu_util": repr(cpu_util), "memory_util": repr(memory_util)})
             batch.zadd(self.task_keys.by_class(task.host, task.cls), task.id, task.util)
             return task, batch
@@ -408,9 +372,9 @@ class RedisStore:
     def push_pending(self, entry: PendingEntry) -> None:
         key = self.host_keys.pending_entry(entry.request.id)
 
-        def attempt() -> tuple[None, _Batch]:
+        def attempt() -> tuple[None, Batch]:
             (old,) = self._read_hashes([key])
-            batch = _Batch().check(key, old)
+            batch = Batch().check(key, old)
             if old:
                 batch.zrem(self.host_keys.pending, pending_member(pending_from_hash(old)))
             batch.delete(key)
@@ -433,9 +397,9 @@ class RedisStore:
     def remove_pending(self, request_id: str) -> bool:
         key = self.host_keys.pending_entry(request_id)
 
-        def attempt() -> tuple[bool, _Batch]:
+        def attempt() -> tuple[bool, Batch]:
             (fields,) = self._read_hashes([key])
-            batch = _Batch().check(key, fields)
+            batch = Batch().check(key, fields)
             if fields:
                 batch.zrem(self.host_keys.pending, pending_member(pending_from_hash(fields)))
                 batch.delete(key)
@@ -445,7 +409,7 @@ class RedisStore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _optimistic(self, attempt: Callable[[], tuple[T, _Batch]]) -> T:
+    def _optimistic(self, attempt: Callable[[], tuple[T, Batch]]) -> T:
         """Read, compute, then write only if nothing read has changed; retry otherwise."""
         for _ in range(MAX_RETRIES):
             result, batch = attempt()
@@ -469,14 +433,14 @@ class RedisStore:
             raise NotFoundError(f"no host {host_id!r}")
         return fields, host_from_hash(fields)
 
-    def _stage_host(self, batch: _Batch, old: HostView | None, new: HostView) -> None:
+    def _stage_host(self, batch: Batch, old: HostView | None, new: HostView) -> None:
         fields = host_to_hash(new)
         batch.hset(self.host_keys.host(new.id), fields)
         self._stage_list_move(batch, old, new, fields)
 
     def _stage_list_move(
         self,
-        batch: _Batch,
+        batch: Batch,
         old: HostView | None,
         new: HostView,
         fields: dict[str, str] | None = None,
@@ -494,12 +458,12 @@ class RedisStore:
             {name: value for name, value in rooms.items() if name.startswith("room_")},
         )
 
-    def _stage_task(self, batch: _Batch, task: Task) -> None:
+    def _stage_task(self, batch: Batch, task: Task) -> None:
         batch.hset(self.task_keys.task(task.id), task_to_hash(task))
         batch.zadd(self.task_keys.by_class(task.host, task.cls), task.id, task.util)
         batch.zadd(self.task_keys.all, task.id, 0.0)
 
-    def _stage_task_removal(self, batch: _Batch, task: Task) -> None:
+    def _stage_task_removal(self, batch: Batch, task: Task) -> None:
         batch.delete(self.task_keys.task(task.id))
         batch.zrem(self.task_keys.by_class(task.host, task.cls), task.id)
         batch.zrem(self.task_keys.all, task.id)

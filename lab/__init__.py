@@ -5,5 +5,5 @@ Layout of the package:
 * ``settings``, ``model``, ``plan``, ``catalog``: pure values and decisions;
 * ``proc``, ``network``, ``cgroups``, ``mounts``, ``daemons``, ``engine``, ``images``, ``store``:
   the I/O edges (processes, ip/iptables, cgroup files, mounts, dockerd, Docker SDK, state file);
-* ``lab`` (up/down), ``status`` and ``cli``: the commands.
+* ``lab`` (up, images), ``down``, ``status`` and ``cli``: the commands.
 """

@@ -89,10 +89,10 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from lab import lab
+    from lab.down import down
 
     started = time.monotonic()
-    lab.down(_settings(), args.purge, _report)
+    down(_settings(), args.purge, _report)
     print(f"lab: down in {time.monotonic() - started:.1f}s")
     return 0
 

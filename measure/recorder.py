@@ -2,9 +2,9 @@
 
 One :class:`MetricsRecorder` per policy run. The driver (simulator, live replay) calls the
 ``on_*`` methods as things happen, in time order, then :meth:`MetricsRecorder.finish` once,
-which returns a :class:`measure.results.PolicyResult` (:func:`measure.report.save_result` writes
-it as ``DIR/<policy>/result.json`` + ``host_series.csv``). The recorder does no I/O and never
-calls the scheduler.
+which returns a :class:`measure.results.PolicyResult`
+(:func:`measure.result_files.save_result` writes it as ``DIR/<policy>/result.json`` +
+``host_series.csv``). The recorder does no I/O and never calls the scheduler.
 
 Times ``t`` are seconds on the run's clock (trace time: 0 = start of the trace; the live replay
 uses trace time too, i.e. wall time / compression). Ids: a placed request becomes a task with
@@ -117,11 +117,10 @@ from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
-from domain.regions import Region, RegionBounds
+from domain.regions import RegionBounds
 from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
+from measure.host_time import HostTime, advance, host_series
 from measure.results import (
-    SERIES_COLUMNS,
-    HostSeries,
     HostSummary,
     PolicyMetrics,
     PolicyResult,
@@ -165,35 +164,6 @@ class _Task:
         self.host_id: str | None = None
 
 
-_N_SERIES = len(SERIES_COLUMNS)
-
-
-class _Host:
-    __slots__ = ("bins", "busy_s", "cap_cpu", "cap_mem", "cpu", "cpu_alloc", "cpu_alloc_s",
-                 "cpu_busy_s", "cpu_s", "empty_s", "last_t", "mem", "mem_alloc", "mem_alloc_s",
-                 "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "region_s",
-                 "tasks", "used")
-
-    def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
-        self.cap_cpu = spec.cpu_capacity_shares
-        self.cap_mem = spec.memory_capacity_bytes
-        self.model = model
-        self.last_t = t0
-        self.cpu = 0.0
-        self.mem = 0.0
-        self.mem_bytes = 0.0
-        self.cpu_alloc = 0.0  # fraction of capacity
-        self.mem_alloc = 0.0
-        self.tasks = 0
-        self.used = False
-        self.cpu_s = self.mem_s = self.cpu_busy_s = self.mem_busy_s = 0.0
-        self.busy_s = self.empty_s = self.cpu_alloc_s = self.mem_alloc_s = self.of_busy_s = 0.0
-        self.region_s = [0.0, 0.0, 0.0]
-        self.oom = 0
-        # bins[k] = [sum of value x dt per bin] for each series, plus coverage at index _N_SERIES
-        self.bins: list[list[float]] = [[] for _ in range(_N_SERIES + 1)]
-
-
 def _check_t(t: float, field_name: str = "t") -> float:
     if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
         raise ValidationError(field_name, f"must be a finite number, got {t!r}")
@@ -218,9 +188,6 @@ def _check_class(value: int) -> int:
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
-
-
-_REGION_INDEX = {Region.LEE: 0, Region.DEE: 1, Region.EED: 2}
 
 
 class MetricsRecorder:
@@ -267,11 +234,11 @@ class MetricsRecorder:
                 if spec.id not in power_model:
                     raise ValidationError("power_model", f"no power model for host {spec.id!r}")
                 models[spec.id] = power_model[spec.id]
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostTime] = {}
         for spec in hosts:
             if spec.id in self._hosts:
                 raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
-            self._hosts[spec.id] = _Host(spec, models[spec.id], self.t_start_s)
+            self._hosts[spec.id] = HostTime(spec, models[spec.id], self.t_start_s)
         self._energy = EnergyMeter([h.id for h in hosts], models, t_start_s=self.t_start_s)
         self._models = models
         self._tasks: dict[str, _Task] = {}
@@ -539,7 +506,7 @@ class MetricsRecorder:
             mem * host.cap_mem if memory_in_use_bytes is None
             else _check_nonneg(memory_in_use_bytes, "memory_in_use_bytes")
         )
-        self._advance(host, t)
+        advance(host, t, self.bounds, self.t_start_s, self.series_step_s)
         host.cpu = cpu
         host.mem = mem
         host.mem_bytes = mem_bytes
@@ -555,49 +522,6 @@ class MetricsRecorder:
                 host.cap_mem
             )
         self._energy.update(t, host_id, cpu, mem_bytes, task_count == 0)
-
-    def _advance(self, host: _Host, t: float) -> None:
-        """Integrate the host's current state over [last_t, t)."""
-        a = host.last_t
-        dt = t - a
-        if dt <= 0:
-            return
-        empty = host.tasks == 0
-        host.cpu_s += host.cpu * dt
-        host.mem_s += host.mem * dt
-        host.cpu_alloc_s += host.cpu_alloc * dt
-        host.mem_alloc_s += host.mem_alloc * dt
-        if empty:
-            host.empty_s += dt
-        else:
-            host.busy_s += dt
-            host.cpu_busy_s += host.cpu * dt
-            host.mem_busy_s += host.mem * dt
-            host.of_busy_s += max(host.cpu_alloc, host.mem_alloc) * dt
-        region = self.bounds.classify(max(host.cpu, host.mem))
-        host.region_s[_REGION_INDEX[region]] += dt
-        power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
-        # the series, then the coverage (1.0: the bin's time this host has been accounted for)
-        values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
-                  0.0 if empty else power, 1.0)
-        bins = host.bins
-        step = self.series_step_s
-        t0 = self.t_start_s
-        start = a
-        while start < t:
-            index = math.floor((start - t0) / step)
-            bin_end = min(t, t0 + (index + 1) * step)
-            if bin_end <= start:  # float edge: move to the next bin
-                index += 1
-                bin_end = min(t, t0 + (index + 1) * step)
-            piece = bin_end - start
-            if len(bins[0]) <= index:  # all columns have the same length
-                for column in bins:
-                    column.extend([0.0] * (index + 1 - len(column)))
-            for column, value in zip(bins, values, strict=True):
-                column[index] += value * piece
-            start = bin_end
-        host.last_t = t
 
     # ------------------------------------------------------------------ task ends
 
@@ -700,7 +624,7 @@ class MetricsRecorder:
                 raise ValidationError(
                     "t_end", f"{t_end} is before the last state of {host_id} at {host.last_t}"
                 )
-            self._advance(host, t_end)
+            advance(host, t_end, self.bounds, self.t_start_s, self.series_step_s)
         self._finished = True
         energy = self._energy.finish(t_end)
         duration = t_end - self.t_start_s
@@ -860,7 +784,7 @@ class MetricsRecorder:
             passes=dict(sorted(self._passes.items())),
             by_class={str(c): dict(v) for c, v in self._by_class.items()},
             hosts=tuple(host_summaries),
-            series=self._series(t_end),
+            series=host_series(self._hosts, self.t_start_s, self.series_step_s, t_end),
         )
 
     def _windows(self, t_end: float) -> tuple[WindowStats, ...]:
@@ -879,24 +803,3 @@ class MetricsRecorder:
                 )
             )
         return tuple(result)
-
-    def _series(self, t_end: float) -> HostSeries:
-        step = self.series_step_s
-        duration = t_end - self.t_start_s
-        n_bins = math.ceil(duration / step - 1e-9) if duration > 0 else 0
-        values: dict[str, list[tuple[float, ...]]] = {name: [] for name in SERIES_COLUMNS}
-        for host in self._hosts.values():
-            coverage = host.bins[_N_SERIES]
-            for k, name in enumerate(SERIES_COLUMNS):
-                column = host.bins[k]
-                row = []
-                for i in range(n_bins):
-                    covered = coverage[i] if i < len(coverage) else 0.0
-                    row.append(column[i] / covered if covered > 0 else 0.0)
-                values[name].append(tuple(row))
-        return HostSeries(
-            t0_s=self.t_start_s,
-            step_s=step,
-            host_ids=tuple(self._hosts),
-            values={name: tuple(rows) for name, rows in values.items()},
-        )

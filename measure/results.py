@@ -1,5 +1,5 @@
 """The result of one policy run, as pure values: what :class:`measure.recorder.MetricsRecorder`
-computes and :mod:`measure.report` writes and reads (``DIR/<policy>/result.json``, format
+computes and :mod:`measure.result_files` writes and reads (``DIR/<policy>/result.json``, format
 ``greenswarm-policy-result`` version 1, and ``host_series.csv``).
 
 :class:`PolicyResult` holds the flat numbers (:class:`PolicyMetrics`), the decision time and

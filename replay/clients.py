@@ -29,7 +29,7 @@ from typing import Protocol
 import redis
 
 from domain.errors import GreenSwarmError
-from replay.feed import RoundResult, ServiceTarget
+from replay.values import RoundResult, ServiceTarget
 from workloads.trace import Workload
 
 VALUE_BYTES = 1024  # the redis image's REDIS_VALUE_BYTES

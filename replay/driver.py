@@ -29,8 +29,9 @@ from measure.energy import PowerModel
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult, Stats
 from replay.clients import ServiceClient
-from replay.feed import RecorderFeed, ReplayCounters, RoundResult, recorder_host_ids
+from replay.feed import RecorderFeed, recorder_host_ids
 from replay.plan import Submission, TraceClock, round_interval_wall_s
+from replay.values import ReplayCounters, RoundResult
 from workloads.trace import HostSpec, TraceHeader
 
 REPLAY_FILE = "replay.json"

@@ -51,83 +51,11 @@ from measure.recorder import Cut, MetricsRecorder
 from measure.results import Stats
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
+from replay.values import ReplayCounters, RoundResult, ServiceTarget
 from scheduler import registry
-from workloads.trace import Workload
 
 FINAL_STATUSES = frozenset({"completed", "failed", "rejected", "stopped"})
 RUNNING_STATUSES = frozenset({"running", "killed-and-rescheduled"})
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceTarget:
-    """Where the clients of one running service connect."""
-
-    request_id: str
-    workload: Workload
-    rate: int
-    address: str
-    port: int
-    data_keys: int  # redis: keys key:0 .. key:N-1 exist once it is loaded
-
-
-@dataclass(frozen=True, slots=True)
-class RoundResult:
-    """One client round: ``rate`` requests one after the other."""
-
-    at_wall_s: float  # when the round started
-    request_id: str
-    rate: int
-    response_ms: float
-    ok: bool
-    ready: bool = True  # False: the service did not answer yet (starting, loading its data)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayCounters:
-    """What the replay saw beyond the recorder's metrics (written to replay.json)."""
-
-    submitted: int
-    refused_invalid: int  # 400 from the manager: counted as failed allocations
-    placed: int
-    rejected: int
-    # new requests the manager queued instead of refusing (--queue-new); probes are left out,
-    # as the recorder leaves them out of queued_requests
-    queued: int
-    queued_placed: int  # of those, placed later by a retry
-    client_rtt_ms: Stats
-    server_decision_ms: Stats
-    reschedules_placed: int
-    reschedules_waiting: int
-    kills_from_answers: int
-    kills_from_history: int
-    kills_unreported: int  # no decision made them (host left, kill on request)
-    cuts_from_answers: int
-    cuts_from_history: int
-    cuts_unattributed: int  # seen in a history, never matched to a decision before the end
-    jobs_completed: int
-    jobs_failed: int
-    oom_jobs: int
-    oom_services: int
-    service_exits: int  # service containers that exited (not 137) and were restarted
-    services_stopped: int
-    start_failures: int
-    vanished: int
-    rounds_ok: int
-    rounds_failed: int
-    rounds_not_ready: int
-    rounds_unrecorded: int  # the service's recorded run had ended (OOM) or was unknown
-    events: int
-    events_after_end: int
-    unknown_hosts: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            out[name] = value.to_json() if isinstance(value, Stats) else (
-                list(value) if isinstance(value, tuple) else value
-            )
-        return out
 
 
 @dataclass

@@ -163,7 +163,7 @@ greenswarm bench simulate --trace "$trace" --policies "$policies" --out "$out/si
 import dataclasses
 import sys
 
-from measure.report import load_result, save_result
+from measure.result_files import load_result, save_result
 
 out, policies = sys.argv[1], sys.argv[2:]
 for policy in policies:

@@ -20,7 +20,8 @@ from domain.lifecycle import FINAL
 from domain.model import TaskType
 from tests.e2e.conftest import REPO, Lab
 from tests.e2e.stack import Stack
-from workloads.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload, write_trace
+from workloads.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload
+from workloads.trace_file import write_trace
 
 pytestmark = pytest.mark.lab
 

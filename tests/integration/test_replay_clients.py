@@ -16,7 +16,7 @@ import redis
 
 from lab.processes import RedisServer, free_port, stop_child, wait_serving
 from replay.clients import HttpRound, RedisRound, ServiceClient
-from replay.feed import RoundResult, ServiceTarget
+from replay.values import RoundResult, ServiceTarget
 from workloads.trace import Workload
 
 pytestmark = pytest.mark.redis

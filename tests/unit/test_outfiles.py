@@ -17,12 +17,12 @@ import pytest
 from cli.main import main
 from domain.errors import ValidationError
 from measure.recorder import MetricsRecorder
-from measure.report import save_result
+from measure.result_files import save_result
 from sim.profiles import DEFAULT_PROFILES, write_profiles
 from workloads.cluster import parse_hosts_spec
 from workloads.outfiles import OutFile, out_directory, write_text
 from workloads.thesis import ThesisWorkloadConfig, generate_thesis_trace
-from workloads.trace import read_trace, write_trace
+from workloads.trace_file import read_trace, write_trace
 
 
 def null_device(directory: Path) -> Path:

@@ -13,16 +13,12 @@ import pytest
 from cli.bench import register
 from domain.errors import ValidationError
 from domain.model import TaskType
+from workloads.alibaba import convert_alibaba
 from workloads.cluster import parse_hosts_spec
-from workloads.readers import (
-    DOCKER_MIN_MEMORY_BYTES,
-    convert_alibaba,
-    convert_google2011,
-    google_class,
-    google_type,
-    reference_host,
-)
-from workloads.trace import TraceError, TraceRequest, Workload, read_trace
+from workloads.google2011 import convert_google2011, google_class, google_type, reference_host
+from workloads.readers import DOCKER_MIN_MEMORY_BYTES
+from workloads.trace import TraceError, TraceRequest, Workload
+from workloads.trace_file import read_trace
 
 GIB = 1024**3
 MIB = 1024**2

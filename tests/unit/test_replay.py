@@ -15,7 +15,7 @@ from domain.model import TaskType
 from manager.records import read_event
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult
-from replay.feed import RecorderFeed, RoundResult, recorder_host_ids
+from replay.feed import RecorderFeed, recorder_host_ids
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import (
     ReplayPlanConfig,
@@ -25,6 +25,7 @@ from replay.plan import (
     plan_submissions,
     round_interval_wall_s,
 )
+from replay.values import RoundResult
 from workloads.trace import HostSpec, TraceRequest, Workload
 
 MIB = 1024**2

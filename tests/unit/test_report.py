@@ -16,15 +16,10 @@ from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel
 from measure.recorder import Cut, MetricsRecorder
-from measure.report import (
-    build_summary,
-    load_result,
-    load_results,
-    render_markdown,
-    save_result,
-    write_report,
-)
+from measure.report import build_summary, write_report
+from measure.result_files import load_result, load_results, save_result
 from measure.results import PolicyResult, Stats, percentile
+from measure.summary_md import render_markdown
 from workloads.trace import HostSpec, TraceHeader, Workload
 
 GIB = 1024**3

@@ -32,7 +32,8 @@ from sim.profiles import (
     steps_from_series,
 )
 from workloads.cluster import GIB
-from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload, write_requests
+from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
+from workloads.trace_file import write_requests
 
 # ------------------------------------------------------------------ CPU sharing
 

@@ -18,12 +18,9 @@ from workloads.trace import (
     TraceError,
     TraceHeader,
     TraceRequest,
-    TraceWriter,
     Workload,
-    open_trace,
-    read_trace,
-    write_trace,
 )
+from workloads.trace_file import TraceWriter, open_trace, read_trace, write_trace
 
 GIB = 1024**3
 

@@ -29,7 +29,8 @@ from workloads.thesis import (
     truncated_exponential,
     with_probes,
 )
-from workloads.trace import TraceRequest, Workload, read_trace
+from workloads.trace import TraceRequest, Workload
+from workloads.trace_file import read_trace
 
 MIB = 1024**2
 GIB = 1024**3

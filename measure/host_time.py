@@ -1,0 +1,116 @@
+"""The per-host time accounting of :class:`measure.recorder.MetricsRecorder`.
+
+Each host's state is piecewise constant between two ``on_host_state`` calls. :func:`advance`
+integrates it over the time it held: utilization, booking, busy and empty time, time per region
+(LEE / DEE / EED) and, per bin of the plots' width, the series of :data:`SERIES_COLUMNS` plus how
+much of the bin was accounted for; :func:`host_series` turns the bins into the bin averages of a
+:class:`measure.results.HostSeries`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from domain.regions import Region, RegionBounds
+from measure.energy import PowerModel
+from measure.results import SERIES_COLUMNS, HostSeries
+from workloads.trace import HostSpec
+
+_N_SERIES = len(SERIES_COLUMNS)
+
+
+class HostTime:
+    """One host's current state, its time integrals and its series bins."""
+
+    __slots__ = ("bins", "busy_s", "cap_cpu", "cap_mem", "cpu", "cpu_alloc", "cpu_alloc_s",
+                 "cpu_busy_s", "cpu_s", "empty_s", "last_t", "mem", "mem_alloc", "mem_alloc_s",
+                 "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "region_s",
+                 "tasks", "used")
+
+    def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
+        self.cap_cpu = spec.cpu_capacity_shares
+        self.cap_mem = spec.memory_capacity_bytes
+        self.model = model
+        self.last_t = t0
+        self.cpu = 0.0
+        self.mem = 0.0
+        self.mem_bytes = 0.0
+        self.cpu_alloc = 0.0  # fraction of capacity
+        self.mem_alloc = 0.0
+        self.tasks = 0
+        self.used = False
+        self.cpu_s = self.mem_s = self.cpu_busy_s = self.mem_busy_s = 0.0
+        self.busy_s = self.empty_s = self.cpu_alloc_s = self.mem_alloc_s = self.of_busy_s = 0.0
+        self.region_s = [0.0, 0.0, 0.0]
+        self.oom = 0
+        # bins[k] = [sum of value x dt per bin] for each series, plus coverage at index _N_SERIES
+        self.bins: list[list[float]] = [[] for _ in range(_N_SERIES + 1)]
+
+
+_REGION_INDEX = {Region.LEE: 0, Region.DEE: 1, Region.EED: 2}
+
+
+def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s: float) -> None:
+    """Integrate the host's current state over [last_t, t)."""
+    a = host.last_t
+    dt = t - a
+    if dt <= 0:
+        return
+    empty = host.tasks == 0
+    host.cpu_s += host.cpu * dt
+    host.mem_s += host.mem * dt
+    host.cpu_alloc_s += host.cpu_alloc * dt
+    host.mem_alloc_s += host.mem_alloc * dt
+    if empty:
+        host.empty_s += dt
+    else:
+        host.busy_s += dt
+        host.cpu_busy_s += host.cpu * dt
+        host.mem_busy_s += host.mem * dt
+        host.of_busy_s += max(host.cpu_alloc, host.mem_alloc) * dt
+    region = bounds.classify(max(host.cpu, host.mem))
+    host.region_s[_REGION_INDEX[region]] += dt
+    power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
+    # the series, then the coverage (1.0: the bin's time this host has been accounted for)
+    values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
+              0.0 if empty else power, 1.0)
+    bins = host.bins
+    start = a
+    while start < t:
+        index = math.floor((start - t0_s) / step_s)
+        bin_end = min(t, t0_s + (index + 1) * step_s)
+        if bin_end <= start:  # float edge: move to the next bin
+            index += 1
+            bin_end = min(t, t0_s + (index + 1) * step_s)
+        piece = bin_end - start
+        if len(bins[0]) <= index:  # all columns have the same length
+            for column in bins:
+                column.extend([0.0] * (index + 1 - len(column)))
+        for column, value in zip(bins, values, strict=True):
+            column[index] += value * piece
+        start = bin_end
+    host.last_t = t
+
+
+def host_series(hosts: Mapping[str, HostTime], t0_s: float, step_s: float,
+                t_end: float) -> HostSeries:
+    """Each host's bins as bin averages over the time accounted for in them."""
+    duration = t_end - t0_s
+    n_bins = math.ceil(duration / step_s - 1e-9) if duration > 0 else 0
+    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in SERIES_COLUMNS}
+    for host in hosts.values():
+        coverage = host.bins[_N_SERIES]
+        for k, name in enumerate(SERIES_COLUMNS):
+            column = host.bins[k]
+            row = []
+            for i in range(n_bins):
+                covered = coverage[i] if i < len(coverage) else 0.0
+                row.append(column[i] / covered if covered > 0 else 0.0)
+            values[name].append(tuple(row))
+    return HostSeries(
+        t0_s=t0_s,
+        step_s=step_s,
+        host_ids=tuple(hosts),
+        values={name: tuple(rows) for name, rows in values.items()},
+    )
