@@ -127,7 +127,8 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class HostSpec:
-    """A machine as registered: its id (Swarm node id or address) and capacity."""
+    """A machine: its id (Swarm node id, or a trace's name for it) and capacity. The registry
+    takes hosts of at least MIN_CPU_SHARES; a trace may describe any machine."""
 
     id: str
     cpu_capacity: int
@@ -136,8 +137,16 @@ class HostSpec:
 
     def __post_init__(self) -> None:
         check_id(self.id)
-        check_int(self.cpu_capacity, "cpu_capacity", MIN_CPU_SHARES)
+        check_int(self.cpu_capacity, "cpu_capacity", 1)
         check_int(self.memory_capacity, "memory_capacity", 1)
+
+    def to_json(self) -> dict[str, object]:
+        """The form a trace header and the host endpoints share (an address when it has one)."""
+        out: dict[str, object] = {"id": self.id, "cpu_capacity": self.cpu_capacity,
+                                  "memory_capacity": self.memory_capacity}
+        if self.address:
+            out["address"] = self.address
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from domain.model import HostSpec
 from domain.regions import Region, RegionBounds
 from measure.energy import PowerModel
 from measure.results import SERIES_COLUMNS, HostSeries
-from workloads.trace import HostSpec
 
 _N_SERIES = len(SERIES_COLUMNS)
 
@@ -29,8 +29,8 @@ class HostTime:
                  "tasks", "used")
 
     def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
-        self.cap_cpu = spec.cpu_capacity_shares
-        self.cap_mem = spec.memory_capacity_bytes
+        self.cap_cpu = spec.cpu_capacity
+        self.cap_mem = spec.memory_capacity
         self.model = model
         self.last_t = t0
         self.cpu = 0.0

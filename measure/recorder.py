@@ -116,7 +116,7 @@ from typing import Any, NamedTuple
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from domain.regions import RegionBounds
 from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
 from measure.host_time import HostTime, advance, host_series
@@ -127,7 +127,7 @@ from measure.results import (
     Stats,
     WindowStats,
 )
-from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
+from workloads.trace import TraceHeader, TraceRequest, Workload
 
 DEFAULT_DELAY_WINDOW_S = 300.0
 DEFAULT_SERIES_BINS = 360

@@ -25,6 +25,7 @@ from domain.errors import (
     NotFoundError,
     UnavailableError,
 )
+from domain.model import HostSpec
 from measure.energy import PowerModel
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult, Stats
@@ -32,7 +33,7 @@ from replay.clients import ServiceClient
 from replay.feed import RecorderFeed, recorder_host_ids
 from replay.plan import Submission, TraceClock, round_interval_wall_s
 from replay.values import ReplayCounters, RoundResult
-from workloads.trace import HostSpec, TraceHeader
+from workloads.trace import TraceHeader
 
 REPLAY_FILE = "replay.json"
 RECORDS_FILE = "requests.jsonl"
@@ -210,7 +211,7 @@ class Replay:
         return feed, clock, {v: k for k, v in names.items()}
 
     def _check_cluster(self, hosts: Sequence[Mapping[str, Any]]) -> None:
-        wanted = sorted((h.cpu_capacity_shares, h.memory_capacity_bytes)
+        wanted = sorted((h.cpu_capacity, h.memory_capacity)
                         for h in self.header.hosts)
         live = sorted((int(h["cpu_capacity"]), int(h["memory_capacity"])) for h in hosts)
         if wanted != live:

@@ -43,7 +43,7 @@ from typing import Any
 
 from domain.decision import Decision
 from domain.lifecycle import EndStatus
-from domain.model import HostSpec, Request
+from domain.model import Request
 from host_registry.memory import MemoryStore
 from measure.recorder import Cut, MetricsRecorder
 from monitor.core import UtilSample
@@ -106,13 +106,10 @@ class Simulation:
         rng = random.Random(config.seed)
         monitor = config.monitor
         for spec in header.hosts:
-            self.store.add_host(
-                HostSpec(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes)
-            )
+            self.store.add_host(spec)
             # Monitors start at independent moments: a random phase of the host window.
             phase = rng.random() * monitor.host_window_s
-            host = Host(spec.id, spec.cpu_capacity_shares, spec.memory_capacity_bytes,
-                         phase, monitor, 0.0)
+            host = Host(spec.id, spec.cpu_capacity, spec.memory_capacity, phase, monitor, 0.0)
             self._hosts[spec.id] = host
             self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
             self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)

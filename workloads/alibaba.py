@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from workloads.cluster import MIB
 from workloads.readers import (
     Conversion,
@@ -49,7 +49,7 @@ from workloads.readers import (
     finish_conversion,
     optional_float,
 )
-from workloads.trace import HostSpec, TraceError, TraceSource
+from workloads.trace import TraceError, TraceSource
 
 ALIBABA_QOS: dict[str, tuple[int, TaskType]] = {
     "guaranteed": (1, TaskType.SERVICE),

@@ -18,7 +18,7 @@ import random
 import re
 
 from domain.errors import ValidationError
-from workloads.trace import HostSpec
+from domain.model import HostSpec
 
 SHARES_PER_CORE = 1024
 MIB = 1024**2
@@ -71,7 +71,7 @@ def format_hosts_spec(hosts: tuple[HostSpec, ...]) -> str:
     """The shortest SPEC for ``hosts`` (consecutive equal hosts grouped); names are not kept."""
     groups: list[list[int]] = []
     for host in hosts:
-        key = [host.cpu_capacity_shares, host.memory_capacity_bytes]
+        key = [host.cpu_capacity, host.memory_capacity]
         if groups and groups[-1][1:] == key:
             groups[-1][0] += 1
         else:

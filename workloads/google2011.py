@@ -35,7 +35,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from workloads.readers import (
     Conversion,
     Run,
@@ -46,7 +46,7 @@ from workloads.readers import (
     optional_float,
     parse_int,
 )
-from workloads.trace import HostSpec, TraceError, TraceSource
+from workloads.trace import TraceError, TraceSource
 
 _AFTER_WINDOW_US = 2**63 - 1
 
@@ -101,7 +101,7 @@ def reference_host(hosts: Sequence[HostSpec]) -> HostSpec:
     """The largest host (by CPU, then memory): Google's sizes are fractions of it."""
     if not hosts:
         raise ValidationError("hosts", "need at least one host")
-    return max(hosts, key=lambda h: (h.cpu_capacity_shares, h.memory_capacity_bytes))
+    return max(hosts, key=lambda h: (h.cpu_capacity, h.memory_capacity))
 
 
 @dataclass(slots=True)
@@ -196,8 +196,8 @@ def convert_google2011(
             never_ran += 1
             continue
         cpu_shares, memory_bytes = sizes.size(
-            None if task.cpu is None else task.cpu * reference.cpu_capacity_shares,
-            None if task.memory is None else task.memory * reference.memory_capacity_bytes,
+            None if task.cpu is None else task.cpu * reference.cpu_capacity,
+            None if task.memory is None else task.memory * reference.memory_capacity,
         )
         runs.append(
             Run(
@@ -211,8 +211,8 @@ def convert_google2011(
                 memory_bytes=memory_bytes,
             )
         )
-    extra = (f"Sizes relative to {reference.id} ({reference.cpu_capacity_shares} shares, "
-             f"{reference.memory_capacity_bytes} bytes).")
+    extra = (f"Sizes relative to {reference.id} ({reference.cpu_capacity} shares, "
+             f"{reference.memory_capacity} bytes).")
     return finish_conversion(
         TraceSource.GOOGLE2011, "Google cluster data 2011 task_events", runs, hosts,
         rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,

@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import IO
 
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from workloads.cluster import MIB
 from workloads.trace import (
     MIN_CPU_SHARES,
-    HostSpec,
     Trace,
     TraceError,
     TraceHeader,
@@ -233,7 +232,7 @@ def _cut(runs: list[Run], start_s: float, end_s: float | None,
 
 def _too_large(requests: Sequence[TraceRequest], hosts: Sequence[HostSpec]) -> int:
     """How many requests no host can hold (CPU and memory on the same host)."""
-    shapes = {(h.cpu_capacity_shares, h.memory_capacity_bytes) for h in hosts}
+    shapes = {(h.cpu_capacity, h.memory_capacity) for h in hosts}
     return sum(
         1 for r in requests
         if not any(r.cpu_shares <= cpu and r.memory_bytes <= memory for cpu, memory in shapes)

@@ -58,17 +58,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from workloads.cluster import GIB, MIB, thesis_hosts
-from workloads.trace import (
-    WORKLOAD_TYPE,
-    HostSpec,
-    Trace,
-    TraceHeader,
-    TraceRequest,
-    TraceSource,
-    Workload,
-)
+from workloads.trace import WORKLOAD_TYPE, Trace, TraceHeader, TraceRequest, TraceSource, Workload
 
 THESIS_WORKLOADS: tuple[Workload, ...] = (
     Workload.FFMPEG,
@@ -176,8 +168,8 @@ class ThesisWorkloadConfig:
     @property
     def cluster_scale(self) -> float:
         """The cluster's size in thesis clusters: mean of the CPU and memory ratios."""
-        cpu = sum(h.cpu_capacity_shares for h in self.hosts) / THESIS_CLUSTER_CPU_SHARES
-        memory = sum(h.memory_capacity_bytes for h in self.hosts) / THESIS_CLUSTER_MEMORY_BYTES
+        cpu = sum(h.cpu_capacity for h in self.hosts) / THESIS_CLUSTER_CPU_SHARES
+        memory = sum(h.memory_capacity for h in self.hosts) / THESIS_CLUSTER_MEMORY_BYTES
         return (cpu + memory) / 2
 
     @property
@@ -188,11 +180,11 @@ class ThesisWorkloadConfig:
 
     @property
     def cpu_limit_shares(self) -> float:
-        return self.burst_limit_fraction * sum(h.cpu_capacity_shares for h in self.hosts)
+        return self.burst_limit_fraction * sum(h.cpu_capacity for h in self.hosts)
 
     @property
     def memory_limit_bytes(self) -> float:
-        return self.burst_limit_fraction * sum(h.memory_capacity_bytes for h in self.hosts)
+        return self.burst_limit_fraction * sum(h.memory_capacity for h in self.hosts)
 
     def request_rate_for(self, memory_bytes: int) -> int:
         for bound, rate in self.request_rate_by_memory:

@@ -18,7 +18,7 @@ from typing import Any
 
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
-from domain.model import TaskType  # job | service, shared with the scheduler
+from domain.model import HostSpec, TaskType  # shared with the scheduler
 
 TRACE_VERSION = 1
 MIN_CPU_SHARES = 2
@@ -68,27 +68,6 @@ class TraceError(ValidationError):
 
 
 @dataclass(frozen=True, slots=True)
-class HostSpec:
-    """One machine of the cluster a trace was made for."""
-
-    id: str
-    cpu_capacity_shares: int
-    memory_capacity_bytes: int
-
-    def __post_init__(self) -> None:
-        _check_text(self.id, "hosts.id")
-        _check_int(self.cpu_capacity_shares, "hosts.cpu_capacity", minimum=1)
-        _check_int(self.memory_capacity_bytes, "hosts.memory_capacity", minimum=1)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "cpu_capacity": self.cpu_capacity_shares,
-            "memory_capacity": self.memory_capacity_bytes,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class TraceHeader:
     source: str
     seed: int | None
@@ -122,12 +101,12 @@ class TraceHeader:
     @property
     def cpu_capacity_shares(self) -> int:
         """Total CPU capacity of the cluster."""
-        return sum(h.cpu_capacity_shares for h in self.hosts)
+        return sum(h.cpu_capacity for h in self.hosts)
 
     @property
     def memory_capacity_bytes(self) -> int:
         """Total memory capacity of the cluster."""
-        return sum(h.memory_capacity_bytes for h in self.hosts)
+        return sum(h.memory_capacity for h in self.hosts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -321,10 +300,9 @@ def header_from_json(obj: object) -> TraceHeader:
             hosts.append(
                 HostSpec(
                     id=_check_text(raw["id"], "id"),
-                    cpu_capacity_shares=_check_int(raw["cpu_capacity"], "cpu_capacity",
-                                                   minimum=1),
-                    memory_capacity_bytes=_check_int(raw["memory_capacity"], "memory_capacity",
-                                                     minimum=1),
+                    cpu_capacity=_check_int(raw["cpu_capacity"], "cpu_capacity", minimum=1),
+                    memory_capacity=_check_int(raw["memory_capacity"], "memory_capacity",
+                                               minimum=1),
                 )
             )
         except ValidationError as exc:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from domain.lifecycle import FINAL
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from tests.e2e.conftest import REPO, Lab
 from tests.e2e.stack import Stack
-from workloads.trace import HostSpec, Trace, TraceHeader, TraceRequest, Workload
+from workloads.trace import Trace, TraceHeader, TraceRequest, Workload
 from workloads.trace_file import write_trace
 
 pytestmark = pytest.mark.lab

@@ -93,7 +93,7 @@ def test_google_task_events_become_requests(tmp_path: Path, gz: bool) -> None:
     requests = by_id(trace.requests)
     assert list(requests) == ["g3-0", "g1-0", "g2-0", "g4-2"]  # by arrival, ties in file order
     reference = reference_host(HOSTS)
-    assert (reference.cpu_capacity_shares, reference.memory_capacity_bytes) == (8192, 12 * GIB)
+    assert (reference.cpu_capacity, reference.memory_capacity) == (8192, 12 * GIB)
 
     a = requests["g1-0"]  # arrivals on the data's clock: submitted at 600 s
     assert (a.t_s, a.request_class, a.type, a.workload) == (600.0, 1, TaskType.SERVICE,
@@ -411,7 +411,7 @@ def test_the_node_list_is_the_cluster_or_a_seeded_sample_of_it(tmp_path: Path) -
                                       "--out", str(out), "--nodes-file", str(nodes)])
     assert args.handler(args) == 0
     trace = read_trace(out)
-    assert [(h.id, h.cpu_capacity_shares, h.memory_capacity_bytes) for h in trace.header.hosts] \
+    assert [(h.id, h.cpu_capacity, h.memory_capacity) for h in trace.header.hosts] \
         == [("openb-node-0000", 32768, 256 * GIB), ("openb-node-0001", 98304, 384 * GIB),
             ("openb-node-0002", 65536, 256 * GIB), ("openb-node-0003", 8192, 32 * GIB)]
     assert "the 4 nodes of" in trace.header.notes and "0 larger than every host" in \

@@ -11,7 +11,7 @@ import pytest
 from cli.main import main
 from domain.errors import ValidationError
 from domain.events import EventKind
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from manager.records import read_event
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult
@@ -26,7 +26,7 @@ from replay.plan import (
     round_interval_wall_s,
 )
 from replay.values import RoundResult
-from workloads.trace import HostSpec, TraceRequest, Workload
+from workloads.trace import TraceRequest, Workload
 
 MIB = 1024**2
 GIB = 1024**3

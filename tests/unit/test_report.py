@@ -13,14 +13,14 @@ import pytest
 from cli.bench import register
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel
 from measure.recorder import Cut, MetricsRecorder
 from measure.report import build_summary, write_report
 from measure.result_files import load_result, load_results, save_result
 from measure.results import PolicyResult, Stats, percentile
 from measure.summary_md import render_markdown
-from workloads.trace import HostSpec, TraceHeader, Workload
+from workloads.trace import TraceHeader, Workload
 
 GIB = 1024**3
 HOSTS = (HostSpec("h1", 4096, 8 * GIB), HostSpec("h2", 4096, 8 * GIB))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from measure.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from sim.config import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, SimResult
 from sim.engine import ProgressCallback, Simulation
@@ -18,7 +18,7 @@ from sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
 from sim.runner import TraceInput, requests_with_probes, run_policies, thesis_input
 from sim.summary import render_summary
 from workloads.thesis import ThesisWorkloadConfig
-from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
+from workloads.trace import TraceHeader, TraceRequest, Workload
 
 GIB = 1024**3
 MIB = 1024**2

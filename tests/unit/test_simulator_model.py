@@ -14,7 +14,7 @@ import pytest
 from cli.main import main
 from cli.simulate import ProgressBoard
 from domain.errors import ValidationError
-from domain.model import TaskType
+from domain.model import HostSpec, TaskType
 from sim.contention import share_cpu
 from sim.monitor_model import (
     HostMonitor,
@@ -32,7 +32,7 @@ from sim.profiles import (
     steps_from_series,
 )
 from workloads.cluster import GIB
-from workloads.trace import HostSpec, TraceHeader, TraceRequest, Workload
+from workloads.trace import TraceHeader, TraceRequest, Workload
 from workloads.trace_file import write_requests
 
 # ------------------------------------------------------------------ CPU sharing

@@ -11,15 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.errors import ValidationError
-from domain.model import TaskType
-from workloads.trace import (
-    HostSpec,
-    Trace,
-    TraceError,
-    TraceHeader,
-    TraceRequest,
-    Workload,
-)
+from domain.model import HostSpec, TaskType
+from workloads.trace import Trace, TraceError, TraceHeader, TraceRequest, Workload
 from workloads.trace_file import TraceWriter, open_trace, read_trace, write_trace
 
 GIB = 1024**3

@@ -53,7 +53,7 @@ def shares(values: Sequence[object]) -> dict[object, float]:
 def test_the_default_cluster_is_the_thesis_cluster() -> None:
     hosts = thesis_hosts()
     assert [h.id for h in hosts] == ["host-1", "host-2", "host-3", "host-4", "host-5"]
-    assert {(h.cpu_capacity_shares, h.memory_capacity_bytes) for h in hosts} == {
+    assert {(h.cpu_capacity, h.memory_capacity) for h in hosts} == {
         (8192, 12 * GIB)
     }
     assert generate_thesis_trace(1).header.hosts == hosts
@@ -70,7 +70,7 @@ def test_the_default_cluster_is_the_thesis_cluster() -> None:
 )
 def test_hosts_spec(spec: str, expected: list[tuple[int, int]]) -> None:
     hosts = parse_hosts_spec(spec)
-    assert [(h.cpu_capacity_shares, h.memory_capacity_bytes) for h in hosts] == expected
+    assert [(h.cpu_capacity, h.memory_capacity) for h in hosts] == expected
     assert len({h.id for h in hosts}) == len(hosts)
 
 
@@ -109,8 +109,8 @@ def test_a_formatted_spec_parses_back_to_the_same_sizes(
     spec = "+".join(f"{n}x{c}c{g}g" for n, c, g in groups)
     hosts = parse_hosts_spec(spec)
     again = parse_hosts_spec(format_hosts_spec(hosts))
-    assert [(h.cpu_capacity_shares, h.memory_capacity_bytes) for h in again] == [
-        (h.cpu_capacity_shares, h.memory_capacity_bytes) for h in hosts
+    assert [(h.cpu_capacity, h.memory_capacity) for h in again] == [
+        (h.cpu_capacity, h.memory_capacity) for h in hosts
     ]
 
 
@@ -330,7 +330,7 @@ def test_bench_generate_takes_a_hosts_spec_and_refuses_a_bad_one(tmp_path: Path)
     assert args.handler(args) == 0
     trace = read_trace(out)
     assert len(trace.header.hosts) == 10
-    assert trace.header.hosts[0].cpu_capacity_shares == 4096
+    assert trace.header.hosts[0].cpu_capacity == 4096
     args = parser.parse_args(["bench", "generate", "--seed", "1", "--out", str(out),
                               "--hosts", "10x4c"])
     with pytest.raises(ValidationError, match="10x4c"):
