@@ -30,6 +30,7 @@ def book(
     now: float,
     executed_s: float = 0.0,
     pending_s: float = 0.0,
+    preemptions: int = 0,
 ) -> Booking:
     """``tasks`` holds the host's current tasks by id; victims or cut tasks that are no longer
     there (they ended meanwhile) are skipped."""
@@ -70,6 +71,7 @@ def book(
         started_at=now,
         executed_s=executed_s,
         pending_s=pending_s,
+        preemptions=preemptions,
     )
     tally = combine(tally, contribution(placed, classes))
     return Booking(host.with_tally(tally), tuple(killed), tuple(cut), placed)

@@ -94,8 +94,9 @@ class Task:
     """A request running on a host, as the Task Registry books it.
 
     ``cpu_shares`` and ``memory`` are the current (possibly cut) resources; ``cut_received`` is
-    the total share of the original resources cut so far. ``started_at``, ``executed_s`` and
-    ``pending_s`` feed the time-to-violate of a killed task (DESIGN 3.7).
+    the total share of the original resources cut so far. ``started_at`` (this placement),
+    ``executed_s``, ``pending_s`` and ``preemptions`` (its earlier runs) feed its QoS metric
+    and its time-to-violate once killed (DESIGN 3.7, 3.10).
     """
 
     id: str
@@ -112,6 +113,7 @@ class Task:
     started_at: float = 0.0
     executed_s: float = 0.0
     pending_s: float = 0.0
+    preemptions: int = 0  # times it was taken off a host before this placement
 
     @property
     def util(self) -> float:

@@ -1,4 +1,4 @@
-"""The pending queue's order: time-to-violate (QoS-driven scheduling, eq. 3; DESIGN 3.7).
+"""The pending queue's order: the QoS metric Q (QoS-driven scheduling, eq. 3-7; DESIGN 3.7, 3.10).
 
 A task that has executed e seconds and waited p seconds, with availability objective sigma,
 may wait V = e / sigma - (e + p) more seconds before its availability falls below sigma. While
@@ -23,12 +23,17 @@ class PendingReason(StrEnum):
 
 
 def violation_deadline(
-    enqueued_at: float, executed_s: float, pending_s: float, objective: Fraction
+    enqueued_at: float,
+    executed_s: float,
+    pending_s: float,
+    objective: Fraction | float,
+    alpha_s: float = 0.0,
 ) -> float:
-    """The moment (same clock as ``enqueued_at``) the task's availability drops below target."""
+    """The moment (same clock as ``enqueued_at``) the task's QoS metric reaches 0: its
+    availability drops below target, allowing ``alpha_s`` to start it again (DESIGN 3.10)."""
     if objective <= 0:
         raise ValueError("an availability objective must be positive")
-    ttv = executed_s / float(objective) - (executed_s + pending_s)
+    ttv = executed_s / float(objective) - (executed_s + pending_s) - alpha_s
     return enqueued_at + ttv
 
 
@@ -40,6 +45,7 @@ class PendingEntry:
     deadline: float
     executed_s: float = 0.0
     pending_s: float = 0.0
+    preemptions: int = 0  # times it was taken off a host, this time included
 
     @property
     def order_key(self) -> tuple[float, int, str]:

@@ -73,12 +73,17 @@ class ClusterStore(ClusterReader, Protocol):
         ...
 
     def apply(
-        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+        self,
+        decision: Decision,
+        now: float,
+        executed_s: float = 0.0,
+        pending_s: float = 0.0,
+        preemptions: int = 0,
     ) -> list[Task]:
         """Apply a placed decision atomically: kills, then cuts, then the new task.
 
-        Returns the killed tasks as they were booked. ``executed_s`` and ``pending_s`` carry
-        a rescheduled task's history.
+        Returns the killed tasks as they were booked. ``executed_s``, ``pending_s`` and
+        ``preemptions`` carry a rescheduled task's history.
         """
         ...
 

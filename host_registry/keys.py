@@ -124,6 +124,7 @@ def pending_to_hash(entry: PendingEntry) -> dict[str, str]:
         "deadline": repr(entry.deadline),
         "executed_s": repr(entry.executed_s),
         "pending_s": repr(entry.pending_s),
+        "preemptions": str(entry.preemptions),
     }
 
 
@@ -142,6 +143,7 @@ def pending_from_hash(fields: Mapping[str, str]) -> PendingEntry:
         deadline=float(fields["deadline"]),
         executed_s=float(fields["executed_s"]),
         pending_s=float(fields["pending_s"]),
+        preemptions=int(fields.get("preemptions") or 0),  # absent from entries queued before
     )
 
 

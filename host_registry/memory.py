@@ -308,13 +308,19 @@ class MemoryStore:
     # -- tasks ------------------------------------------------------------------------------
 
     def apply(
-        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+        self,
+        decision: Decision,
+        now: float,
+        executed_s: float = 0.0,
+        pending_s: float = 0.0,
+        preemptions: int = 0,
     ) -> list[Task]:
         if decision.request.id in self._tasks:
             raise ConflictError(f"task {decision.request.id!r} is already running")
         host = self.host(decision.host or "")
         on_host = self._host_tasks[host.id]
-        booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s)
+        booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s,
+                       preemptions)
         for victim in booking.killed:
             del on_host[victim.id], self._tasks[victim.id]
         for task in (*booking.cut, booking.placed):

@@ -263,7 +263,12 @@ class RedisStore:
     # -- tasks ------------------------------------------------------------------------------
 
     def apply(
-        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+        self,
+        decision: Decision,
+        now: float,
+        executed_s: float = 0.0,
+        pending_s: float = 0.0,
+        preemptions: int = 0,
     ) -> list[Task]:
         host_id = decision.host or ""
         touched = sorted({*decision.kills, *(cut.task for cut in decision.cuts)})
@@ -287,7 +292,8 @@ class RedisStore:
                     task = task_from_hash(fields)
                     current[task.id] = task
             host = host_from_hash(host_fields)
-            booking = book(decision, host, current, self._classes, now, executed_s, pending_s)
+            booking = book(decision, host, current, self._classes, now, executed_s, pending_s,
+                       preemptions)
             for victim in booking.killed:
                 self._stage_task_removal(batch, victim)
             for task in (*booking.cut, booking.placed):

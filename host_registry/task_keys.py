@@ -46,6 +46,7 @@ def task_to_hash(task: Task) -> dict[str, str]:
         "started_at": repr(task.started_at),
         "executed_s": repr(task.executed_s),
         "pending_s": repr(task.pending_s),
+        "preemptions": str(task.preemptions),
     }
 
 
@@ -65,4 +66,5 @@ def task_from_hash(fields: Mapping[str, str]) -> Task:
         started_at=float(fields["started_at"]),
         executed_s=float(fields["executed_s"]),
         pending_s=float(fields["pending_s"]),
+        preemptions=int(fields.get("preemptions") or 0),  # absent from tasks booked before
     )

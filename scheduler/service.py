@@ -15,6 +15,7 @@ from domain.decision import Decision
 from domain.errors import ConflictError
 from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
+from domain.slo import SloTable
 from domain.store import ChangeLog, ClusterStore
 from scheduler.plugin import Policy
 
@@ -59,10 +60,16 @@ class Scheduler:
         *,
         retry_limit: int = DEFAULT_RETRY_LIMIT,
         skip_unchanged: bool = True,
+        slo: SloTable | None = None,
+        alpha_s: float = 0.0,
     ) -> None:
         self.store = store
         self.policy = policy
         self.retry_limit = retry_limit
+        # The queue's order (DESIGN 3.10): each class's objective, and the allocation time a
+        # request that ran before needs to run again.
+        self.slo = slo or SloTable()
+        self.alpha_s = alpha_s
         # With a store that logs its changes: where each waiting request last failed, so a
         # retry can tell "no changed host could take it" without deciding (see retry_pending).
         self._log: ChangeLog | None = (
@@ -153,7 +160,8 @@ class Scheduler:
                 if decision.placed:
                     marks.pop(request.id, None)
                     self.store.remove_pending(request.id)
-                    self._apply(decision, now, entry.executed_s, entry.waited(now), outcome)
+                    self._apply(decision, now, entry.executed_s, entry.waited(now), outcome,
+                                entry.preemptions)
                     continue
             else:
                 outcome.decisions.append(
@@ -192,9 +200,15 @@ class Scheduler:
         return decision
 
     def _apply(
-        self, decision: Decision, now: float, executed_s: float, pending_s: float, outcome: Outcome
+        self,
+        decision: Decision,
+        now: float,
+        executed_s: float,
+        pending_s: float,
+        outcome: Outcome,
+        preemptions: int = 0,
     ) -> None:
-        killed = self.store.apply(decision, now, executed_s, pending_s)
+        killed = self.store.apply(decision, now, executed_s, pending_s, preemptions)
         outcome.applied.append(decision)
         if killed:
             outcome.killed += killed
@@ -210,12 +224,14 @@ class Scheduler:
                 raise RuntimeError("kill chain did not end: class invariant broken")
             victim, reason = victims.popleft()
             executed = victim.executed_s + max(0.0, now - victim.started_at)
+            preemptions = victim.preemptions + 1  # taken off its host: a kill, or a lost host
             request = victim.as_request()
             decision = self._decide(request, outcome, exclude=(victim.host,))
             if not decision.placed:
-                self._enqueue(request, reason, now, executed, victim.pending_s, outcome)
+                self._enqueue(request, reason, now, executed, victim.pending_s, outcome,
+                              preemptions)
                 continue
-            killed = self.store.apply(decision, now, executed, victim.pending_s)
+            killed = self.store.apply(decision, now, executed, victim.pending_s, preemptions)
             outcome.applied.append(decision)
             outcome.killed += killed
             victims.extend((task, PendingReason.VICTIM) for task in killed)
@@ -228,15 +244,21 @@ class Scheduler:
         executed_s: float,
         pending_s: float,
         outcome: Outcome,
+        preemptions: int = 0,
     ) -> None:
-        objective = self.store.classes.availability_objective(request.cls)
+        # a request that ran before needs another allocation to run again; a new one's first
+        # is free (it starts at Q = 0)
+        alpha = self.alpha_s if reason is not PendingReason.QUEUED else 0.0
         entry = PendingEntry(
             request=request,
             reason=reason,
             enqueued_at=now,
-            deadline=violation_deadline(now, executed_s, pending_s, objective),
+            deadline=violation_deadline(
+                now, executed_s, pending_s, self.slo.objective(request.cls), alpha
+            ),
             executed_s=executed_s,
             pending_s=pending_s,
+            preemptions=preemptions,
         )
         self.store.push_pending(entry)
         outcome.queued.append(entry)

@@ -295,3 +295,19 @@ def test_redis_restart_loses_nothing(redis_srv: RedisServer) -> None:
         assert any(e.reason is PendingReason.QUEUED for e in after_store.pending())
     finally:
         RedisStore.from_url(redis_srv.url, prefix="restart").flush()
+
+
+def test_preemptions_travel_with_tasks_and_pending_entries(store: RedisStore) -> None:
+    """A victim's preemptions are kept where it waits and where it runs again (both stores
+    agree: the memory store's twin gives the same figures)."""
+    for target in (store, MemoryStore()):
+        build(H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]), store=target)
+        scheduler = Scheduler(target, make_policy("energy"))
+        queued = scheduler.submit(req(3, cpu=1000, mem=10, id="big"), now=10.0).queued
+        assert [(e.request.id, e.preemptions) for e in target.pending()] == [("victim", 1)]
+        assert queued[0].preemptions == 1
+        target.update_host_utilization("hot", 0.1, 0.1)  # calm: it takes work again
+        scheduler.task_ended("big", now=20.0)
+        moved = target.task("victim")
+        assert moved is not None and moved.preemptions == 1
+        assert moved.pending_s == pytest.approx(10.0)

@@ -40,10 +40,15 @@ class CheckedStore(MemoryStore):
     just before it is applied."""
 
     def apply(
-        self, decision: Decision, now: float, executed_s: float = 0.0, pending_s: float = 0.0
+        self,
+        decision: Decision,
+        now: float,
+        executed_s: float = 0.0,
+        pending_s: float = 0.0,
+        preemptions: int = 0,
     ) -> list[Task]:
         check_decision(self, decision)
-        return super().apply(decision, now, executed_s, pending_s)
+        return super().apply(decision, now, executed_s, pending_s, preemptions)
 
 
 def check_decision(store: MemoryStore, decision: Decision) -> None:

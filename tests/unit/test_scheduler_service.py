@@ -1,6 +1,7 @@
 """Rescheduling of victims, the pending queue (DESIGN 3.7) and registry updates (3.8)."""
 
 from collections.abc import Iterable
+from dataclasses import replace
 from fractions import Fraction as F
 from typing import Any
 
@@ -13,6 +14,7 @@ from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, HostView, Request
 from domain.pending import PendingReason
 from domain.regions import Region
+from domain.slo import SloTable
 from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
 from scheduler.registry import make_policy
@@ -275,3 +277,24 @@ def test_change_log_lists_changed_hosts_as_they_are_now() -> None:
     assert changed == [store.host("a")]  # once, current view; "b" left; "c" did not change
     assert changed is not None and changed[0].region is Region.DEE and changed[0].task_count == 0
     assert store.changed_since(store.change_mark()) == []
+
+
+def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
+    """The queue's order is the QoS metric (DESIGN 3.10): each class's objective from the SLO
+    table, the allocation time it needs to run again; the preemptions travel with the task."""
+    store = build(H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]))
+    loaded = store.task("victim")
+    assert loaded is not None
+    store.end_task("victim")
+    store.load_task(replace(loaded, started_at=0.0, executed_s=40.0, pending_s=10.0,
+                            preemptions=2))
+    sched = Scheduler(store, make_policy("energy"), slo=SloTable.parse("4=0.25"), alpha_s=5.0)
+    outcome = sched.submit(req(3, cpu=1000, mem=10, id="big"), now=100.0)
+    [entry] = outcome.queued
+    assert (entry.request.id, entry.preemptions) == ("victim", 3)
+    # e = 40 + 100 (its run here), p = 10: Q = 140 / 0.25 - 150 - 5 = 405 s from now
+    assert (entry.executed_s, entry.pending_s) == (140.0, 10.0)
+    assert entry.deadline == pytest.approx(100.0 + 405.0)
+    new = sched.submit(req(1, cpu=5000, mem=10, id="late"), now=120.0, queue=True)
+    assert new.queued[0].deadline == 120.0  # a new request starts at Q = 0: no alpha
+    assert [e.request.id for e in store.pending()] == ["late", "victim"]
