@@ -102,6 +102,18 @@ class ProgressBoard:
         self.stream.flush()
 
 
+def _new_requests(args: argparse.Namespace) -> str:
+    """What becomes of a new request no pass places, for a report's settings line."""
+    from scheduler import registry
+
+    if args.queue_new:
+        return "wait in the queue"
+    admitting = [p for p in args.policies if registry.plugin(p).admits_to_queue]
+    if not admitting:
+        return "are refused"
+    return f"are refused ({', '.join(admitting)}: wait in the queue, as the policy admits)"
+
+
 def default_jobs() -> int:
     """The processors this process may use."""
     return max(1, len(os.sched_getaffinity(0)))
@@ -255,7 +267,7 @@ def _simulate_seed(
         options=policy_options.policy_options(args),
         classes=cluster.classes(),
         bounds=cluster.bounds(),
-        queue_new=args.queue_new,
+        queue_new=True if args.queue_new else None,  # None: as each policy admits
     )
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
              if args.progress or sys.stderr.isatty() else None)
@@ -281,7 +293,7 @@ def _simulate_seed(
         f"power table {args.power_table}; usage profiles ({sources}).\n\n"
         + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
         + f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass "
-        f"places {'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        f"places {_new_requests(args)}.\n\n"
         + render_summary(results, thesis=thesis)
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
@@ -314,7 +326,7 @@ def _simulate_seeds(
         f"Trace: {source}; seeds {', '.join(str(s) for s in seeds)}; one run per seed in "
         f"seed-N/ (its {SIMULATION_SUMMARY} and report).\n\n"
         f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass places "
-        f"{'wait in the queue' if args.queue_new else 'are refused'}.\n\n"
+        f"{_new_requests(args)}.\n\n"
         + summary.render()
     )
     (out / SEEDS_SUMMARY).write_text(text, encoding="utf-8")

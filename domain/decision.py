@@ -14,6 +14,7 @@ class Pass(StrEnum):
     SIMPLE = "simple"
     CUT = "cut"
     KILL = "kill"
+    PREEMPT = "preempt"  # the QoS-driven policy's preemption (DESIGN 3.11)
 
 
 @dataclass(frozen=True, slots=True)

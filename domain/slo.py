@@ -44,6 +44,8 @@ class SloTable:
     """The availability objective of every class; the defaults unless set."""
 
     objectives: Mapping[int, float] = field(default_factory=dict)
+    # every class's objective, by class - 1 (asked for on every decision of the qos policy)
+    _values: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for cls, value in self.objectives.items():
@@ -52,10 +54,11 @@ class SloTable:
                 0 < float(value) <= 1
             ):
                 raise ValidationError("slo", f"class {cls}: the objective must be in (0, 1]")
+        values = tuple(float(self.objectives.get(c, default_objective(c))) for c in CLASSES)
+        object.__setattr__(self, "_values", values)
 
     def objective(self, cls: int) -> float:
-        found = self.objectives.get(cls)
-        return float(found) if found is not None else float(default_objective(cls))
+        return self._values[cls - 1]
 
     def as_dict(self) -> dict[str, float]:
         return {str(c): self.objective(c) for c in CLASSES}

@@ -58,7 +58,8 @@ class Manager:
         self.clock = clock
         plugin = settings.plugin
         self.by_swarm = plugin.placed_by is PlacedBy.SWARM
-        self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed))
+        self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed),
+                                   admits_to_queue=plugin.admits_to_queue)
         self.loop = SchedulingLoop()
         self.effects = Effects(store, records, backend, agents, self.queue_retry)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
@@ -116,7 +117,7 @@ class Manager:
         return self.loop.call(lambda: self._submit(request, spec, queue))
 
     def _submit(
-        self, request: Request, spec: dict[str, Any], queue: bool
+        self, request: Request, spec: dict[str, Any], queue: bool | None
     ) -> tuple[RequestRecord, Decision | None, float]:
         if self.records.exists(request.id):
             raise ConflictError(f"a request named {request.id!r} already exists")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from domain.decision import Decision, TaskCut
+from domain.decision import Decision, Pass, TaskCut
 from domain.errors import GreenSwarmError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
@@ -41,11 +41,13 @@ class Effects:
 
     def carry_out(self, outcome: Outcome) -> None:
         for decision in outcome.applied:
+            preempted = decision.pass_ is Pass.PREEMPT
             for victim in decision.kills:
                 self.mark_killed(
                     victim,
-                    Event(EventKind.KILLED,
-                          f"killed on {decision.host} to make room for {decision.request.id}",
+                    Event(EventKind.PREEMPTED if preempted else EventKind.KILLED,
+                          f"{'preempted' if preempted else 'killed'} on {decision.host} to "
+                          f"make room for {decision.request.id}",
                           host=decision.host, by=decision.request.id),
                 )
             for cut in decision.cuts:

@@ -44,7 +44,7 @@ MAX_SPEC_BYTES = 262_144
 
 def parse_spec(
     body: Any, *, max_cpu_shares: int, max_memory: int
-) -> tuple[Request, dict[str, Any], bool]:
+) -> tuple[Request, dict[str, Any], bool | None]:
     """The scheduler's Request, the normalised spec to run, and whether to queue."""
     if not isinstance(body, dict):
         raise ValidationError("body", "must be a JSON object")
@@ -72,8 +72,8 @@ def parse_spec(
         raise ValidationError("memory", f"exceeds the largest host ({max_memory} bytes)")
     kind = check_task_type(body.get("type"), "type")
     cls = check_class(body.get("class"), "class")
-    queue = body.get("queue", False)
-    if not isinstance(queue, bool):
+    queue = body.get("queue")  # absent: the policy's habit (qos admits every request)
+    if queue is not None and not isinstance(queue, bool):
         raise ValidationError("queue", "must be true or false")
     spec: dict[str, Any] = {
         "image": image,

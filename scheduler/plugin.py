@@ -18,13 +18,14 @@ import enum
 import typing
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from domain.classes import ClassTable, OverbookingModel
 from domain.decision import Decision
 from domain.errors import ValidationError
 from domain.model import HostView, Request
 from domain.regions import RegionBounds
+from domain.slo import SloTable
 from domain.store import ClusterReader
 
 
@@ -51,6 +52,30 @@ class Policy(Protocol):
         ...
 
 
+@runtime_checkable
+class RoundPolicy(Protocol):
+    """A policy that decides over the pending queue in rounds (the QoS-driven one, DESIGN
+    3.11): the scheduler asks it about each waiting request, most urgent first, with the
+    request's QoS metric and the round's moment, objectives and allocation time; a round runs at
+    least every ``watchdog_s`` (the simulator's clock)."""
+
+    @property
+    def watchdog_s(self) -> float: ...
+
+    def decide_waiting(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        q_s: float,
+        now: float,
+        slo: SloTable,
+        alpha_s: float,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision: ...
+
+
 class PlacedBy(enum.StrEnum):
     """Who carries out a policy's placements."""
 
@@ -72,8 +97,9 @@ class PolicyPlugin(Generic[OptionsT]):
 
     ``build(options, seed)`` makes a fresh policy (``seed`` for those that draw at random);
     ``passes`` names the passes its decisions report (reports count placements per pass; a
-    policy without passes is counted under its own name); ``simulated`` False marks a policy
-    that only exists live (``swarm``).
+    policy without passes is counted under its own name); ``admits_to_queue``: a new request
+    waits in the pending queue unless its client says ``queue: false`` (the QoS-driven
+    policy's admission); ``simulated`` False marks a policy that only exists live (``swarm``).
     """
 
     name: str
@@ -81,6 +107,7 @@ class PolicyPlugin(Generic[OptionsT]):
     options: type[OptionsT]
     build: Callable[[OptionsT, int], Policy]
     passes: tuple[str, ...] = ()
+    admits_to_queue: bool = False
     placed_by: PlacedBy = PlacedBy.OURS
     simulated: bool = True
 

@@ -13,12 +13,13 @@ from typing import Any
 
 from domain.errors import ConflictError, ValidationError
 from scheduler.plugin import Policy, PolicyPlugin
-from scheduler.policies import binpack, energy, random_choice, spread, swarm
+from scheduler.policies import binpack, energy, qos, random_choice, spread, swarm
 
 _TABLE: dict[str, PolicyPlugin[Any]] = {
     plugin.name: plugin
     for plugin in (
         energy.PLUGIN,
+        qos.PLUGIN,
         spread.PLUGIN,
         binpack.PLUGIN,
         random_choice.PLUGIN,

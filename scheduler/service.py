@@ -17,7 +17,7 @@ from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
 from domain.slo import SloTable
 from domain.store import ChangeLog, ClusterStore
-from scheduler.plugin import Policy
+from scheduler.plugin import Policy, RoundPolicy
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -62,6 +62,7 @@ class Scheduler:
         skip_unchanged: bool = True,
         slo: SloTable | None = None,
         alpha_s: float = 0.0,
+        admits_to_queue: bool = False,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -70,10 +71,19 @@ class Scheduler:
         # request that ran before needs to run again.
         self.slo = slo or SloTable()
         self.alpha_s = alpha_s
+        # A new request waits in the queue unless its client says otherwise (the QoS-driven
+        # policy's admission, DESIGN 3.11).
+        self.admits_to_queue = admits_to_queue
+        # A policy that decides in rounds over the queue (DESIGN 3.11): it sees every waiting
+        # request in Q order, and victims go back to the queue instead of a cascade.
+        self._rounds: RoundPolicy | None = policy if isinstance(policy, RoundPolicy) else None
         # With a store that logs its changes: where each waiting request last failed, so a
         # retry can tell "no changed host could take it" without deciding (see retry_pending).
+        # (A round policy's decisions depend on time, not on the hosts' books alone: never.)
         self._log: ChangeLog | None = (
-            store if skip_unchanged and isinstance(store, ChangeLog) else None
+            store
+            if skip_unchanged and self._rounds is None and isinstance(store, ChangeLog)
+            else None
         )
         self._failed_at: dict[str, int] = {}
         # Hosts that keep their tasks but take no new placement (paused Swarm nodes, DESIGN 4):
@@ -91,15 +101,28 @@ class Scheduler:
 
     # -- new requests ---------------------------------------------------------------------
 
-    def submit(self, request: Request, now: float, *, queue: bool = False) -> Outcome:
-        """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it."""
+    def submit(self, request: Request, now: float, *, queue: bool | None = None) -> Outcome:
+        """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it.
+        ``queue`` None: the policy's habit (``admits_to_queue``). A round policy queues the
+        request first, with Q = 0, then runs a round: the most urgent waiting request first."""
         if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
+        wait = self.admits_to_queue if queue is None else queue
         outcome = Outcome()
+        if self._rounds is not None and wait:
+            self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
+            self._round(now, outcome)
+            if not any(d.request.id == request.id for d in outcome.applied):
+                tried = [d for d in outcome.decisions if d.request.id == request.id]
+                outcome.waiting.append(
+                    tried[-1] if tried else Decision.refused(
+                        request, "waiting in the queue behind more urgent requests",
+                        policy=self.policy.name))
+            return outcome
         decision = self._decide(request, outcome)
         if decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
-        elif queue:
+        elif wait:
             outcome.waiting.append(decision)
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
         else:
@@ -109,8 +132,14 @@ class Scheduler:
     # -- tasks that must move -------------------------------------------------------------
 
     def reschedule(self, tasks: list[Task], now: float, reason: PendingReason) -> Outcome:
-        """Resubmit tasks removed from their hosts (killed, or their host left)."""
+        """Resubmit tasks removed from their hosts (killed, or their host left); under a round
+        policy they join the queue and a round runs."""
         outcome = Outcome()
+        if self._rounds is not None:
+            for task in tasks:
+                self._requeue(task, reason, now, outcome)
+            self._round(now, outcome)
+            return outcome
         self._cascade(deque((task, reason) for task in tasks), now, outcome)
         return outcome
 
@@ -126,6 +155,52 @@ class Scheduler:
     # -- pending queue --------------------------------------------------------------------
 
     def retry_pending(self, now: float) -> Outcome:
+        if self._rounds is not None:
+            outcome = Outcome()
+            self._round(now, outcome)
+            return outcome
+        return self._retry_in_order(now)
+
+    def _round(self, now: float, outcome: Outcome) -> None:
+        """One round of a round policy (DESIGN 3.11): every waiting request once, the lowest Q
+        first (the queue's order); a placement's victims join the queue with their own Q and
+        may be placed again in the same round, never on the host they just left. The round
+        stops after ``retry_limit`` requests in a row found no host (the paper's own heuristic:
+        the rest of the queue is no more urgent, and the next round comes soon)."""
+        assert self._rounds is not None
+        tried: set[str] = set()
+        left: dict[str, str] = {}  # victim -> the host it left in this round
+        failures = 0
+        while failures < self.retry_limit:
+            entry = next((e for e in self.store.pending() if e.request.id not in tried), None)
+            if entry is None:
+                return
+            request = entry.request
+            tried.add(request.id)
+            exclude = (left[request.id],) if request.id in left else ()
+            decision = self._decide(request, outcome, exclude, q_s=entry.deadline - now,
+                                    now=now)
+            if not decision.placed:
+                failures += 1
+                continue
+            failures = 0
+            self.store.remove_pending(request.id)
+            outcome.queued = [e for e in outcome.queued if e.request.id != request.id]
+            killed = self.store.apply(decision, now, entry.executed_s, entry.waited(now),
+                                      entry.preemptions)
+            outcome.applied.append(decision)
+            outcome.killed += killed
+            for victim in killed:
+                self._requeue(victim, PendingReason.VICTIM, now, outcome)
+                left[victim.id] = victim.host
+
+    def _requeue(self, task: Task, reason: PendingReason, now: float, outcome: Outcome) -> None:
+        """A task taken off its host waits with its history and one preemption more."""
+        executed = task.executed_s + max(0.0, now - task.started_at)
+        self._enqueue(task.as_request(), reason, now, executed, task.pending_s, outcome,
+                      task.preemptions + 1)
+
+    def _retry_in_order(self, now: float) -> Outcome:
         """Try waiting requests in time-to-violate order; the placed ones leave the queue.
 
         An entry is skipped when one at least as small, of the same class and type, already
@@ -188,13 +263,25 @@ class Scheduler:
     # -- internals ------------------------------------------------------------------------
 
     def _decide(
-        self, request: Request, outcome: Outcome, exclude: tuple[str, ...] = ()
+        self,
+        request: Request,
+        outcome: Outcome,
+        exclude: tuple[str, ...] = (),
+        *,
+        q_s: float | None = None,
+        now: float = 0.0,
     ) -> Decision:
-        """The policy's decision, timed, and noted in ``outcome``."""
+        """The policy's decision, timed, and noted in ``outcome``; ``q_s``: a waiting
+        request's QoS metric, for a round policy."""
         if self.closed_hosts:
             exclude = (*exclude, *self.closed_hosts)
         started = time.perf_counter_ns()
-        decision = self.policy.decide(request, self.store, exclude=exclude)
+        if self._rounds is not None and q_s is not None:
+            decision = self._rounds.decide_waiting(
+                request, self.store, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
+                exclude=exclude)
+        else:
+            decision = self.policy.decide(request, self.store, exclude=exclude)
         decision = decision.timed((time.perf_counter_ns() - started) / 1e6)
         outcome.decisions.append(decision)
         return decision

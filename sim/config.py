@@ -34,7 +34,7 @@ class SimConfig:
     bounds: RegionBounds | None = None
     # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
     # and is retried like a victim, instead of being refused (the thesis behaviour).
-    queue_new: bool = False
+    queue_new: bool | None = None  # None: as the policy admits (the qos policy queues)
     # Retries skip waiting requests no changed host could take (scheduler.service);
     # False decides every retry in full (same outcome, slower: for comparisons).
     skip_unchanged_retries: bool = True

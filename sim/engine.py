@@ -47,7 +47,8 @@ from domain.model import Request
 from host_registry.memory import MemoryStore
 from measure.recorder import Cut, MetricsRecorder
 from monitor.core import UtilSample
-from scheduler.registry import make_policy
+from scheduler import registry
+from scheduler.plugin import RoundPolicy
 from scheduler.service import Outcome, Scheduler
 from sim.config import SimConfig, SimResult, SimStats
 from sim.contention import share_cpu
@@ -68,6 +69,7 @@ _STOP = 1  # a service's client stops it
 _STEP = 2  # a run moves to the next step of its usage profile
 _TASK_WINDOW = 3  # a host's task monitor closes a 45 s window
 _HOST_WINDOW = 4  # a host's monitor closes a 30 s window
+_ROUND = 5  # a round policy's watchdog: a round over the queue
 _INF = math.inf
 
 ProgressCallback = Callable[[float, float], None]
@@ -92,10 +94,14 @@ class Simulation:
         self.progress = progress
         self._arrivals: Iterator[tuple[TraceRequest, bool]] = iter(requests)
         self.store = MemoryStore(config.classes, config.bounds)
-        policy = make_policy(config.policy, config.options.get(config.policy), seed=config.seed)
+        plugin = registry.plugin(config.policy, simulated=True)
+        policy = plugin.make(config.options.get(config.policy), config.seed)
         self.scheduler = Scheduler(
-            self.store, policy, skip_unchanged=config.skip_unchanged_retries
+            self.store, policy, skip_unchanged=config.skip_unchanged_retries,
+            admits_to_queue=plugin.admits_to_queue,
         )
+        # New requests wait in the queue: asked for (--queue-new), or the policy's admission.
+        self._queue_new = plugin.admits_to_queue if config.queue_new is None else config.queue_new
         self.recorder = MetricsRecorder.for_trace(
             config.policy, header, power_model=config.power_model,
             region_bounds=config.bounds,
@@ -113,6 +119,10 @@ class Simulation:
             self._hosts[spec.id] = host
             self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
             self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)
+        # A round policy runs a round at least every watchdog_s (DESIGN 3.11).
+        self._watchdog_s = policy.watchdog_s if isinstance(policy, RoundPolicy) else 0.0
+        if self._watchdog_s > 0:
+            self._push(self._watchdog_s, _ROUND, None)
         self._runs: dict[str, Run] = {}
         self._requests: dict[str, TraceRequest] = {}  # placed or waiting, by id
         self._pending: set[str] = set()
@@ -184,8 +194,11 @@ class Simulation:
                 self._on_step(t, obj)
         elif kind == _TASK_WINDOW:
             self._on_task_window(t, obj)
-        else:
+        elif kind == _HOST_WINDOW:
             self._on_host_window(t, obj)
+        else:
+            self._follow(self.scheduler.retry_pending(t), t)
+            self._push(t + self._watchdog_s, _ROUND, None)
 
     # ------------------------------------------------------------------ requests
 
@@ -230,7 +243,7 @@ class Simulation:
                         t, request_id, True, decision_ms=ms, pass_name=pass_name,
                         host_id=decision.host, cuts=cuts, kills=decision.kills,
                     )
-            elif request_id in queued or (request_id == new_id and self.config.queue_new):
+            elif request_id in queued or (request_id == new_id and self._queue_new):
                 queued.add(request_id)  # in the queue: outcome.queued has it
                 recorder.on_queued(t, request_id, decision_ms=ms)
             elif request_id == new_id:

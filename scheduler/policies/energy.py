@@ -53,7 +53,7 @@ class EnergyPolicy:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        run = _Run(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE)
+        run = Passes(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE)
         decision = run.simple() or run.cut() or run.kill()
         if decision is not None:
             return decision
@@ -100,8 +100,10 @@ def _within(need: tuple[int, int], room: tuple[int, int]) -> bool:
     return need[0] <= room[0] and need[1] <= room[1]
 
 
-class _Run:
-    """One decision: the request, the store, and the notes of the passes."""
+class Passes:
+    """One decision's passes: the request, the store, and the notes of the passes. The
+    QoS-driven policy runs the simple and cut passes as they are (DESIGN 3.11 step 1), under
+    its own name."""
 
     def __init__(
         self,
@@ -110,8 +112,10 @@ class _Run:
         exclude: Collection[str],
         notes: Notes,
         empties_in_lee: bool,
+        policy: str = "energy",
     ) -> None:
         self.request = request
+        self.policy = policy
         self.empties_in_lee = empties_in_lee
         self.view = view
         self.exclude = exclude
@@ -158,7 +162,7 @@ class _Run:
             reason=f"{pass_.value} pass: {host.region.value} host {host.id} "
             f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
             explain=tuple(self.notes.lines),
-            policy="energy",
+            policy=self.policy,
         )
 
     # -- simple pass (3.4) ------------------------------------------------------------------
@@ -320,5 +324,5 @@ PLUGIN = PolicyPlugin(
             "DEE and EED hosts",
     options=EnergyOptions,
     build=lambda options, seed: EnergyPolicy(empty_hosts=options.empty_hosts),
-    passes=tuple(Pass),
+    passes=(Pass.SIMPLE, Pass.CUT, Pass.KILL),
 )

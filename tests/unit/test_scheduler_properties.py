@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 
 from domain.books import contribution
 from domain.classes import ClassTable, after_cut
-from domain.decision import Decision
+from domain.decision import Decision, Pass
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.regions import REGIONS
@@ -66,6 +66,8 @@ def check_decision(store: MemoryStore, decision: Decision) -> None:
     for victim_id in decision.kills:
         victim = store.task(victim_id)
         assert victim is not None and victim.host == decision.host
+        if decision.pass_ is Pass.PREEMPT:
+            continue  # the QoS-driven policy preempts by Q, any class (test_qos_policy.py)
         if request.cls < 4:
             assert victim.cls > request.cls, "a kill hit a class that is not higher"
         else:
@@ -196,7 +198,7 @@ class SchedulingMachine(RuleBasedStateMachine):
             factor = self.classes.max_factor(host.host_class)
             assert host.cpu_allocated <= host.cpu_capacity * factor
             assert host.memory_allocated <= host.memory_capacity * factor
-            if self.policy_name != "energy":
+            if self.policy_name not in ("energy", "qos"):  # the policies that overbook
                 assert host.cpu_allocated <= host.cpu_capacity
                 assert host.memory_allocated <= host.memory_capacity
 
@@ -238,6 +240,15 @@ class RandomMachine(SchedulingMachine):
     policy_name = "random"
 
 
+class QosMachine(SchedulingMachine):
+    """The QoS-driven policy under the same invariants: never beyond M(class) x capacity, the
+    books exact, no victim lost, the queue in order (DESIGN 3.11)."""
+
+    policy_name = "qos"
+
+
+TestQosMachine = QosMachine.TestCase
+TestQosMachine.settings = settings(SETTINGS, max_examples=40)
 TestSpreadMachine = SpreadMachine.TestCase
 TestSpreadMachine.settings = settings(SETTINGS, max_examples=15)
 TestBinpackMachine = BinpackMachine.TestCase

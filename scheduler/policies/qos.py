@@ -1,0 +1,295 @@
+"""``qos``: the QoS-driven policy (DESIGN 3.11), after the QoS-driven scheduling paper, on top
+of this design's overbooking.
+
+Every request that fits some host is admitted into the pending queue with Q = 0 (a client that
+asks ``queue: false`` keeps the thesis behaviour: refused unless a host takes it at once). The
+scheduler then runs rounds over the queue (on every arrival, task end, host join or loss,
+utilization drop, and at least every ``watchdog_s``), taking the lowest Q first. For each
+request j:
+
+1. hosts that take j without preemption: the energy policy's simple and cut passes, unchanged;
+2. else preemption, on hosts of every region: on a host, running tasks k are considered by Q
+   descending (ties: class descending, then utilization ascending); k is eligible when
+   Q_j < Q_k and Q_k >= phi (the safety margin); or both are below phi and j's class is more
+   important (a lower number); or both are below phi, of the same class, and Q_j < Q_k. A task
+   of j's own class whose preemption overhead C_k exceeds 1 - sigma(c_k) is not eligible. Eligible
+   tasks are taken until j fits (the host's class recomputed from what remains);
+3. among the feasible hosts, the smallest cost S = (d1, d2, d3, d4, s+) wins (eq. 9): d_i sums
+   phi - Q_k over the victims of class i below the margin (how deep into it the preemption pushes
+   them), s+ is 1 / the sum of Q_k - phi over the other victims (0 with none, 1 / 1 ms when that
+   sum is 0); ties by the kill pass's host order;
+4. the victims go back to the queue with their own Q and original resources, never placed back
+   on the host they left in the same round.
+
+Q of a running task k: e_k / sigma - (e_k + p_k) - alpha, e_k counting its current run; its
+overhead C_k = (its preemptions x alpha) / (e_k + that), alpha being the expected allocation
+time (the scheduler's). Pure: the scheduler gives the moment, the SLO table and alpha.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from domain.classes import ClassTable
+from domain.decision import Decision, Pass
+from domain.model import HostView, Request, Task
+from domain.regions import Region
+from domain.slo import SloTable, preemption_overhead, qos_metric
+from domain.store import ClusterReader
+from scheduler.explain import Notes
+from scheduler.plugin import PolicyPlugin
+from scheduler.policies.energy import Passes
+
+NO_SLACK_COST = 1 / 0.001  # s+ when the other victims' slack sums to 0 (1 / 1 ms)
+
+
+@dataclass(frozen=True)
+class QosOptions:
+    safety_margin_s: float = field(
+        default=10.0,
+        metadata={"help": "phi: a running task with Q below it is preempted only for a more "
+                          "important class, or a more urgent request of its own class",
+                  "metavar": "S"},
+    )
+    overhead_cap: bool = field(
+        default=True,
+        metadata={"help": "a task whose preemption overhead C exceeds 1 - its SLO is not "
+                          "preempted for a request of its own class"},
+    )
+    watchdog_s: float = field(
+        default=10.0,
+        metadata={"help": "a round over the queue at least this often (the simulator's; live "
+                          "it is GREENSWARM_RETRY_INTERVAL_S)", "metavar": "S"},
+    )
+
+
+@dataclass
+class QosPolicy:
+    options: QosOptions = field(default_factory=QosOptions)
+    name: str = "qos"
+    # Running tasks' Q at one moment: a round decides many requests at the same ``now`` (a
+    # task placed meanwhile carries the same e and p, so its Q is the same).
+    _q_at: float = field(default=float("nan"), repr=False)
+    _q: dict[str, float] = field(default_factory=dict, repr=False)
+
+    # -- the Policy protocol ------------------------------------------------------------
+
+    def decide(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        """Outside a round (``greenswarm decide``): the request as new (Q = 0), every task's Q
+        at t = 0 of its own clock, default objectives, no allocation time."""
+        return self.decide_waiting(request, view, q_s=0.0, now=0.0, slo=SloTable(),
+                                   alpha_s=0.0, exclude=exclude, explain=explain)
+
+    def may_place(
+        self, request: Request, hosts: Iterable[HostView], classes: ClassTable
+    ) -> bool:
+        """Always True: whether a task may be preempted depends on time, not on the hosts'
+        books alone, so a retry can never be skipped."""
+        return True
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    @property
+    def watchdog_s(self) -> float:
+        return self.options.watchdog_s
+
+    def decide_waiting(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        q_s: float,
+        now: float,
+        slo: SloTable,
+        alpha_s: float,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        """The decision for a request of QoS metric ``q_s`` at ``now`` (a round's)."""
+        notes = Notes(explain)
+        passes = Passes(request, view, exclude, notes, False, policy=self.name)
+        decision = passes.simple() or passes.cut()
+        if decision is not None:
+            return decision
+        ranked: list[tuple[tuple[float, ...], tuple[object, ...], HostView, list[Task], int]] = []
+        for host in view.all_hosts():
+            if host.id in exclude:
+                notes.host("preempt", host, "excluded")
+                continue
+            found = self._victims(request, host, view, q_s, now, slo, alpha_s, notes)
+            if found is None:
+                continue
+            victims, new_class, cost = found
+            ranked.append((cost, _host_order(host, request.cls), host, victims, new_class))
+        if not ranked:
+            return Decision.refused(
+                request,
+                f"qos: no host takes {request.cpu_shares} CPU shares and {request.memory} bytes "
+                f"of class {request.cls}, even by preempting what is eligible (Q = {q_s:.1f} s)",
+                tuple(notes.lines),
+                policy=self.name,
+            )
+        cost, _, host, victims, new_class = min(ranked, key=lambda item: (item[0], item[1]))
+        names = ", ".join(v.id for v in victims)
+        reason = (f"preempt pass: {host.region.value} host {host.id} "
+                  f"(class {host.host_class or 'empty'}, U={host.util:.2f}): fits once "
+                  f"{names} {'is' if len(victims) == 1 else 'are'} preempted "
+                  f"(Q = {q_s:.1f} s, cost {_format_cost(cost)})")
+        notes.host("preempt", host, f"takes it: {reason}")
+        return Decision(
+            request=request,
+            placed=True,
+            host=host.id,
+            pass_=Pass.PREEMPT,
+            cpu_shares=request.cpu_shares,
+            memory=request.memory,
+            kills=tuple(v.id for v in victims),
+            new_class=new_class,
+            reason=reason,
+            explain=tuple(notes.lines),
+            policy=self.name,
+        )
+
+    def _victims(
+        self,
+        request: Request,
+        host: HostView,
+        view: ClusterReader,
+        q_j: float,
+        now: float,
+        slo: SloTable,
+        alpha_s: float,
+        notes: Notes,
+    ) -> tuple[list[Task], int, tuple[float, ...]] | None:
+        """The eligible tasks that make room for ``request`` on ``host``, the host's class
+        after, and the cost of preempting them; None when the host is infeasible."""
+        cpu, memory = request.cpu_shares, request.memory
+        if cpu > host.cpu_capacity or memory > host.memory_capacity:
+            notes.host("preempt", host, "the request exceeds the machine")
+            return None
+        phi = self.options.safety_margin_s
+        tasks = view.tasks_on(host.id)
+        if now != self._q_at:
+            self._q_at, self._q = now, {}
+        known = self._q
+        qs = {}
+        for t in tasks:
+            q = known.get(t.id)
+            if q is None:
+                q = known[t.id] = task_q(t, now, slo, alpha_s)
+            qs[t.id] = q
+        order = sorted(tasks, key=lambda t: (-qs[t.id], -t.cls, t.util, t.id))
+        remaining = list(tasks)
+        chosen: list[Task] = []
+        cpu_alloc, memory_alloc = host.cpu_allocated, host.memory_allocated
+        rc = request.cls
+        for task in [None, *order]:
+            if task is not None:
+                if not self._eligible(request, task, q_j, qs[task.id], now, slo, alpha_s, phi):
+                    continue
+                chosen.append(task)
+                remaining.remove(task)
+                cpu_alloc -= task.cpu_shares
+                memory_alloc -= task.memory
+            new_class = min([rc, *(t.cls for t in remaining)])
+            if (cpu_alloc + cpu <= host.cpu_limits[new_class - 1]
+                    and memory_alloc + memory <= host.memory_limits[new_class - 1]):
+                # (with nothing chosen: a host the simple and cut passes do not walk, an EED
+                # one, takes the request as it is)
+                return chosen, new_class, _cost(chosen, qs, phi)
+        notes.host("preempt", host, "does not fit even without every eligible task")
+        return None
+
+    def _eligible(
+        self,
+        request: Request,
+        task: Task,
+        q_j: float,
+        q_k: float,
+        now: float,
+        slo: SloTable,
+        alpha_s: float,
+        phi: float,
+    ) -> bool:
+        if (
+            self.options.overhead_cap
+            and task.cls == request.cls
+            and task_overhead(task, now, alpha_s) > 1 - slo.objective(task.cls)
+        ):
+            return False
+        if q_k >= phi:
+            return q_j < q_k
+        if q_j >= phi:
+            return False
+        if request.cls != task.cls:
+            return request.cls < task.cls
+        return q_j < q_k
+
+
+def task_q(task: Task, now: float, slo: SloTable, alpha_s: float) -> float:
+    """A running task's QoS metric at ``now``: what it ran before plus its current run."""
+    executed = task.executed_s + max(0.0, now - task.started_at)
+    return qos_metric(executed, task.pending_s, slo.objective(task.cls), alpha_s)
+
+
+def task_overhead(task: Task, now: float, alpha_s: float) -> float:
+    """C_k: its allocation times (one per preemption, each alpha) over its run time and them."""
+    executed = task.executed_s + max(0.0, now - task.started_at)
+    return preemption_overhead(task.preemptions * alpha_s, executed)
+
+
+def _cost(victims: list[Task], qs: dict[str, float], phi: float) -> tuple[float, ...]:
+    """S = (d1, d2, d3, d4, s+), compared lexicographically (DESIGN 3.11 step 3)."""
+    deep = [0.0, 0.0, 0.0, 0.0]
+    slack = 0.0
+    others = 0
+    for victim in victims:
+        q = qs[victim.id]
+        if q < phi:
+            deep[victim.cls - 1] += phi - q
+        else:
+            slack += q - phi
+            others += 1
+    if others == 0:
+        s_plus = 0.0
+    elif slack > 0:
+        s_plus = 1 / slack
+    else:
+        s_plus = NO_SLACK_COST
+    return (*deep, s_plus)
+
+
+_REGION_RANK = {Region.EED: 0, Region.DEE: 1, Region.LEE: 2}
+
+
+def _host_order(host: HostView, request_class: int) -> tuple[object, ...]:
+    """The kill pass's host order (DESIGN 3.6), LEE hosts last: EED hosts by U ascending, the
+    others by U descending; host classes rc, rc+1, ..., 4, then rc-1, ..., 1."""
+    classes = [*range(request_class, 5), *range(request_class - 1, 0, -1)]
+    cls = host.host_class
+    class_rank = classes.index(cls) if cls is not None else len(classes)
+    util = host.util if host.region is Region.EED else -host.util
+    return (_REGION_RANK[host.region], class_rank, util, host.id)
+
+
+def _format_cost(cost: tuple[float, ...]) -> str:
+    return "(" + ", ".join(f"{c:.3g}" for c in cost) + ")"
+
+
+PLUGIN = PolicyPlugin(
+    name="qos",
+    summary="the QoS-driven policy (DESIGN 3.11): every request admitted into the queue, rounds "
+            "that serve the lowest Q first and preempt only what has slack",
+    options=QosOptions,
+    build=lambda options, seed: QosPolicy(options),
+    passes=(Pass.SIMPLE, Pass.CUT, Pass.PREEMPT),
+    admits_to_queue=True,
+)
