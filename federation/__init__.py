@@ -1,0 +1,1 @@
+"""Several Swarms behind one front door (DESIGN 12): placement across clusters."""
