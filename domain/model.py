@@ -14,6 +14,7 @@ from fractions import Fraction
 from domain import tally as layout
 from domain.classes import check_class
 from domain.errors import ValidationError
+from domain.load import LoadWindows
 from domain.regions import Region, total_utilization
 from domain.rooms import compute_rooms
 
@@ -170,6 +171,10 @@ class HostView:
     cpu_limits: tuple[int, ...]
     memory_limits: tuple[int, ...]
     address: str = ""
+    # When the utilization was measured (the monitor's clock; None: never), and the load
+    # windows the monitor sent with it (DESIGN 3.12, 5).
+    util_at: float | None = None
+    windows: LoadWindows | None = None
     # The room of every pass (domain.capacity.ROOM_KEYS order), derived from the fields above
     # whenever a view is made, so a changed copy can never carry stale rooms.
     rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
@@ -191,13 +196,18 @@ class HostView:
         a store makes one on every change)."""
         return HostView(self.id, self.cpu_capacity, self.memory_capacity, self.cpu_util,
                         self.memory_util, self.region, tally, self.cpu_limits,
-                        self.memory_limits, self.address)
+                        self.memory_limits, self.address, self.util_at, self.windows)
 
-    def with_utilization(self, cpu_util: float, memory_util: float, region: Region) -> HostView:
-        """This host with another measured utilization and the region it puts it in."""
+    def with_utilization(
+        self, cpu_util: float, memory_util: float, region: Region,
+        util_at: float | None = None, windows: LoadWindows | None = None,
+    ) -> HostView:
+        """This host with another utilization and the region it puts it in; its measurement
+        time and windows when given, else the ones it had."""
         return HostView(self.id, self.cpu_capacity, self.memory_capacity, cpu_util,
                         memory_util, region, self.tally, self.cpu_limits, self.memory_limits,
-                        self.address)
+                        self.address, self.util_at if util_at is None else util_at,
+                        self.windows if windows is None else windows)
 
     @property
     def cpu_allocated(self) -> int:

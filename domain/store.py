@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from domain.classes import ClassTable
 from domain.decision import Decision
+from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
@@ -103,8 +104,19 @@ class ClusterStore(ClusterReader, Protocol):
     def task(self, task_id: str) -> Task | None: ...
 
     def update_host_utilization(
-        self, host_id: str, cpu_util: float, memory_util: float
-    ) -> HostView: ...
+        self, host_id: str, cpu_util: float, memory_util: float,
+        util_at: float | None = None, windows: LoadWindows | None = None,
+    ) -> HostView:
+        """A host's measured utilization; with the time it was measured and the monitor's load
+        windows when known (else the host keeps the ones it had)."""
+        ...
+
+    def update_host_load(
+        self, host_id: str, util_at: float, windows: LoadWindows | None = None
+    ) -> HostView:
+        """The monitor confirms at ``util_at`` that the utilization held is still current (a
+        heartbeat: DESIGN 5), with its load windows; nothing else changes."""
+        ...
 
     def update_task_utilization(
         self, task_id: str, cpu_util: float, memory_util: float

@@ -10,6 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 from domain.classes import check_class
 from domain.decision import Decision, Pass, TaskCut
 from domain.errors import NotFoundError, ValidationError
+from domain.load import LoadWindows, check_measured_at
 from domain.model import (
     HostSpec,
     HostView,
@@ -24,7 +25,7 @@ from domain.regions import Region
 from domain.store import Segment
 from host_registry.events import registry
 from web.edge import allow_only, json_body, required
-from web.forms import host_json
+from web.forms import host_json, watcher_json
 
 blueprint = Blueprint("host_registry", __name__, url_prefix="/registry")
 
@@ -76,7 +77,8 @@ def register_host() -> tuple[Response, int]:
     learnt from the Swarm; only its address and utilization are refreshed."""
     body = json_body()
     allow_only(
-        body, {"id", "address", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util"}
+        body, {"id", "address", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util",
+               "measured_at"}
     )
     host_id = check_id(required(body, "id"), "id")
     address = body.get("address", "")
@@ -86,6 +88,7 @@ def register_host() -> tuple[Response, int]:
     memory_capacity = check_int(required(body, "memory_capacity"), "memory_capacity", 1)
     cpu_util = check_fraction_of_one(body.get("cpu_util", 0.0), "cpu_util")
     memory_util = check_fraction_of_one(body.get("memory_util", 0.0), "memory_util")
+    measured_at = check_measured_at(body.get("measured_at", time.time()), time.time())
     reg = registry()
     try:
         known: HostView | None = reg.store.host(host_id)
@@ -94,14 +97,15 @@ def register_host() -> tuple[Response, int]:
     if known is None:
         spec = HostSpec(host_id, cpu_capacity, memory_capacity, address)
         reg.events.admit_host(spec)  # 409 for an id that is not a host the scheduler may use
-        view = reg.store.add_host(spec, cpu_util, memory_util)
+        reg.store.add_host(spec, cpu_util, memory_util)
+        view = reg.store.update_host_load(host_id, measured_at)
         status = 201
     else:
         if address and address != known.address:
             reg.store.add_host(
                 HostSpec(host_id, known.cpu_capacity, known.memory_capacity, address)
             )
-        view = reg.store.update_host_utilization(host_id, cpu_util, memory_util)
+        view = reg.store.update_host_utilization(host_id, cpu_util, memory_util, measured_at)
         status = 200
     reg.events.host_changed(view)
     return jsonify(host_json(view)), status
@@ -109,11 +113,13 @@ def register_host() -> tuple[Response, int]:
 
 @blueprint.put("/hosts/<host_id>/utilization")
 def host_utilization(host_id: str) -> Response:
-    """Message 12: the monitor's thresholded host utilization (either or both numbers)."""
+    """Message 12: the monitor's thresholded host utilization (either or both numbers), the
+    time it was measured and the load windows (DESIGN 5). A heartbeat carries only
+    ``measured_at`` (and windows): the values held are still current."""
     body = json_body()
-    allow_only(body, {"cpu_util", "memory_util", "power_w"})
-    if "cpu_util" not in body and "memory_util" not in body:
-        raise ValidationError("cpu_util", "cpu_util or memory_util is required")
+    allow_only(body, {"cpu_util", "memory_util", "power_w", "measured_at", "windows"})
+    if not {"cpu_util", "memory_util", "measured_at"} & body.keys():
+        raise ValidationError("cpu_util", "cpu_util, memory_util or measured_at is required")
     reg = registry()
     host = reg.store.host(check_id(host_id, "host"))
     cpu = check_fraction_of_one(body.get("cpu_util", host.cpu_util), "cpu_util")
@@ -122,9 +128,36 @@ def host_utilization(host_id: str) -> Response:
         power = body["power_w"]
         if isinstance(power, bool) or not isinstance(power, int | float) or power < 0:
             raise ValidationError("power_w", "must be a non-negative number")
-    view = reg.store.update_host_utilization(host.id, cpu, memory)
-    reg.events.host_changed(view)
+    now = time.time()
+    measured_at = check_measured_at(body.get("measured_at", now), now)
+    windows = LoadWindows.from_json(body["windows"]) if "windows" in body else None
+    if "cpu_util" in body or "memory_util" in body:
+        view = reg.store.update_host_utilization(host.id, cpu, memory, measured_at, windows)
+        reg.events.host_changed(view)
+    else:
+        view = reg.store.update_host_load(host.id, measured_at, windows)
     return jsonify(host_json(view))
+
+
+@blueprint.get("/watcher")
+def load_watcher() -> Response:
+    """Every host's utilization, its age and load windows in one call (the Trimaran KEP's load
+    watcher API, DESIGN 3.12)."""
+    allow_only(dict(request.args), set())
+    now = time.time()
+    data = {host.id: watcher_json(host, now) for host in registry().store.all_hosts()}
+    return jsonify({"timestamp": int(now), "source": "greenswarm-monitor", "data": data})
+
+
+@blueprint.get("/watcher/<host_id>")
+def load_watcher_host(host_id: str) -> Response:
+    """One host's entry of the load watcher; 404 when the host has no metrics yet."""
+    host = registry().store.host(check_id(host_id, "host"))
+    if host.util_at is None:
+        raise NotFoundError(f"no metrics for host {host.id!r} yet")
+    now = time.time()
+    return jsonify({"timestamp": int(now), "source": "greenswarm-monitor",
+                    "data": {host.id: watcher_json(host, now)}})
 
 
 @blueprint.delete("/hosts/<host_id>")

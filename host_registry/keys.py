@@ -3,8 +3,9 @@
 ===========================================  =====================================================
  key                                          holds
 ===========================================  =====================================================
- ``{p}:host:{id}``                             hash: capacity, utilization, region, class, the
-                                               tally (domain.tally), the class limits, and the
+ ``{p}:host:{id}``                             hash: capacity, utilization, its time and load
+                                               windows, region, class, the tally
+                                               (domain.tally), the class limits, and the
                                                room of every pass (domain.capacity)
  ``{p}:list:{region}:{class}``                 sorted set: hosts of one region and class by U;
                                                ``class`` is ``empty`` for hosts with no task
@@ -26,9 +27,11 @@ lives only in domain.capacity.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from domain.capacity import room
+from domain.load import LoadWindows
 from domain.model import HostView, Request, TaskType
 from domain.pending import PendingEntry, PendingReason
 from domain.regions import Region
@@ -80,6 +83,8 @@ def host_to_hash(view: HostView) -> dict[str, str]:
         "memory_util": repr(view.memory_util),
         "region": view.region.value,
         "class": str(view.host_class or EMPTY),
+        "util_at": "" if view.util_at is None else repr(view.util_at),
+        "windows": "" if view.windows is None else json.dumps(view.windows.to_json()),
     }
     fields.update(zip(TALLY_FIELDS, map(str, view.tally), strict=True))
     for cls in (1, 2, 3, 4):
@@ -103,7 +108,20 @@ def host_from_hash(fields: Mapping[str, str]) -> HostView:
         cpu_limits=tuple(int(fields[f"cpu_limit_{c}"]) for c in (1, 2, 3, 4)),
         memory_limits=tuple(int(fields[f"memory_limit_{c}"]) for c in (1, 2, 3, 4)),
         address=fields.get("address", ""),
+        util_at=float(fields["util_at"]) if fields.get("util_at") else None,
+        windows=LoadWindows.from_json(json.loads(fields["windows"]))
+        if fields.get("windows") else None,
     )
+
+
+def load_fields(util_at: float | None, windows: LoadWindows | None) -> dict[str, str]:
+    """The host-hash fields of a utilization's time and windows (only those given)."""
+    fields = {}
+    if util_at is not None:
+        fields["util_at"] = repr(util_at)
+    if windows is not None:
+        fields["windows"] = json.dumps(windows.to_json())
+    return fields
 
 
 def pending_member(entry: PendingEntry) -> str:

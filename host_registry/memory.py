@@ -19,6 +19,7 @@ from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
+from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
@@ -280,6 +281,8 @@ class MemoryStore:
             cpu_limits=tuple(self._classes.limit(spec.cpu_capacity, c) for c in (1, 2, 3, 4)),
             memory_limits=tuple(self._classes.limit(spec.memory_capacity, c) for c in (1, 2, 3, 4)),
             address=spec.address,
+            util_at=None if old is None else old.util_at,
+            windows=None if old is None else old.windows,
         )
         if old is None:
             self._host_tasks[spec.id] = {}
@@ -297,11 +300,21 @@ class MemoryStore:
         return tasks
 
     def update_host_utilization(
-        self, host_id: str, cpu_util: float, memory_util: float
+        self, host_id: str, cpu_util: float, memory_util: float,
+        util_at: float | None = None, windows: LoadWindows | None = None,
     ) -> HostView:
         old = self.host(host_id)
         util = max(cpu_util, memory_util)
-        view = old.with_utilization(cpu_util, memory_util, self._bounds.classify(util))
+        view = old.with_utilization(cpu_util, memory_util, self._bounds.classify(util),
+                                    util_at, windows)
+        self._replace_view(old, view)
+        return view
+
+    def update_host_load(
+        self, host_id: str, util_at: float, windows: LoadWindows | None = None
+    ) -> HostView:
+        old = self.host(host_id)
+        view = old.with_utilization(old.cpu_util, old.memory_util, old.region, util_at, windows)
         self._replace_view(old, view)
         return view
 

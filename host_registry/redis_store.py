@@ -23,6 +23,7 @@ from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError, UnavailableError
+from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
@@ -34,6 +35,7 @@ from host_registry.keys import (
     HostKeys,
     host_from_hash,
     host_to_hash,
+    load_fields,
     pending_from_hash,
     pending_member,
     pending_to_hash,
@@ -202,6 +204,8 @@ class RedisStore:
                     self._classes.limit(spec.memory_capacity, c) for c in (1, 2, 3, 4)
                 ),
                 address=spec.address,
+                util_at=old.util_at if old else None,
+                windows=old.windows if old else None,
             )
             batch = Batch().check(key, fields)
             batch.zadd(self.host_keys.all, spec.id, 0.0)
@@ -238,14 +242,15 @@ class RedisStore:
         return self._optimistic(attempt)
 
     def update_host_utilization(
-        self, host_id: str, cpu_util: float, memory_util: float
+        self, host_id: str, cpu_util: float, memory_util: float,
+        util_at: float | None = None, windows: LoadWindows | None = None,
     ) -> HostView:
         key = self.host_keys.host(host_id)
 
         def attempt() -> tuple[HostView, Batch]:
             fields, old = self._read_host(host_id)
             region = self._bounds.classify(max(cpu_util, memory_util))
-            view = replace(old, cpu_util=cpu_util, memory_util=memory_util, region=region)
+            view = old.with_utilization(cpu_util, memory_util, region, util_at, windows)
             batch = Batch().check(key, fields)
             batch.hset(
                 key,
@@ -253,9 +258,25 @@ class RedisStore:
                     "cpu_util": repr(cpu_util),
                     "memory_util": repr(memory_util),
                     "region": region.value,
+                    **load_fields(util_at, windows),
                 },
             )
             self._stage_list_move(batch, old, view)
+            return view, batch
+
+        return self._optimistic(attempt)
+
+    def update_host_load(
+        self, host_id: str, util_at: float, windows: LoadWindows | None = None
+    ) -> HostView:
+        key = self.host_keys.host(host_id)
+
+        def attempt() -> tuple[HostView, Batch]:
+            fields, old = self._read_host(host_id)
+            view = old.with_utilization(old.cpu_util, old.memory_util, old.region, util_at,
+                                        windows)
+            batch = Batch().check(key, fields)
+            batch.hset(key, load_fields(util_at, windows))
             return view, batch
 
         return self._optimistic(attempt)

@@ -134,6 +134,20 @@ def _list(items: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": items}
 
 
+LOAD_WINDOW = _object(
+    {
+        "cpu_mean": UTIL,
+        "cpu_std": UTIL,
+        "memory_mean": UTIL,
+        "memory_std": UTIL,
+        "samples": {"type": "integer", "minimum": 1},
+    },
+    ["cpu_mean", "cpu_std", "memory_mean", "memory_std"],
+    closed=True,
+)
+LOAD_WINDOWS = _object({"5m": LOAD_WINDOW, "10m": LOAD_WINDOW, "15m": LOAD_WINDOW}, [],
+                       closed=True)
+MEASURED_AT = {"type": "number", "minimum": 0}
 HOST = _object(
     {
         "id": STRING,
@@ -149,8 +163,30 @@ HOST = _object(
         "memory_allocated": INT,
         "overbooking_factor": NUMBER,
         "task_count": INT,
+        "util_at": _nullable(NUMBER),
+        "windows": LOAD_WINDOWS,
     },
     ["id", "cpu_capacity", "memory_capacity", "region", "class", "task_count"],
+)
+WATCHER = _object(
+    {
+        "timestamp": INT,
+        "source": STRING,
+        "data": {
+            "type": "object",
+            "additionalProperties": _object(
+                {
+                    "cpu_util": NUMBER,
+                    "memory_util": NUMBER,
+                    "measured_at": _nullable(NUMBER),
+                    "age_s": _nullable(NUMBER),
+                    "windows": LOAD_WINDOWS,
+                },
+                ["cpu_util", "memory_util", "measured_at", "age_s", "windows"],
+            ),
+        },
+    },
+    ["timestamp", "source", "data"],
 )
 TASK = _object(
     {
@@ -325,11 +361,17 @@ def document() -> dict[str, Any]:
     utilization = {
         "type": "object",
         "additionalProperties": False,
-        "anyOf": [{"required": ["cpu_util"]}, {"required": ["memory_util"]}],
+        "anyOf": [
+            {"required": ["cpu_util"]},
+            {"required": ["memory_util"]},
+            {"required": ["measured_at"]},
+        ],
         "properties": {
             "cpu_util": UTIL,
             "memory_util": UTIL,
             "power_w": {"type": "number", "minimum": 0},
+            "measured_at": MEASURED_AT,
+            "windows": LOAD_WINDOWS,
         },
     }
     health = dict(_op("get", "health of Redis and the Docker engine", answer=HEALTH, public=True))
@@ -432,6 +474,7 @@ def document() -> dict[str, Any]:
                             "memory_capacity": {"type": "integer", "minimum": 1},
                             "cpu_util": UTIL,
                             "memory_util": UTIL,
+                            "measured_at": MEASURED_AT,
                         },
                         ["id", "cpu_capacity", "memory_capacity"],
                         closed=True,
@@ -458,10 +501,29 @@ def document() -> dict[str, Any]:
             "/registry/hosts/{host_id}/utilization": {
                 "put": _op(
                     "put",
-                    "message 12: host utilization (cpu_util, memory_util or both)",
+                    "message 12: host utilization (cpu_util, memory_util or both), when it "
+                    "was measured and the load windows; measured_at alone is a heartbeat",
                     answer=HOST,
                     errors=("404", "503"),
                     body=utilization,
+                    params=[host_id],
+                ),
+            },
+            "/registry/watcher": {
+                "get": _op(
+                    "get",
+                    "the load watcher (Trimaran KEP): every host's utilization, its age and "
+                    "its 5/10/15-minute windows",
+                    answer=WATCHER,
+                    errors=("400", "503"),
+                ),
+            },
+            "/registry/watcher/{host_id}": {
+                "get": _op(
+                    "get",
+                    "one host's load watcher entry (404 before its first measurement)",
+                    answer=WATCHER,
+                    errors=("400", "404", "503"),
                     params=[host_id],
                 ),
             },

@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold-pp", type=float,
                         help=f"percentage points a value must move to be sent "
                         f"({defaults.threshold_pp:g})")
+    parser.add_argument("--heartbeat-s", type=float,
+                        help="seconds without a sent value after which a heartbeat says the "
+                        f"registry's values are still current ({defaults.heartbeat_s:g})")
     parser.add_argument("--docker-socket",
                         help=f"Docker socket path or URL ({defaults.docker_socket})")
     parser.add_argument("--powercap-root", metavar="DIR",
@@ -85,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorSettings:
     names = ("registry_url", "host_id", "address", "source", "cgroup", "cgroup_root",
              "container_cgroup_parent", "host_interval_s", "host_window_s", "task_interval_s",
-             "task_window_s", "threshold_pp", "docker_socket", "powercap_root",
+             "task_window_s", "threshold_pp", "heartbeat_s", "docker_socket", "powercap_root",
              "insecure_no_token", "log_level")
     return load_settings(environ, {name: getattr(args, name, None) for name in names})
 
@@ -178,6 +181,7 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
         timings=Timings(settings.host_interval_s, settings.host_window_s,
                         settings.task_interval_s, settings.task_window_s),
         threshold_pp=settings.threshold_pp,
+        heartbeat_s=settings.heartbeat_s,
         backoff=BackoffPolicy(settings.backoff_base_s, settings.backoff_cap_s),
         task_sampler=sampler,
         power_meter=RaplMeter.discover(Path(settings.powercap_root)),

@@ -32,9 +32,10 @@ class HostRegistration:
     memory_capacity_bytes: int
     cpu_util: float
     memory_util: float
+    measured_at: float | None = None  # wall-clock epoch seconds
 
     def payload(self) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "id": self.host_id,
             "address": self.address,
             "cpu_capacity": self.cpu_capacity_shares,
@@ -42,6 +43,9 @@ class HostRegistration:
             "cpu_util": round(self.cpu_util, 4),
             "memory_util": round(self.memory_util, 4),
         }
+        if self.measured_at is not None:
+            body["measured_at"] = round(self.measured_at, 3)
+        return body
 
 
 @dataclass(frozen=True)

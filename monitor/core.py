@@ -10,10 +10,13 @@ Units: utilizations are fractions in [0, 1]; thresholds are percentage points (`
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+from domain.load import WINDOW_SPANS_S, LoadWindows, windows_of
 
 NS_PER_S = 1_000_000_000
 UJ_PER_J = 1_000_000
@@ -226,11 +229,17 @@ def moved(current: float, last_sent: float, threshold_pp: float) -> bool:
 
 @dataclass(frozen=True)
 class HostUpdate:
-    """What to send to the Host Registry (message 12): the resources that moved, or nothing."""
+    """What to send to the Host Registry (message 12): the resources that moved, or nothing.
+
+    ``measured_at`` (wall-clock epoch seconds: the end of the window) and ``windows`` travel
+    with every update; an update with only them is a heartbeat (the values held are still
+    current, DESIGN 5)."""
 
     cpu_util: float | None = None
     memory_util: float | None = None
     power_w: float | None = None
+    measured_at: float | None = None
+    windows: LoadWindows | None = None
 
     @property
     def resources(self) -> tuple[Resource, ...]:
@@ -242,21 +251,32 @@ class HostUpdate:
         return tuple(found)
 
     @property
-    def empty(self) -> bool:
-        return self.cpu_util is None and self.memory_util is None
+    def has_values(self) -> bool:
+        return self.cpu_util is not None or self.memory_util is not None
 
-    def payload(self) -> dict[str, float]:
-        body: dict[str, float] = {}
+    @property
+    def empty(self) -> bool:
+        """Nothing to send: no value moved and no heartbeat is due."""
+        return not self.has_values and self.measured_at is None
+
+    def payload(self) -> dict[str, object]:
+        body: dict[str, object] = {}
         if self.cpu_util is not None:
             body["cpu_util"] = round(self.cpu_util, 4)
         if self.memory_util is not None:
             body["memory_util"] = round(self.memory_util, 4)
-        if self.power_w is not None and not self.empty:
+        if self.power_w is not None and self.has_values:
             body["power_w"] = round(self.power_w, 2)
+        if self.measured_at is not None:
+            body["measured_at"] = round(self.measured_at, 3)
+        if self.windows is not None and self.windows.windows:
+            body["windows"] = self.windows.to_json()
         return body
 
     def applied_to(self, last_sent: Sent | None) -> Sent:
         """The last-sent values once this update has been acknowledged."""
+        if not self.has_values and last_sent is not None:
+            return last_sent  # a heartbeat
         if last_sent is None:
             if self.cpu_util is None or self.memory_util is None:
                 raise ValueError("the first update must carry both CPU and memory")
@@ -339,29 +359,71 @@ class HostTracker:
     """Last values sent to the Host Registry and the one update waiting to be sent.
 
     Only the latest decision is kept: a window whose average is back within the threshold of
-    what the registry holds drops an older unsent update (the registry is right again)."""
+    what the registry holds drops an older unsent update (the registry is right again).
+
+    Windows closed with their time (``at``) also keep the registry's values dated: every update
+    carries the window's end as ``measured_at``, and when nothing moved for ``heartbeat_s`` a
+    heartbeat (no values, only ``measured_at`` and the load windows) says that what the registry
+    holds is still current, so a silent host and a dead monitor can be told apart."""
 
     threshold_pp: float
+    heartbeat_s: float = 60.0
     last_sent: Sent | None = None
     pending: HostUpdate | None = None
     windows_closed: int = 0
+    last_contact_at: float | None = None  # measured_at of the last acknowledged message
 
-    def window_closed(self, window_average: UtilSample) -> HostUpdate:
+    def window_closed(
+        self, window_average: UtilSample, at: float | None = None,
+        windows: LoadWindows | None = None,
+    ) -> HostUpdate:
         decision = decide_host_update(
             window_average, self.last_sent, self.threshold_pp, first_window=self.windows_closed == 0
         )
         self.windows_closed += 1
+        if at is not None:
+            if decision.has_values:
+                decision = replace(decision, measured_at=at, windows=windows)
+            elif self.heartbeat_due(at):
+                decision = HostUpdate(measured_at=at, windows=windows)
         self.pending = None if decision.empty else decision
         return decision
 
+    def heartbeat_due(self, at: float) -> bool:
+        last = self.last_contact_at
+        return last is not None and at - last >= self.heartbeat_s - _EARLY_S
+
     def acknowledged(self, update: HostUpdate) -> None:
         self.last_sent = update.applied_to(self.last_sent)
+        if update.measured_at is not None:
+            self.last_contact_at = update.measured_at
         if self.pending == update:
             self.pending = None
 
-    def registered(self, cpu_util: float, memory_util: float) -> None:
-        """A registration (message 11) carried these values: they are what the registry holds."""
+    def registered(self, cpu_util: float, memory_util: float, at: float | None = None) -> None:
+        """A registration (message 11) carried these values (measured at ``at``): they are what
+        the registry holds."""
         self.last_sent = Sent(cpu_util, memory_util)
+        if at is not None:
+            self.last_contact_at = at
+
+
+@dataclass
+class LoadHistory:
+    """The host's window averages over the last ``keep_s`` seconds (the longest load window),
+    from which the 5, 10 and 15-minute means and standard deviations are computed (DESIGN 5).
+    Statistics are over the monitor's window averages (one per 30 s), in the simulator too."""
+
+    keep_s: float = float(max(WINDOW_SPANS_S))
+    samples: deque[tuple[float, float, float]] = field(default_factory=deque)
+
+    def add(self, at: float, sample: UtilSample) -> None:
+        self.samples.append((at, sample.cpu_util, sample.memory_util))
+        while self.samples and self.samples[0][0] <= at - self.keep_s:
+            self.samples.popleft()
+
+    def windows(self, now: float) -> LoadWindows:
+        return windows_of(self.samples, now)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from monitor.core import (
     BackoffPolicy,
     HostTracker,
     HostUpdate,
+    LoadHistory,
     TaskBatch,
     TaskTracker,
     UtilSample,
@@ -87,6 +88,8 @@ class Monitor:
         power_meter: PowerMeter | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
+        heartbeat_s: float = 60.0,
+        wall_clock: Clock = time.time,
     ) -> None:
         self.identity = identity
         self._host_source = host_source
@@ -96,8 +99,10 @@ class Monitor:
         self._tasks_sampler = task_sampler
         self._power = power_meter
         self._clock = clock
+        self._wall_clock = wall_clock
         self._rng = rng or random.Random()
-        self.host = HostTracker(threshold_pp)
+        self.host = HostTracker(threshold_pp, heartbeat_s)
+        self.load = LoadHistory()
         self.tasks = TaskTracker(threshold_pp)
         self.counters = MonitorCounters()
         self.registered = False
@@ -202,9 +207,13 @@ class Monitor:
             log.debug("host window closed without samples")
             return
         self.counters.host_windows += 1
-        decision = self.host.window_closed(mean)
+        at = self._wall_clock()
+        self.load.add(at, mean)
+        decision = self.host.window_closed(mean, at, self.load.windows(at))
         log.debug("host window: cpu %.3f memory %.3f -> send %s", mean.cpu_util,
-                  mean.memory_util, [r.value for r in decision.resources] or "nothing")
+                  mean.memory_util,
+                  [r.value for r in decision.resources]
+                  or ("a heartbeat" if not decision.empty else "nothing"))
 
     def _close_task_window(self) -> None:
         window, self._task_window = self._task_window, {}
@@ -265,6 +274,7 @@ class Monitor:
             memory_capacity_bytes=self._capacity.memory_bytes,
             cpu_util=latest.cpu_util,
             memory_util=latest.memory_util,
+            measured_at=self._wall_clock(),
         )
         try:
             created = self._registry.register_host(registration)
@@ -273,7 +283,7 @@ class Monitor:
             raise
         self.registered = True
         self.counters.registrations += 1
-        self.host.registered(latest.cpu_util, latest.memory_util)
+        self.host.registered(latest.cpu_util, latest.memory_util, registration.measured_at)
         log.info("host %s %s (%s, %d shares, %d bytes)", self.identity.host_id,
                  "registered" if created else "re-registered", self.identity.address,
                  self._capacity.cpu_shares, self._capacity.memory_bytes)

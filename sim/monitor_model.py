@@ -21,7 +21,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from monitor.core import HostTracker, Sent, TaskBatch, TaskTracker, UtilSample, clamp_fraction
+from monitor.core import (
+    HostTracker,
+    HostUpdate,
+    LoadHistory,
+    Sent,
+    TaskBatch,
+    TaskTracker,
+    UtilSample,
+    clamp_fraction,
+)
 
 # Float slack when counting sampling instants: a window end computed as phase + 10 x 3.0 must
 # count its own instant.
@@ -36,6 +45,10 @@ class MonitorModelConfig:
     host_window_s: float = 30.0
     task_window_s: float = 45.0
     threshold_pp: float = 10.0
+    heartbeat_s: float = 60.0
+    # Date every value and keep load windows (DESIGN 3.12, 5): on for load-aware policies,
+    # which are the only readers (off, the registry holds what it always held).
+    dated: bool = False
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and self.host_window_s >= self.interval_s
@@ -109,25 +122,40 @@ class WindowAccumulator:
 
 
 class HostMonitor:
-    """One host's monitor: its window sums and the real threshold logic."""
+    """One host's monitor: its window sums and the real threshold logic.
 
-    __slots__ = ("accumulator", "tracker")
+    With ``dated`` (a load-aware policy reads them), every update carries its time and the load
+    windows, and a heartbeat dates the values when nothing moved for ``heartbeat_s``, exactly
+    as the real monitor's ``HostTracker`` and ``LoadHistory`` do on its window averages."""
+
+    __slots__ = ("accumulator", "load", "tracker")
 
     def __init__(self, config: MonitorModelConfig, phase_s: float, t: float) -> None:
         self.accumulator = WindowAccumulator(phase_s, config.interval_s, t)
-        self.tracker = HostTracker(config.threshold_pp)
+        self.tracker = HostTracker(config.threshold_pp, config.heartbeat_s)
+        self.load = LoadHistory() if config.dated else None
         # Registration (message 11) carries the first sample: an idle host.
-        self.tracker.registered(0.0, 0.0)
+        self.tracker.registered(0.0, 0.0, t if config.dated else None)
 
-    def window_closed(self, t: float) -> Sent | None:
-        """Close the window at ``t``; the values the registry holds if something was sent."""
+    def window_closed(self, t: float) -> HostUpdate | None:
+        """Close the window at ``t``; the update sent to the registry, if any."""
         average = self.accumulator.close(t)
         if average is None:
             return None
-        update = self.tracker.window_closed(average)
+        load = self.load
+        if load is None:
+            update = self.tracker.window_closed(average)
+        else:
+            load.add(t, average)
+            update = self.tracker.window_closed(average, t, load.windows(t))
         if update.empty:
             return None
         self.tracker.acknowledged(update)  # the in-memory registry is always reachable
+        return update
+
+    @property
+    def held(self) -> Sent | None:
+        """The values the registry holds."""
         return self.tracker.last_sent
 
 

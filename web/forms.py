@@ -22,6 +22,20 @@ def host_json(host: HostView) -> dict[str, Any]:
         "memory_allocated": host.memory_allocated,
         "overbooking_factor": round(host.overbooking_factor, 6),
         "task_count": host.task_count,
+        "util_at": host.util_at,
+        "windows": host.windows.to_json() if host.windows is not None else {},
+    }
+
+
+def watcher_json(host: HostView, now: float) -> dict[str, Any]:
+    """One host in the load watcher's answer: its utilization, when it was measured and how
+    old that is at ``now``, and the 5/10/15-minute windows (fractions in [0, 1])."""
+    return {
+        "cpu_util": host.cpu_util,
+        "memory_util": host.memory_util,
+        "measured_at": host.util_at,
+        "age_s": None if host.util_at is None else round(max(0.0, now - host.util_at), 3),
+        "windows": host.windows.to_json() if host.windows is not None else {},
     }
 
 

@@ -402,6 +402,12 @@ class LiveRegistry:
         answer: dict[str, Any] = response.json()
         return answer
 
+    def get(self, path: str) -> Any:
+        response = requests.get(f"{self.url}{path}", timeout=5.0,
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        response.raise_for_status()
+        return response.json()
+
     def place(self, task_id: str, host_id: str) -> None:
         body = {"request": {"id": task_id, "class": 4, "type": "job", "cpu_shares": 64,
                             "memory": 2**20}, "host": host_id}
@@ -516,7 +522,9 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
         wait_for(lambda: len(registry.host_puts()) >= 1, 10.0, "the first host update")
         registered = registry.host("n1")
         assert registered is not None and registered["cpu_capacity"] == 2048
-        assert registry.host_puts()[0].keys() == {"cpu_util", "memory_util"}
+        first = registry.host_puts()[0]
+        assert first.keys() == {"cpu_util", "memory_util", "measured_at", "windows"}
+        assert first["windows"]["5m"]["samples"] >= 1
         registry.place("a", "n1")
 
         def a_measured() -> bool:  # the batch that carried "a" was accepted and stored
@@ -545,7 +553,9 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
         time.sleep(0.5)
         puts = registry.host_puts()
         assert len(puts) == 2
-        assert puts[1] == {"cpu_util": 0.9, "memory_util": 0.8}
+        assert {k: puts[1][k] for k in ("cpu_util", "memory_util")} == {
+            "cpu_util": 0.9, "memory_util": 0.8}
+        assert puts[1]["measured_at"] > first["measured_at"]
         answer = registry.host("n1")
         assert answer is not None and answer["cpu_util"] == 0.9
         # the registry forgot the host (Redis emptied): re-register, retry once
@@ -555,6 +565,38 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
                  "re-registration and the retried update")
     assert monitor.counters.registrations >= 2
     assert monitor.registered
+
+
+def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegistry) -> None:
+    # Nothing moves after the first window: without heartbeats the registry's value would age
+    # forever and the host would look like one whose monitor died (DESIGN 3.12).
+    host = ScriptedHost()
+    monitor = Monitor(
+        HostIdentity("n1", "10.123.0.2"), host,
+        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
+        timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0, heartbeat_s=0.5,
+    )
+    with running(monitor):
+        wait_for(lambda: len(registry.host_puts()) >= 1, 10.0, "the first host update")
+        dated = registry.store.host("n1").util_at
+        assert dated is not None and abs(dated - time.time()) < 5
+        wait_for(lambda: len(registry.host_puts()) >= 3, 10.0, "two heartbeats")
+    puts = registry.host_puts()
+    heartbeats = [p for p in puts[1:] if "cpu_util" not in p]
+    assert len(heartbeats) >= 2
+    assert all(p.keys() == {"measured_at", "windows"} for p in heartbeats)
+    stored = registry.store.host("n1")
+    assert stored.util_at is not None and dated is not None and stored.util_at > dated
+    assert stored.cpu_util == first_value(puts, "cpu_util")  # a heartbeat changes no value
+    assert stored.windows is not None and stored.windows.windows[0].samples >= 3
+    watcher = registry.get("/registry/watcher")
+    entry = watcher["data"]["n1"]
+    assert entry["measured_at"] == pytest.approx(stored.util_at)
+    assert entry["windows"]["5m"]["samples"] == stored.windows.windows[0].samples
+
+
+def first_value(puts: list[dict[str, Any]], key: str) -> object:
+    return next(p[key] for p in puts if key in p)
 
 
 def test_loop_keeps_sampling_while_the_registry_is_unreachable() -> None:

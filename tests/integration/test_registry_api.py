@@ -178,3 +178,49 @@ def test_unknown_things_are_json_404s(client: FlaskClient) -> None:
         assert response.status_code == 404 and response.is_json, path
     assert client.post("/registry/tasks/nope/end", headers=AUTH,
                        json={"status": "failed"}).get_json()["ended"] is False
+
+
+def test_utilization_is_dated_heartbeats_keep_values_and_the_watcher_lists_windows(
+    client: FlaskClient, store: RedisStore
+) -> None:
+    import time
+
+    register(client, "w", util=0.2)
+    registered = store.host("w")
+    assert registered.util_at is not None and abs(registered.util_at - time.time()) < 60
+    assert client.get("/registry/watcher/w", headers=AUTH).status_code == 200
+    windows = {"5m": {"cpu_mean": 0.3, "cpu_std": 0.05, "memory_mean": 0.1,
+                      "memory_std": 0.0, "samples": 10}}
+    now = time.time()
+    response = client.put("/registry/hosts/w/utilization", headers=AUTH,
+                          json={"cpu_util": 0.35, "measured_at": now - 30, "windows": windows})
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["util_at"] == pytest.approx(now - 30) and body["windows"] == windows
+    # a heartbeat: only the time (and windows); the values stay
+    beat = client.put("/registry/hosts/w/utilization", headers=AUTH,
+                      json={"measured_at": now - 5})
+    assert beat.status_code == 200 and beat.get_json()["cpu_util"] == 0.35
+    assert store.host("w").util_at == pytest.approx(now - 5)
+    assert store.host("w").windows is not None  # kept when a heartbeat carries none
+    # a clock ahead of the registry's is clamped to now: data never looks fresh forever
+    client.put("/registry/hosts/w/utilization", headers=AUTH, json={"measured_at": now + 9e6})
+    assert store.host("w").util_at is not None and store.host("w").util_at <= time.time()
+    watcher = client.get("/registry/watcher", headers=AUTH).get_json()
+    entry = watcher["data"]["w"]
+    assert entry["windows"] == windows and entry["cpu_util"] == 0.35
+    assert 0 <= entry["age_s"] < 60 and watcher["timestamp"] >= int(now)
+    # bad windows: 400 naming the field, nothing changed
+    before = snapshot(store)
+    for bad, field in (
+        ({"windows": {"5m": dict(windows["5m"], cpu_mean=1.5)}, "measured_at": now},
+         "windows.5m.cpu_mean"),
+        ({"windows": {"1h": windows["5m"]}, "measured_at": now}, "windows.1h"),
+        ({"measured_at": "yesterday"}, "measured_at"),
+        ({"power_w": 3}, "cpu_util"),
+    ):
+        answer = client.put("/registry/hosts/w/utilization", headers=AUTH, json=bad)
+        assert answer.status_code == 400 and answer.get_json()["field"] == field, answer.json
+    assert snapshot(store) == before
+    assert client.get("/registry/watcher/nobody", headers=AUTH).status_code == 404
+    assert client.get("/registry/watcher?x=1", headers=AUTH).status_code == 400

@@ -146,9 +146,10 @@ def test_the_host_monitor_uses_the_threshold_of_the_real_monitor() -> None:
     monitor.accumulator.set(30.0, 0.149, 0.2)
     assert monitor.window_closed(60.0) is None  # 9.9 p.p.: not sent
     monitor.accumulator.set(60.0, 0.15, 0.2)
-    sent = monitor.window_closed(90.0)  # 10 p.p.: sent
-    assert sent is not None and sent.cpu_util == pytest.approx(0.15)
-    assert sent.memory_util == pytest.approx(0.2)
+    update = monitor.window_closed(90.0)  # 10 p.p.: sent
+    assert update is not None and update.cpu_util == pytest.approx(0.15)
+    assert update.memory_util is None  # memory did not move: only CPU travels
+    assert monitor.held is not None and monitor.held.memory_util == pytest.approx(0.2)
 
 
 # ------------------------------------------------------------------ profiles
@@ -280,7 +281,8 @@ def test_bench_simulate_takes_the_class_table_and_the_region_bounds(
     result = json.loads((out / "energy" / "result.json").read_text())
     assert result["region_bounds"] == {"lee_below": 0.3, "eed_above": 0.9}
     text = (out / "simulation.md").read_text()
-    assert f"overbooking model {model}; empty hosts last; regions LEE < 0.3" in text
+    assert f"overbooking model {model}; empty hosts last; " in text
+    assert "; regions LEE < 0.3 <= DEE <= 0.9 < EED" in text
     assert "new requests no pass places are refused" in text
 
 
