@@ -15,8 +15,10 @@ from cli.scenario import load_scenario
 from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
-from domain.store import ClusterStore
+from domain.store import ClusterReader, ClusterStore
 from scheduler import registry
+from scheduler.load import LoadView
+from scheduler.plugin import LoadAware
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,7 +89,11 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
                     raise
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
             policy = registry.make_policy(args.policy, options, seed=args.seed)
-            decision = policy.decide(scenario.request, scenario.store, explain=args.explain)
+            view: ClusterReader = scenario.store
+            if isinstance(policy, LoadAware) and policy.predicts_recent:
+                view = LoadView(scenario.store, scenario.now, scenario.recent,
+                                cluster.freshness(), scenario.store.task)
+            decision = policy.decide(scenario.request, view, explain=args.explain)
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.errors import ValidationError
 from scheduler import registry
-from scheduler.plugin import ClusterOptions, OptionField, build_options, option_fields
+from scheduler.plugin import ClusterOptions, LoadAware, OptionField, build_options, option_fields
 
 
 def _argument_type(option: OptionField) -> Callable[[str], object]:
@@ -84,4 +84,9 @@ def describe(args: argparse.Namespace, policies: list[str]) -> str:
             if part not in parts:
                 parts.append(part)
     parts.append(f"regions LEE < {cluster.lee_below:g} <= DEE <= {cluster.eed_above:g} < EED")
+    options = policy_options(args)
+    if any(isinstance(policy, LoadAware) and policy.predicts_recent
+           for policy in (registry.plugin(name).make(options[name]) for name in policies)):
+        parts.append(f"stale after {cluster.stale_after_s:g} s; predicted use of unmeasured "
+                     f"tasks {cluster.predict_multiplier:g} x allocation")
     return "; ".join(parts)

@@ -3,16 +3,24 @@
 A scenario is ``{"hosts": [...], "request": {...}}`` (see the README for the fields). Region and
 class of a host are always derived from its utilization and tasks, never read. Every error
 names the field by its path, e.g. ``hosts[1].tasks[0].class``.
+
+For the load-aware policies (DESIGN 3.12) a scenario may also date things, in seconds on any
+one clock: ``now`` (default: the latest time given, else 0), a host's ``measured_at`` (default:
+``now``) and ``windows`` (as the registry's load watcher gives them), and a task's
+``started_at`` (default 0). A task started after its host's ``measured_at`` is one the
+measurement cannot see yet.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from domain.classes import ClassTable, check_class
 from domain.errors import ValidationError
+from domain.load import LoadWindows
 from domain.model import (
     MIN_CPU_SHARES,
     HostSpec,
@@ -25,8 +33,10 @@ from domain.model import (
 from domain.regions import RegionBounds
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
+from scheduler.load import RecentPlacements
 
-HOST_FIELDS = {"id", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util", "tasks"}
+HOST_FIELDS = {"id", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util", "tasks",
+               "measured_at", "windows"}
 TASK_FIELDS = {
     "id",
     "class",
@@ -38,6 +48,7 @@ TASK_FIELDS = {
     "cut_received",
     "cpu_util",
     "memory_util",
+    "started_at",
 }
 REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory"}
 
@@ -46,6 +57,8 @@ REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory"}
 class Scenario:
     store: ClusterStore
     request: Request
+    now: float = 0.0
+    recent: RecentPlacements = field(default_factory=RecentPlacements)
 
 
 def _object(value: object, path: str, allowed: set[str]) -> dict[str, Any]:
@@ -122,7 +135,32 @@ def _task(value: object, path: str, host_id: str) -> Task:
         cut_received=parse_fraction(obj.get("cut_received", 0), f"{path}.cut_received"),
         cpu_util=check_fraction_of_one(obj.get("cpu_util", 0.0), f"{path}.cpu_util"),
         memory_util=check_fraction_of_one(obj.get("memory_util", 0.0), f"{path}.memory_util"),
+        started_at=_seconds(obj.get("started_at", 0.0), f"{path}.started_at"),
     )
+
+
+def _seconds(value: object, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValidationError(path, "must be a number of seconds")
+    if value < 0:
+        raise ValidationError(path, "must not be negative")
+    return float(value)
+
+
+def _latest_time(hosts: list[Any]) -> float:
+    """The default ``now``: the latest ``measured_at`` or ``started_at`` given, else 0."""
+    latest = 0.0
+    for index, host in enumerate(hosts):
+        if not isinstance(host, dict):
+            continue
+        if "measured_at" in host:
+            latest = max(latest, _seconds(host["measured_at"], f"hosts[{index}].measured_at"))
+        tasks = host.get("tasks", [])
+        for task_index, task in enumerate(tasks if isinstance(tasks, list) else []):
+            if isinstance(task, dict) and "started_at" in task:
+                path = f"hosts[{index}].tasks[{task_index}].started_at"
+                latest = max(latest, _seconds(task["started_at"], path))
+    return latest
 
 
 def load_scenario(
@@ -133,22 +171,26 @@ def load_scenario(
 ) -> Scenario:
     """Load the scenario's hosts and tasks, exactly as given, into ``store`` (by default a new
     in-memory store). Everything is validated before the store is touched."""
-    obj = _object(value, "", {"hosts", "request"})
+    obj = _object(value, "", {"hosts", "request", "now"})
     hosts = _required(obj, "hosts", "")
     if not isinstance(hosts, list):
         raise ValidationError("hosts", "must be a list")
+    now = _seconds(obj["now"], "now") if "now" in obj else _latest_time(hosts)
     staging = MemoryStore(classes, bounds)  # validation pass: nothing half-loaded on an error
-    _load(hosts, staging)
+    recent = _load(hosts, staging, now)
     request = parse_request(_required(obj, "request", ""))
     if staging.task(request.id) is not None:
         raise ValidationError("request.id", f"a task {request.id!r} already runs")
     if store is None:
-        return Scenario(staging, request)
-    _load(hosts, store)
-    return Scenario(store, request)
+        return Scenario(staging, request, now, recent)
+    _load(hosts, store, now)
+    return Scenario(store, request, now, recent)
 
 
-def _load(hosts: list[Any], store: ClusterStore) -> None:
+def _load(hosts: list[Any], store: ClusterStore, now: float) -> RecentPlacements:
+    """Load the hosts; the tasks started after their host's measurement, as recent."""
+    recent = RecentPlacements(horizon_s=math.inf)
+    placed: list[tuple[float, str, str]] = []
     seen_tasks: set[str] = set()
     seen_hosts: set[str] = set()
     for index, raw in enumerate(hosts):
@@ -171,6 +213,12 @@ def _load(hosts: list[Any], store: ClusterStore) -> None:
             check_fraction_of_one(host.get("cpu_util", 0.0), f"{path}.cpu_util"),
             check_fraction_of_one(host.get("memory_util", 0.0), f"{path}.memory_util"),
         )
+        measured_at = _seconds(host.get("measured_at", now), f"{path}.measured_at")
+        if measured_at > now:
+            raise ValidationError(f"{path}.measured_at", "must not be after now")
+        windows = (LoadWindows.from_json(host["windows"], f"{path}.windows")
+                   if "windows" in host else None)
+        store.update_host_load(spec.id, measured_at, windows)
         tasks = host.get("tasks", [])
         if not isinstance(tasks, list):
             raise ValidationError(f"{path}.tasks", "must be a list")
@@ -181,3 +229,8 @@ def _load(hosts: list[Any], store: ClusterStore) -> None:
                 raise ValidationError(f"{task_path}.id", f"task {task.id!r} appears twice")
             seen_tasks.add(task.id)
             store.load_task(task)
+            if task.started_at > measured_at:
+                placed.append((task.started_at, spec.id, task.id))
+    for at, host_id, task_id in sorted(placed):
+        recent.placed(host_id, task_id, at)
+    return recent

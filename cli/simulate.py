@@ -267,6 +267,7 @@ def _simulate_seed(
         options=policy_options.policy_options(args),
         classes=cluster.classes(),
         bounds=cluster.bounds(),
+        freshness=cluster.freshness(),
         queue_new=True if args.queue_new else None,  # None: as each policy admits
     )
     board = (ProgressBoard(sys.stderr, args.policies, title=title)

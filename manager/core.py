@@ -59,7 +59,8 @@ class Manager:
         plugin = settings.plugin
         self.by_swarm = plugin.placed_by is PlacedBy.SWARM
         self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed),
-                                   admits_to_queue=plugin.admits_to_queue)
+                                   admits_to_queue=plugin.admits_to_queue,
+                                   freshness=settings.cluster.freshness())
         self.loop = SchedulingLoop()
         self.effects = Effects(store, records, backend, agents, self.queue_retry)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,

@@ -23,10 +23,12 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from domain.classes import ClassTable, OverbookingModel
 from domain.decision import Decision
 from domain.errors import ValidationError
+from domain.load import STALE_AFTER_S
 from domain.model import HostView, Request
 from domain.regions import RegionBounds
 from domain.slo import SloTable
 from domain.store import ClusterReader
+from scheduler.load import Freshness
 
 
 class Policy(Protocol):
@@ -74,6 +76,17 @@ class RoundPolicy(Protocol):
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision: ...
+
+
+@runtime_checkable
+class LoadAware(Protocol):
+    """A policy that reads utilization and wants it as expected now (DESIGN 3.12): with the
+    predicted use of tasks placed since each host's last measurement, and by allocation where
+    that measurement is too old (``scheduler.load``). ``tlp`` and ``lvrb`` always; ``energy``
+    with ``--predict-recent``."""
+
+    @property
+    def predicts_recent(self) -> bool: ...
 
 
 class PlacedBy(enum.StrEnum):
@@ -134,15 +147,33 @@ class ClusterOptions:
         default=RegionBounds.eed_above,
         metadata={"help": "a host is in EED above this utilization", "metavar": "U"},
     )
+    stale_after_s: float = field(
+        default=STALE_AFTER_S,
+        metadata={"help": "a load-aware policy judges a host whose utilization is older than "
+                          "this by its allocation (DESIGN 3.12)", "metavar": "S"},
+    )
+    predict_multiplier: float = field(
+        default=1.0,
+        metadata={"help": "a task placed since its host's last measurement, and not measured "
+                          "itself yet, is predicted to use its allocation times this",
+                  "metavar": "X"},
+    )
 
     def __post_init__(self) -> None:
         self.bounds()  # raises ValidationError (field region_bounds) unless 0 < LEE <= EED < 1
+        if not self.stale_after_s > 0:
+            raise ValidationError("stale_after_s", "must be positive")
+        if not 0 <= self.predict_multiplier <= 10:
+            raise ValidationError("predict_multiplier", "must be in [0, 10]")
 
     def classes(self) -> ClassTable:
         return ClassTable(self.overbooking_model)
 
     def bounds(self) -> RegionBounds:
         return RegionBounds(self.lee_below, self.eed_above)
+
+    def freshness(self) -> Freshness:
+        return Freshness(self.stale_after_s, self.predict_multiplier)
 
 
 # -- option fields, for the edges that read them from words ---------------------------------

@@ -13,13 +13,15 @@ from typing import Any
 
 from domain.errors import ConflictError, ValidationError
 from scheduler.plugin import Policy, PolicyPlugin
-from scheduler.policies import binpack, energy, qos, random_choice, spread, swarm
+from scheduler.policies import binpack, energy, lvrb, qos, random_choice, spread, swarm, tlp
 
 _TABLE: dict[str, PolicyPlugin[Any]] = {
     plugin.name: plugin
     for plugin in (
         energy.PLUGIN,
         qos.PLUGIN,
+        tlp.PLUGIN,
+        lvrb.PLUGIN,
         spread.PLUGIN,
         binpack.PLUGIN,
         random_choice.PLUGIN,

@@ -16,8 +16,9 @@ from domain.errors import ConflictError
 from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
 from domain.slo import SloTable
-from domain.store import ChangeLog, ClusterStore
-from scheduler.plugin import Policy, RoundPolicy
+from domain.store import ChangeLog, ClusterReader, ClusterStore
+from scheduler.load import Freshness, LoadView, RecentPlacements
+from scheduler.plugin import LoadAware, Policy, RoundPolicy
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -63,6 +64,7 @@ class Scheduler:
         slo: SloTable | None = None,
         alpha_s: float = 0.0,
         admits_to_queue: bool = False,
+        freshness: Freshness | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -77,6 +79,11 @@ class Scheduler:
         # A policy that decides in rounds over the queue (DESIGN 3.11): it sees every waiting
         # request in Q order, and victims go back to the queue instead of a cascade.
         self._rounds: RoundPolicy | None = policy if isinstance(policy, RoundPolicy) else None
+        # A load-aware policy sees each host's expected utilization (DESIGN 3.12): the tasks
+        # placed since its last measurement are remembered for it.
+        self.freshness = freshness or Freshness()
+        self._predicts = isinstance(policy, LoadAware) and policy.predicts_recent
+        self.recent = RecentPlacements(self.freshness.stale_after_s)
         # With a store that logs its changes: where each waiting request last failed, so a
         # retry can tell "no changed host could take it" without deciding (see retry_pending).
         # (A round policy's decisions depend on time, not on the hosts' books alone: never.)
@@ -119,7 +126,7 @@ class Scheduler:
                         request, "waiting in the queue behind more urgent requests",
                         policy=self.policy.name))
             return outcome
-        decision = self._decide(request, outcome)
+        decision = self._decide(request, outcome, now=now)
         if decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
         elif wait:
@@ -188,6 +195,7 @@ class Scheduler:
             outcome.queued = [e for e in outcome.queued if e.request.id != request.id]
             killed = self.store.apply(decision, now, entry.executed_s, entry.waited(now),
                                       entry.preemptions)
+            self._placed(decision, now)
             outcome.applied.append(decision)
             outcome.killed += killed
             for victim in killed:
@@ -230,8 +238,8 @@ class Scheduler:
                 if any(cpu <= cpu_shares and mem <= memory for cpu, mem in smaller):
                     continue  # not tried: the mark of its last failure still holds
             attempts += 1
-            if self._may_place_now(request, marks.get(request.id)):
-                decision = self._decide(request, outcome)
+            if self._may_place_now(request, marks.get(request.id), now):
+                decision = self._decide(request, outcome, now=now)
                 if decision.placed:
                     marks.pop(request.id, None)
                     self.store.remove_pending(request.id)
@@ -250,15 +258,33 @@ class Scheduler:
             self._failed_at = {rid: mark for rid, mark in marks.items() if rid in waiting}
         return outcome
 
-    def _may_place_now(self, request: Request, failed_at: int | None) -> bool:
+    def _may_place_now(self, request: Request, failed_at: int | None, now: float) -> bool:
         """False when ``request`` failed at mark ``failed_at`` and no host changed since
-        could take it; True when it may fit, or when that cannot be told."""
+        could take it; True when it may fit, or when that cannot be told. (A load-aware
+        policy judges the changed hosts as it sees them; a host's expected utilization changes
+        with its books, its measurements, and with time only once it goes stale, which a store
+        whose monitors report, as the simulator's do, never lets happen.)"""
         if self._log is None or failed_at is None:
             return True
         changed = self._log.changed_since(failed_at)
         if changed is None:
             return True
+        if self._predicts:
+            view = self._view(now)
+            assert isinstance(view, LoadView)
+            changed = [view.expected(host)[0] for host in changed]
         return self.policy.may_place(request, changed, self.store.classes)
+
+    def _view(self, now: float) -> ClusterReader:
+        """What the policy reads: the store, or for a load-aware policy the hosts' expected
+        utilization at ``now``."""
+        if not self._predicts:
+            return self.store
+        return LoadView(self.store, now, self.recent, self.freshness, self.store.task)
+
+    def _placed(self, decision: Decision, now: float) -> None:
+        if self._predicts and decision.host is not None:
+            self.recent.placed(decision.host, decision.request.id, now)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -276,12 +302,13 @@ class Scheduler:
         if self.closed_hosts:
             exclude = (*exclude, *self.closed_hosts)
         started = time.perf_counter_ns()
+        view = self._view(now)
         if self._rounds is not None and q_s is not None:
             decision = self._rounds.decide_waiting(
-                request, self.store, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
+                request, view, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
                 exclude=exclude)
         else:
-            decision = self.policy.decide(request, self.store, exclude=exclude)
+            decision = self.policy.decide(request, view, exclude=exclude)
         decision = decision.timed((time.perf_counter_ns() - started) / 1e6)
         outcome.decisions.append(decision)
         return decision
@@ -296,6 +323,7 @@ class Scheduler:
         preemptions: int = 0,
     ) -> None:
         killed = self.store.apply(decision, now, executed_s, pending_s, preemptions)
+        self._placed(decision, now)
         outcome.applied.append(decision)
         if killed:
             outcome.killed += killed
@@ -313,12 +341,13 @@ class Scheduler:
             executed = victim.executed_s + max(0.0, now - victim.started_at)
             preemptions = victim.preemptions + 1  # taken off its host: a kill, or a lost host
             request = victim.as_request()
-            decision = self._decide(request, outcome, exclude=(victim.host,))
+            decision = self._decide(request, outcome, exclude=(victim.host,), now=now)
             if not decision.placed:
                 self._enqueue(request, reason, now, executed, victim.pending_s, outcome,
                               preemptions)
                 continue
             killed = self.store.apply(decision, now, executed, victim.pending_s, preemptions)
+            self._placed(decision, now)
             outcome.applied.append(decision)
             outcome.killed += killed
             victims.extend((task, PendingReason.VICTIM) for task in killed)

@@ -11,6 +11,7 @@ from domain.classes import ClassTable
 from domain.regions import RegionBounds
 from measure.energy import PowerModel
 from measure.results import PolicyResult
+from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig
 
 MIB = 1024**2
@@ -32,6 +33,8 @@ class SimConfig:
     options: Mapping[str, object] = field(default_factory=dict)
     classes: ClassTable | None = None
     bounds: RegionBounds | None = None
+    # staleness and prediction for load-aware policies (DESIGN 3.12); None: the defaults
+    freshness: Freshness | None = None
     # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
     # and is retried like a victim, instead of being refused (the thesis behaviour).
     queue_new: bool | None = None  # None: as the policy admits (the qos policy queues)
@@ -59,6 +62,7 @@ class SimStats:
     oom_kills_by_workload: dict[str, int]  # "<workload> class <c>" -> OOM kills
     contended_host_share: float  # host-time with CPU demand above capacity
     monitor_host_pushes: int
+    monitor_host_heartbeats: int  # dated monitors only (load-aware policies)
     monitor_task_pushes: int  # task values sent (one per task per batch)
     pending_max: int
     pending_at_end: int

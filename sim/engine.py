@@ -38,6 +38,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -48,7 +49,7 @@ from host_registry.memory import MemoryStore
 from measure.recorder import Cut, MetricsRecorder
 from monitor.core import UtilSample
 from scheduler import registry
-from scheduler.plugin import RoundPolicy
+from scheduler.plugin import LoadAware, RoundPolicy
 from scheduler.service import Outcome, Scheduler
 from sim.config import SimConfig, SimResult, SimStats
 from sim.contention import share_cpu
@@ -98,8 +99,14 @@ class Simulation:
         policy = plugin.make(config.options.get(config.policy), config.seed)
         self.scheduler = Scheduler(
             self.store, policy, skip_unchanged=config.skip_unchanged_retries,
-            admits_to_queue=plugin.admits_to_queue,
+            admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
         )
+        # A load-aware policy reads dated utilization and load windows (DESIGN 3.12).
+        monitor = config.monitor
+        dated = monitor.dated or (isinstance(policy, LoadAware) and policy.predicts_recent)
+        if dated != monitor.dated:
+            monitor = replace(monitor, dated=dated)
+        self._monitor = monitor
         # New requests wait in the queue: asked for (--queue-new), or the policy's admission.
         self._queue_new = plugin.admits_to_queue if config.queue_new is None else config.queue_new
         self.recorder = MetricsRecorder.for_trace(
@@ -110,9 +117,10 @@ class Simulation:
         self._seq = 0
         self._hosts: dict[str, Host] = {}
         rng = random.Random(config.seed)
-        monitor = config.monitor
         for spec in header.hosts:
             self.store.add_host(spec)
+            if dated:  # registration carries the first (idle) sample
+                self.store.update_host_load(spec.id, 0.0)
             # Monitors start at independent moments: a random phase of the host window.
             phase = rng.random() * monitor.host_window_s
             host = Host(spec.id, spec.cpu_capacity, spec.memory_capacity, phase, monitor, 0.0)
@@ -139,6 +147,7 @@ class Simulation:
         self._oom_limit_kills = 0
         self._oom_by_workload: dict[str, int] = {}
         self._host_pushes = 0
+        self._host_heartbeats = 0
         self._task_pushes = 0
         self._pending_max = 0
         self._ran = False
@@ -282,7 +291,7 @@ class Simulation:
     def _start(self, host: Host, decision: Decision, t: float) -> None:
         request = self._requests[decision.request.id]
         profile = self.profiles[request.workload]
-        acc = WindowAccumulator(host.phase, self.config.monitor.interval_s, t)
+        acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
         run = Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
         host.runs[run.id] = run
         self._runs[run.id] = run
@@ -383,20 +392,27 @@ class Simulation:
     # ------------------------------------------------------------------ monitor events
 
     def _on_host_window(self, t: float, host: Host) -> None:
-        self._push(t + self.config.monitor.host_window_s, _HOST_WINDOW, host)
-        sent = host.monitor.window_closed(t)
-        if sent is None:
+        self._push(t + self._monitor.host_window_s, _HOST_WINDOW, host)
+        update = host.monitor.window_closed(t)
+        if update is None:
             return
+        if not update.has_values:  # a heartbeat: the values held are still current
+            self._host_heartbeats += 1
+            self.store.update_host_load(host.id, t, update.windows)
+            return
+        sent = host.monitor.held
+        assert sent is not None
         self._host_pushes += 1
         before = self.store.host(host.id)
-        self.store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util)
+        self.store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util,
+                                           update.measured_at, update.windows)
         # "A utilization drop" frees room for the waiting (DESIGN 3.7).
         if self._pending and (sent.cpu_util < before.cpu_util
                               or sent.memory_util < before.memory_util):
             self._follow(self.scheduler.retry_pending(t), t)
 
     def _on_task_window(self, t: float, host: Host) -> None:
-        self._push(t + self.config.monitor.task_window_s, _TASK_WINDOW, host)
+        self._push(t + self._monitor.task_window_s, _TASK_WINDOW, host)
         averages: dict[str, UtilSample] = {}
         for run in host.runs.values():
             average = run.acc.close(t)
@@ -571,6 +587,7 @@ class Simulation:
             oom_kills_by_workload=dict(sorted(self._oom_by_workload.items())),
             contended_host_share=contended / host_time if host_time > 0 else 0.0,
             monitor_host_pushes=self._host_pushes,
+            monitor_host_heartbeats=self._host_heartbeats,
             monitor_task_pushes=self._task_pushes,
             pending_max=self._pending_max,
             pending_at_end=len(self._pending),

@@ -38,12 +38,23 @@ class EnergyOptions:
         metadata={"help": "empty hosts after every LEE and DEE host (last) or among the LEE "
                           "hosts as in the thesis (lee)"},
     )
+    predict_recent: bool = field(
+        default=False,
+        metadata={"help": "add to each host's utilization the predicted use of tasks placed "
+                          "since it was measured, and judge hosts measured too long ago by "
+                          "allocation (DESIGN 3.12)"},
+    )
 
 
 @dataclass(frozen=True)
 class EnergyPolicy:
     empty_hosts: EmptyHosts = EmptyHosts.LAST
     name: str = "energy"
+    predict_recent: bool = False
+
+    @property
+    def predicts_recent(self) -> bool:
+        return self.predict_recent
 
     def decide(
         self,
@@ -323,6 +334,7 @@ PLUGIN = PolicyPlugin(
     summary="the energy-aware policy (DESIGN 3.4-3.6): simple, cut and kill passes over LEE, "
             "DEE and EED hosts",
     options=EnergyOptions,
-    build=lambda options, seed: EnergyPolicy(empty_hosts=options.empty_hosts),
+    build=lambda options, seed: EnergyPolicy(empty_hosts=options.empty_hosts,
+                                             predict_recent=options.predict_recent),
     passes=(Pass.SIMPLE, Pass.CUT, Pass.KILL),
 )

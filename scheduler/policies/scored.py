@@ -19,9 +19,11 @@ from domain.store import ClusterReader
 from scheduler.explain import Notes
 
 
-def qualifying(
+def unreserved(
     request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes, name: str
-) -> Iterator[tuple[float, HostView]]:
+) -> Iterator[HostView]:
+    """The hosts with the request's CPU and memory unreserved (3.3 with M = 1: no overbooking,
+    cuts or kills), by id; the others are noted with the reason."""
     cpu, memory = request.cpu_shares, request.memory
     for host in view.all_hosts():
         if host.id in exclude:
@@ -33,6 +35,14 @@ def qualifying(
         if host.memory_allocated + memory > host.memory_capacity:
             notes.host(name, host, "memory score over 100")
             continue
+        yield host
+
+
+def qualifying(
+    request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes, name: str
+) -> Iterator[tuple[float, HostView]]:
+    cpu, memory = request.cpu_shares, request.memory
+    for host in unreserved(request, view, exclude, notes, name):
         score = (host.cpu_allocated + cpu) * 100 / host.cpu_capacity + (
             host.memory_allocated + memory
         ) * 100 / host.memory_capacity

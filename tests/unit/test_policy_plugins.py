@@ -129,7 +129,7 @@ def test_greenswarm_policies_lists_the_table(
     registered: PolicyPlugin[ToyOptions], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["policies", "--names"]) == 0
-    assert capsys.readouterr().out.split() == ["energy", "qos", "spread", "binpack", "random",
+    assert capsys.readouterr().out.split() == ["energy", "qos", "tlp", "lvrb", "spread", "binpack", "random",
                                                "swarm", "toy"]
     assert main(["policies", "--simulated", "--names"]) == 0
     assert "swarm" not in capsys.readouterr().out.split()

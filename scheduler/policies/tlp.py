@@ -1,0 +1,82 @@
+"""``tlp``: the Trimaran KEP's TargetLoadPacking (DESIGN 3.12).
+
+Among the hosts with the request unreserved (no overbooking, cuts or kills), each scores by its
+CPU utilization with the request, U' (percent): the score climbs to 100 at the target T and
+falls beyond it (``load_scores.target_load_packing``). The highest score wins; ties go to the
+host with fewest tasks, then to the smallest id. Utilization is the expected one
+(``scheduler.load``): measured, plus the tasks placed since, or by allocation when stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from domain.decision import Decision
+from domain.errors import ValidationError
+from domain.model import Request
+from domain.store import ClusterReader
+from scheduler.explain import Notes
+from scheduler.load import LoadView
+from scheduler.plugin import PolicyPlugin
+from scheduler.policies.load_scores import target_load_packing
+from scheduler.policies.scored import place, refuse, unreserved, unreserved_fit
+
+
+@dataclass(frozen=True)
+class TlpOptions:
+    target_pct: float = field(
+        default=50.0,
+        metadata={"help": "the CPU utilization (percent) hosts are packed up to (the KEP's 50)",
+                  "metavar": "T"},
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_pct < 100:
+            raise ValidationError("target_pct", "must be in (0, 100)")
+
+
+def basis_note(view: ClusterReader, host_id: str) -> str:
+    basis = view.basis(host_id) if isinstance(view, LoadView) else None
+    return f" ({basis.describe()})" if basis is not None else ""
+
+
+@dataclass(frozen=True)
+class TargetLoadPacking:
+    target_pct: float = 50.0
+    name: str = "tlp"
+    predicts_recent: bool = True
+
+    def decide(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        notes = Notes(explain)
+        best: tuple[float, int, str] | None = None
+        best_note = ""
+        for host in unreserved(request, view, exclude, notes, self.name):
+            used_pct = (host.cpu_util + request.cpu_shares / host.cpu_capacity) * 100.0
+            score = target_load_packing(used_pct, self.target_pct)
+            note = f"U' {used_pct:.1f} %, score {score:.1f}"
+            notes.host(self.name, host, note + basis_note(view, host.id))
+            key = (-score, host.task_count, host.id)
+            if best is None or key < best:
+                best, best_note = key, note
+        if best is None:
+            return refuse(request, self.name, notes)
+        return place(request, view.host(best[2]), self.name, best_note, notes)
+
+    may_place = staticmethod(unreserved_fit)
+
+
+PLUGIN = PolicyPlugin(
+    name="tlp",
+    summary="the Trimaran KEP's TargetLoadPacking (DESIGN 3.12): CPU utilization packed up to "
+            "a target, no overbooking",
+    options=TlpOptions,
+    build=lambda options, seed: TargetLoadPacking(target_pct=options.target_pct),
+)
