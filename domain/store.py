@@ -17,6 +17,7 @@ from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.restore import TaskRestore
 from domain.rooms import RoomKey
 
 
@@ -99,6 +100,12 @@ class ClusterStore(ClusterReader, Protocol):
 
     def end_task(self, task_id: str) -> Task:
         """A task finished, failed, was killed or stopped: remove it; raises NotFoundError."""
+        ...
+
+    def restore_cuts(self, host_id: str) -> list[TaskRestore]:
+        """Give the host's cut tasks resources back as far as its class allows
+        (domain.restore.plan_restores), atomically; returns the restorations made, in order
+        (none: nothing changed). Raises NotFoundError for an unknown host."""
         ...
 
     def task(self, task_id: str) -> Task | None: ...

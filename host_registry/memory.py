@@ -23,6 +23,7 @@ from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.restore import TaskRestore, apply_restores, plan_restores
 from domain.rooms import ROOM_INDEX, ROOM_KEYS
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
@@ -371,6 +372,20 @@ class MemoryStore:
         tally = combine(host.tally, contribution(task, self._classes), -1)
         self._replace_view(host, host.with_tally(tally))
         return task
+
+    def restore_cuts(self, host_id: str) -> list[TaskRestore]:
+        host = self.host(host_id)
+        on_host = self._host_tasks[host_id]
+        if not any(task.cut_received for task in on_host.values()):
+            return []  # nothing cut here: no change, not even in the change log
+        restores = plan_restores(host, on_host.values(), self._classes)
+        if not restores:
+            return []
+        view, restored = apply_restores(host, on_host, restores, self._classes)
+        for task in restored:
+            on_host[task.id] = self._tasks[task.id] = task
+        self._replace_view(host, view)
+        return list(restores)
 
     def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
         task = self._tasks.get(task_id)

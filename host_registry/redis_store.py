@@ -27,6 +27,7 @@ from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
+from domain.restore import TaskRestore, apply_restores, plan_restores
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.keys import (
@@ -379,6 +380,45 @@ class RedisStore:
 
         return self._optimistic(attempt)
 
+    def restore_cuts(self, host_id: str) -> list[TaskRestore]:
+        host_key = self.host_keys.host(host_id)
+        class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
+
+        def attempt() -> tuple[list[TaskRestore], Batch | None]:
+            with redis_errors():
+                pipe = self._redis.pipeline(transaction=False)
+                pipe.hgetall(host_key)
+                for class_key in class_keys:
+                    pipe.zrange(class_key, 0, -1)
+                host_fields, *id_lists = pipe.execute()
+            if not host_fields:
+                raise NotFoundError(f"no host {host_id!r}")
+            task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
+            read = {
+                task.id: (key, fields, task)
+                for key, fields in zip(task_keys, self._read_hashes(task_keys), strict=True)
+                if fields and (task := task_from_hash(fields)).host == host_id
+            }
+            tasks = {task_id: task for task_id, (_, _, task) in read.items()}
+            host = host_from_hash(host_fields)
+            restores = plan_restores(host, tasks.values(), self._classes)
+            if not restores:
+                return [], None
+            # every change of a task's resources or of the host's task set rewrites the host
+            # hash, so its stamp covers the plan; the restored tasks' own stamps keep a
+            # utilization update of one of them from being overwritten
+            batch = Batch().check(host_key, host_fields)
+            for restore in restores:
+                key, fields, _ = read[restore.task]
+                batch.check(key, fields)
+            view, restored = apply_restores(host, tasks, restores, self._classes)
+            for task in restored:
+                self._stage_task(batch, task)
+            self._stage_host(batch, host, view)
+            return list(restores), batch
+
+        return self._optimistic(attempt)
+
     def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
         key = self.task_keys.task(task_id)
 
@@ -436,10 +476,13 @@ class RedisStore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _optimistic(self, attempt: Callable[[], tuple[T, Batch]]) -> T:
-        """Read, compute, then write only if nothing read has changed; retry otherwise."""
+    def _optimistic(self, attempt: Callable[[], tuple[T, Batch | None]]) -> T:
+        """Read, compute, then write only if nothing read has changed; retry otherwise. An
+        attempt without a batch has nothing to write."""
         for _ in range(MAX_RETRIES):
             result, batch = attempt()
+            if batch is None:
+                return result
             with redis_errors():
                 if self._cas(keys=[self.host_keys.stamp_counter], args=[batch.to_json()]) == 1:
                     return result

@@ -1,4 +1,4 @@
-"""The manager's client of the node agents: live cuts and kills (DESIGN 4)."""
+"""The manager's client of the node agents: live cuts, cuts given back, and kills (DESIGN 4)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ class AgentClient:
         self._timeout_s = timeout_s
 
     def cut(self, agent_url: str, task_id: str, cpu_shares: int, memory: int) -> CutResult:
+        """Set a task's resources live (a cut, or a cut given back: the same update); the
+        answer is what the node really applied."""
         body = self._send(
             "PUT",
             f"{agent_url}/agent/tasks/{task_id}/resources",

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from domain.decision import Decision
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _State:
     retry_queued: bool = False
+    freed: set[str] = field(default_factory=set)  # hosts to give cuts back on at the retry
 
 
 class Manager:
@@ -62,7 +63,7 @@ class Manager:
                                    admits_to_queue=plugin.admits_to_queue,
                                    freshness=settings.cluster.freshness())
         self.loop = SchedulingLoop()
-        self.effects = Effects(store, records, backend, agents, self.queue_retry)
+        self.effects = Effects(store, records, backend, agents, self.room_freed)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
                                clock, self.queue_retry, by_swarm=self.by_swarm)
         self._state = _State()
@@ -229,9 +230,16 @@ class Manager:
             self._state.retry_queued = True
             self.loop.post(self._retry)
 
+    def room_freed(self, host_id: str) -> None:
+        """A booking was undone outside the scheduler (a service that could not start): the
+        next retry also gives cuts back on its host (DESIGN 3.8)."""
+        self._state.freed.add(host_id)
+        self.queue_retry()
+
     def _retry(self) -> None:
         self._state.retry_queued = False
-        self.effects.carry_out(self.scheduler.retry_pending(self.clock()))
+        freed, self._state.freed = self._state.freed, set()
+        self.effects.carry_out(self.scheduler.retry_pending(self.clock(), freed=freed))
 
     # -- views for the API --------------------------------------------------------------------
 

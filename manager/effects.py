@@ -2,9 +2,10 @@
 and in the request records (decide first, then apply; DESIGN 2).
 
 For every placed decision, in order: the victims' services are removed, the cuts are pushed to
-the node's agent, the new service is created; queued entries and refusals are recorded. The
-registries are the desired state; the agents and the periodic reconciliation bring the Swarm to
-it. Runs on the manager's scheduling loop only.
+the node's agent, the new service is created; then the cuts given back (DESIGN 3.8) are pushed
+the same way; queued entries and refusals are recorded. The registries are the desired state;
+the agents and the periodic reconciliation bring the Swarm to it. Runs on the manager's
+scheduling loop only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from domain.errors import GreenSwarmError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from domain.model import Task
+from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.records import RequestRecords
@@ -30,13 +32,14 @@ class Effects:
         records: RequestRecords,
         backend: SwarmBackend,
         agents: AgentClient,
-        queue_retry: Callable[[], None],
+        room_freed: Callable[[str], None],
     ) -> None:
         self.store = store
         self.records = records
         self.backend = backend
         self.agents = agents
-        self.queue_retry = queue_retry
+        # a booking undone outside the scheduler: retry the queue, then give cuts back there
+        self.room_freed = room_freed
         self.agent_urls: dict[str, str] = {}  # host id -> its agent, as the last sync found
 
     def carry_out(self, outcome: Outcome) -> None:
@@ -53,6 +56,8 @@ class Effects:
             for cut in decision.cuts:
                 self.cut(cut, decision.request.id)
             self.start(decision)
+        for restore in outcome.restored:
+            self.restore(restore)
         for entry in outcome.queued:  # it will start again with its original resources
             self.records.update(
                 entry.request.id,
@@ -94,7 +99,7 @@ class Effects:
                 host=None,
                 service_id=None,
             )
-            self.queue_retry()
+            self.room_freed(host)
             return
         killed_before = record.kills > 0  # taken off a host before: this is a reschedule
         status = RequestStatus.KILLED_AND_RESCHEDULED if killed_before else RequestStatus.RUNNING
@@ -137,6 +142,35 @@ class Effects:
             cpu_shares=result.cpu_shares,
             memory=result.memory,
             cut_received=str(cut.cut_received),
+        )
+
+    def restore(self, restore: TaskRestore) -> None:
+        """Push a cut given back to the node (raising memory is always allowed) and record
+        what it applied; the registry books that."""
+        what = (f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
+                f"(total cut {restore.cut_received})")
+        try:
+            result = self.agents.cut(self.agent_url(restore.host), restore.task,
+                                     restore.cpu_shares, restore.memory)
+        except GreenSwarmError as exc:  # the agent's reconciliation applies the booking later
+            self.records.update(
+                restore.task,
+                Event(EventKind.RESTORED, f"{what}; booked, not yet applied ({exc})",
+                      host=restore.host, applied=False),
+                cpu_shares=restore.cpu_shares,
+                memory=restore.memory,
+                cut_received=str(restore.cut_received),
+            )
+            return
+        if (result.cpu_shares, result.memory) != (restore.cpu_shares, restore.memory):
+            self.store.resize_task(restore.task, result.cpu_shares, result.memory)
+            what += f"; the node has {result.cpu_shares} shares and {result.memory} bytes"
+        self.records.update(
+            restore.task,
+            Event(EventKind.RESTORED, what, host=restore.host, applied=True),
+            cpu_shares=result.cpu_shares,
+            memory=result.memory,
+            cut_received=str(restore.cut_received),
         )
 
     def resized(self, task: Task) -> None:

@@ -89,6 +89,10 @@ Calls (all times in seconds, all sizes in shares and bytes)::
     rec.on_oom_kill(t, host_id, task_id)
         The kernel killed a task for lack of memory (counted; ends the task's run).
 
+    rec.on_restore(t, task_id, cpu_shares, memory)
+        A cut task got resources back (DESIGN 3.8): ``cpu_shares`` and ``memory`` are what it
+        has now. Counted (``restores``).
+
     rec.finish(t_end) -> PolicyResult
         Closes every host at ``t_end`` and computes everything. The recorder must not be used
         afterwards.
@@ -262,6 +266,7 @@ class MetricsRecorder:
         self._successful = 0
         self._failed = 0
         self._cuts = 0
+        self._restores = 0
         self._cut_cpu = 0
         self._cut_memory = 0
         self._kills = 0
@@ -600,6 +605,13 @@ class MetricsRecorder:
             return
         self._count_oom(host_id)
 
+    def on_restore(self, t: float, task_id: str, cpu_shares: int, memory: int) -> None:
+        self._check_open()
+        _check_t(t)
+        _check_nonneg(cpu_shares, "cpu_shares")
+        _check_nonneg(memory, "memory")
+        self._restores += 1
+
     def on_service_response(
         self, t: float, task_id: str, request_rate: int, response_ms: float
     ) -> None:
@@ -696,6 +708,7 @@ class MetricsRecorder:
             success_rate=_ratio(self._successful, decided),
             probes=self._probes,
             cuts=self._cuts,
+            restores=self._restores,
             cut_cpu_shares=self._cut_cpu,
             cut_memory_bytes=self._cut_memory,
             kills=self._kills,

@@ -265,6 +265,8 @@ class PolicyMetrics:
     # results written before them
     queued_requests: int | None = None
     queued_at_end: int | None = None
+    # cuts given back (DESIGN 3.8); None in results written before restorations
+    restores: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

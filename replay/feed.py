@@ -27,6 +27,7 @@ recorder (measure/recorder.py) as the simulator does:
     ``on_oom_kill`` (a service whose container exited with 137 too; Swarm restarts that one,
     and it keeps running, but its recorded run ends there as in the simulator);
   - a service stopped by its client: ``on_task_end(stopped)``;
+  - a cut given back (``restored``): ``on_restore``, and the task's resources are its new ones;
 * ``GET /hosts`` (:meth:`RecorderFeed.on_hosts`): ``on_host_state`` with the monitor's
   ``cpu_util`` and ``memory_util``, the task count and the allocations, per host;
 * client rounds of the services (:meth:`RecorderFeed.on_round`): ``on_service_response``.
@@ -353,6 +354,17 @@ class RecorderFeed:
                                           max(0, tracked.memory - memory)))
         tracked.cpu, tracked.memory = cpu, memory
 
+    def _on_restored(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+        """A cut given back (DESIGN 3.8): the task's resources grow again (a later cut is
+        counted from them) and the recorder counts it."""
+        if event.cpu_shares is not None:
+            tracked.cpu = event.cpu_shares
+        if event.memory_bytes is not None:
+            tracked.memory = event.memory_bytes
+        if record:
+            self.recorder.on_restore(self._t(event.t_wall_s), tracked.sub.request_id,
+                                     tracked.cpu, tracked.memory)
+
     def _on_killed(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
         was_running = tracked.in_run
         tracked.awaiting = True
@@ -564,6 +576,7 @@ _Handler = Callable[[RecorderFeed, _Tracked, HistoryEvent, bool], None]
 _HANDLERS: dict[EventKind, _Handler] = {
     EventKind.PLACED: RecorderFeed._on_placed,
     EventKind.CUT: RecorderFeed._on_cut,
+    EventKind.RESTORED: RecorderFeed._on_restored,
     EventKind.KILLED: RecorderFeed._on_killed,
     EventKind.PREEMPTED: RecorderFeed._on_killed,
     EventKind.HOST_LOST: RecorderFeed._on_killed,

@@ -1,20 +1,32 @@
-"""Decide, apply, and follow through: victims are rescheduled, the unplaceable wait (3.7).
+"""Decide, apply, and follow through: victims are rescheduled, the unplaceable wait (3.7),
+and cuts are given back where room grew (3.8).
 
 ``Scheduler`` is still pure: it talks to a ClusterStore and returns an ``Outcome`` that lists,
-in order, every decision it applied. The live manager turns that list into Docker calls; the
-simulator into events.
+in order, every decision it applied and every cut it gave back. The live manager turns those
+lists into Docker calls; the simulator into events.
+
+Cuts given back: an event that lets a task leave a host (it ends, is killed, is taken off for
+rescheduling) ends with the restoration of that host's cut tasks (``ClusterStore.restore_cuts``),
+after every decision the event led to, so after the pending queue's retry. Waiting requests
+come first: a waiting request is not running and loses availability every second it waits
+(DESIGN 3.10), a cut task runs and loses none; and restoring first would let the retry's cut
+pass cut the same tasks again at once, two live updates for nothing. A placement that kills
+nothing never triggers it (it only takes room: the cut pass cuts what it needs, DESIGN 3.5);
+one that kills does, on the host its victims left.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from domain.decision import Decision
-from domain.errors import ConflictError
+from domain.errors import ConflictError, NotFoundError
 from domain.model import Request, Task
 from domain.pending import PendingEntry, PendingReason, violation_deadline
+from domain.restore import TaskRestore
 from domain.slo import SloTable
 from domain.store import ChangeLog, ClusterReader, ClusterStore
 from scheduler.load import Freshness, LoadView, RecentPlacements
@@ -45,6 +57,8 @@ class Outcome:
     refused: list[Decision] = field(default_factory=list)  # new requests refused outright
     # new requests no pass placed, queued as they asked (their entries are in ``queued``)
     waiting: list[Decision] = field(default_factory=list)
+    # cuts given back once the decisions were applied, in order (DESIGN 3.8)
+    restored: list[TaskRestore] = field(default_factory=list)
 
     def decision_for(self, request_id: str) -> Decision | None:
         for decision in (*self.applied, *self.refused, *self.waiting):
@@ -125,6 +139,7 @@ class Scheduler:
                     tried[-1] if tried else Decision.refused(
                         request, "waiting in the queue behind more urgent requests",
                         policy=self.policy.name))
+            self._restore(outcome)
             return outcome
         decision = self._decide(request, outcome, now=now)
         if decision.placed:
@@ -134,20 +149,24 @@ class Scheduler:
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
         else:
             outcome.refused.append(decision)
+        self._restore(outcome)
         return outcome
 
     # -- tasks that must move -------------------------------------------------------------
 
     def reschedule(self, tasks: list[Task], now: float, reason: PendingReason) -> Outcome:
         """Resubmit tasks removed from their hosts (killed, or their host left); under a round
-        policy they join the queue and a round runs."""
+        policy they join the queue and a round runs. The hosts they left (those still there)
+        give cuts back."""
         outcome = Outcome()
         if self._rounds is not None:
             for task in tasks:
                 self._requeue(task, reason, now, outcome)
             self._round(now, outcome)
+            self._restore(outcome, (task.host for task in tasks))
             return outcome
         self._cascade(deque((task, reason) for task in tasks), now, outcome)
+        self._restore(outcome, (task.host for task in tasks))
         return outcome
 
     def host_lost(self, host_id: str, now: float) -> Outcome:
@@ -155,18 +174,22 @@ class Scheduler:
         return self.reschedule(tasks, now, PendingReason.HOST_LOST)
 
     def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
-        """A task finished, failed, or was stopped: free its room and retry the queue."""
+        """A task finished, failed, or was stopped: free its room, retry the queue, then give
+        cuts back on its host."""
         task = self.store.end_task(task_id)
-        return task, self.retry_pending(now)
+        return task, self.retry_pending(now, freed=(task.host,))
 
     # -- pending queue --------------------------------------------------------------------
 
-    def retry_pending(self, now: float) -> Outcome:
+    def retry_pending(self, now: float, freed: Iterable[str] = ()) -> Outcome:
+        """Retry the queue (a round, under a round policy), then give cuts back on the hosts
+        of ``freed`` (room grew there: a task left) and those where a retry killed."""
         if self._rounds is not None:
             outcome = Outcome()
             self._round(now, outcome)
+            self._restore(outcome, freed)
             return outcome
-        return self._retry_in_order(now)
+        return self._retry_in_order(now, freed)
 
     def _round(self, now: float, outcome: Outcome) -> None:
         """One round of a round policy (DESIGN 3.11): every waiting request once, the lowest Q
@@ -208,8 +231,10 @@ class Scheduler:
         self._enqueue(task.as_request(), reason, now, executed, task.pending_s, outcome,
                       task.preemptions + 1)
 
-    def _retry_in_order(self, now: float) -> Outcome:
+    def _retry_in_order(self, now: float, freed: Iterable[str] = ()) -> Outcome:
         """Try waiting requests in time-to-violate order; the placed ones leave the queue.
+        Then the hosts of ``freed`` (room grew there: a task left) and those where a retry
+        killed give cuts back.
 
         An entry is skipped when one at least as small, of the same class and type, already
         failed in this round (every pass is monotone in the request size); at most
@@ -256,7 +281,20 @@ class Scheduler:
         if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
             waiting = {entry.request.id for entry in entries}
             self._failed_at = {rid: mark for rid, mark in marks.items() if rid in waiting}
+        self._restore(outcome, freed)
         return outcome
+
+    # -- cuts given back ------------------------------------------------------------------
+
+    def _restore(self, outcome: Outcome, freed: Iterable[str] = ()) -> None:
+        """Give cuts back on every host of ``freed`` and every host a kill of ``outcome``
+        took a task from, by host id; a host that left meanwhile is skipped."""
+        hosts = {*freed, *(victim.host for victim in outcome.killed)}
+        for host_id in sorted(hosts):
+            try:
+                outcome.restored += self.store.restore_cuts(host_id)
+            except NotFoundError:
+                continue  # the host left (host_lost): nothing to give back there
 
     def _may_place_now(self, request: Request, failed_at: int | None, now: float) -> bool:
         """False when ``request`` failed at mark ``failed_at`` and no host changed since

@@ -264,6 +264,9 @@ class Simulation:
         for entry in outcome.queued:
             self._pending.add(entry.request.id)
         self._pending_max = max(self._pending_max, len(self._pending))
+        for restore in outcome.restored:  # after every decision, as the scheduler made them
+            self._restore(self._runs[restore.task], restore.cpu_shares, restore.memory)
+            recorder.on_restore(t, restore.task, restore.cpu_shares, restore.memory)
 
     @staticmethod
     def _cuts_of(decision: Decision) -> list[Cut]:
@@ -330,14 +333,31 @@ class Simulation:
         run.cpu_shares = cpu_shares
         if memory < run.memory:
             self._memory_cuts += 1
-            # The live agent's rule: never below what the container uses plus a margin.
-            floor = math.ceil(run.mem_use) + self.config.memory_cut_margin_bytes
-            limit = min(run.limit, max(memory, floor))
+            limit = self._lowered_limit(run, memory)
             if limit > memory:
                 self._memory_cuts_partial += 1
                 self._memory_cut_unapplied += limit - memory
             run.limit = limit
         run.memory = memory
+        self._touch(host, run)
+
+    def _lowered_limit(self, run: Run, memory: int) -> int:
+        """The container's limit once set to ``memory`` below it, by the live agent's rule:
+        never below what the container uses plus a margin."""
+        floor = math.ceil(run.mem_use) + self.config.memory_cut_margin_bytes
+        return min(run.limit, max(memory, floor))
+
+    def _restore(self, run: Run, cpu_shares: int, memory: int) -> None:
+        """A cut given back (DESIGN 3.8): the run's CPU weight and booked memory grow back,
+        and its container's limit is set to the booked memory as the live agent sets it
+        (raised at once; lowered, by the rule of a cut, only where an earlier cut the node
+        could apply only in part had left it above)."""
+        host = run.host
+        host.booked_cpu += cpu_shares - run.cpu_shares
+        host.booked_mem += memory - run.memory
+        run.cpu_shares = cpu_shares
+        run.memory = memory
+        run.limit = memory if memory >= run.limit else self._lowered_limit(run, memory)
         self._touch(host, run)
 
     # ------------------------------------------------------------------ task events

@@ -29,7 +29,7 @@ def list_tasks() -> Response:
 
 @blueprint.put("/agent/tasks/<task_id>/resources")
 def set_resources(task_id: str) -> Response:
-    """Apply a cut live; answers what the container really got."""
+    """Apply a cut, or a cut given back, live; answers what the container really got."""
     body = json_body()
     allow_only(body, {"cpu_shares", "memory"})
     cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2, 262_144)

@@ -82,7 +82,8 @@ def outcome_key(outcome: Outcome) -> object:
     return ([(d.to_dict(), d.new_class) for d in outcome.applied],
             [t.id for t in outcome.killed],
             [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
-            [d.to_dict() for d in outcome.refused])
+            [d.to_dict() for d in outcome.refused],
+            list(outcome.restored))
 
 
 # One host's tasks drawn by hypothesis (property tests of a single host's rooms and passes).

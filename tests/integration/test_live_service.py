@@ -47,6 +47,34 @@ def test_cut_changes_the_running_containers_live(live: Live) -> None:
                for e in record["history"])
 
 
+def test_a_cut_is_given_back_live_when_its_cutter_ends(live: Live) -> None:
+    """DESIGN 3.8 on a real node: "kept" (class 4, 1800 shares) is cut by 1/3 for the class-2
+    job "cutter" (the host becomes class 2, limit 2389: 1200 + 600); when the job ends the
+    host is class 4 again (limit 3072) and "kept" gets its 1800 shares and 64 MiB back, in
+    the same container, with a `restored` event in its history."""
+    live.submit("kept", 4, "service", 1800, "64m")
+    live.wait_resources("kept", (1800, 64 * 2**20))
+    container = live.running("kept").id
+    answer = live.submit("cutter", 2, "job", 600, "64m", ["sleep", "4"])
+    assert answer["decision"]["pass"] == "cut"
+    assert [c["task"] for c in answer["decision"]["cuts"]] == ["kept"]
+    live.wait_resources("kept", (1200, 44739243))  # 1800 and 64 MiB x 2/3, rounded up
+    live.wait_status("cutter", "completed")
+    live.wait_resources("kept", (1800, 64 * 2**20))  # docker inspect: HostConfig
+    assert live.running("kept").id == container, "the container was not replaced"
+    record = live.request("kept")
+    assert record["current"] == {"cpu_shares": 1800, "memory": 64 * 2**20}
+    assert record["cut_received"] == "0"
+    restored = [e for e in record["history"] if e["kind"] == "restored"]
+    assert len(restored) == 1
+    assert (restored[0]["host"], restored[0]["applied"], restored[0]["cpu_shares"],
+            restored[0]["memory"], restored[0]["cut_received"]) == (
+        live.node_id, True, 1800, 64 * 2**20, "0")
+    host = live.get("/hosts")[0]
+    assert (host["cpu_allocated"], host["memory_allocated"], host["class"]) == (
+        1800, 64 * 2**20, 4)
+
+
 def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(live: Live) -> None:
     live.submit("victim", 4, "service", 700, "64m")
     old_container = live.running("victim").id

@@ -15,6 +15,7 @@ from domain.classes import ClassTable
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
+from domain.restore import TaskRestore
 from domain.store import ClusterStore
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
@@ -136,6 +137,28 @@ def test_host_lost_and_re_registration(store: RedisStore) -> None:
     assert store.host("stay").cpu_limits[3] == 3600
 
 
+def test_cuts_given_back_alike_in_both_stores(store: RedisStore) -> None:
+    """DESIGN 3.8: "c4" is cut by 1/2 for the class-1 "cutter"; "w" waits. When the cutter
+    ends, "w" is placed first, then "c4" takes the largest step back that fits (to 1/6:
+    667 shares, 84 bytes); both stores give the same back and keep the same books."""
+    seen = []
+    for target in (store, MemoryStore()):
+        build(H("h", 0.3, [T("c4", 4, cpu=800, mem=100)]), store=target)
+        scheduler = Scheduler(target, make_policy("energy"))
+        scheduler.submit(req(1, cpu=600, mem=100, id="cutter"), now=1.0)
+        scheduler.submit(req(4, cpu=1100, mem=100, id="w"), now=2.0, queue=True)
+        _, outcome = scheduler.task_ended("cutter", now=3.0)
+        assert outcome.restored == [TaskRestore("c4", "h", 667, 84, Fraction(1, 6), 267, 34)]
+        assert target.restore_cuts("h") == []  # nothing more: and nothing written
+        seen.append((outcome_key(outcome), target.tasks(), list(target.all_hosts())))
+    assert seen[0] == seen[1]
+    restored = store.task("c4")
+    assert restored is not None and (restored.cpu_shares, restored.cut_received) == (
+        667, Fraction(1, 6))
+    assert lists_of(store) == {"h": (Region.LEE, 4)}
+    assert_books(store)
+
+
 # -- differential: identical decisions, step by step ------------------------------------------
 
 def random_steps(seed: int, count: int) -> Iterator[tuple[str, tuple[object, ...]]]:
@@ -192,7 +215,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
         util = rng.random()
         for scheduler in schedulers:
             scheduler.store.add_host(spec, util, util / 2)
-    steps = 0
+    steps = restores = 0
     passes: set[str] = set()
     for index, (step, args) in enumerate(random_steps(seed=11, count=3000)):
         results = [run_step(s, step, args, now=float(index)) for s in schedulers]
@@ -200,6 +223,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
         steps += 1
         if isinstance(results[0], tuple):  # an outcome: which passes placed something
             passes.update(str(applied["pass"]) for applied, _ in results[0][0])
+            restores += len(results[0][4])  # the cuts it gave back
         if index % 500 == 0:
             assert list(memory.all_hosts()) == list(store.all_hosts())
     assert steps == 3000
@@ -210,6 +234,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
         host.id: host.tally for host in store.all_hosts()}
     assert_books(store)
     assert passes == {"simple", "cut", "kill"}, "the sequence must exercise every pass"
+    assert restores > 10, "the sequence must give cuts back"
 
 
 # -- concurrency ------------------------------------------------------------------------------

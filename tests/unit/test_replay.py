@@ -429,6 +429,23 @@ def test_cuts_and_kills_made_by_a_victims_reschedule_come_from_the_histories() -
     assert "w" not in {t.request_id for t in world.feed.service_targets()}
 
 
+def test_a_cut_given_back_is_counted_and_the_task_has_its_resources_again() -> None:
+    """DESIGN 3.8: d is cut (400 -> 300 shares), then given back (400): counted, and a later
+    cut is measured from the 400 it has again, not from the stale 300."""
+    world = World(service("d", 0.0, cls=4, cpu=400))
+    world.answer("d", 0.0)
+    world.event("d", 1.0, "cut to 300 shares and 536870912 bytes (total cut 1/6)",
+                cpu_shares=300, memory=512 * MIB)
+    world.poll("d")
+    tracked = world.feed.tracked("d")
+    assert tracked is not None and tracked.cpu == 300
+    world.event("d", 2.0, "cut given back", kind="restored", host="nodeA", applied=True,
+                cpu_shares=400, memory=512 * MIB, cut_received="0")
+    world.poll("d")
+    assert tracked.cpu == 400
+    assert world.finish().metrics.restores == 1
+
+
 def test_a_kill_no_decision_made_still_counts() -> None:
     world = World(service("v"))
     world.answer("v", 0.0)

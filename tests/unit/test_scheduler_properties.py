@@ -24,6 +24,7 @@ from domain.decision import Decision, Pass
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.regions import REGIONS
+from domain.restore import plan_restores
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
 from scheduler.registry import make_policy
@@ -119,6 +120,9 @@ class SchedulingMachine(RuleBasedStateMachine):
         self.now += 5.0
         _, outcome = self.scheduler.task_ended(task.id, self.now)
         self.check_outcome(outcome, self.twin.task_ended(task.id, self.now)[1])
+        # room grew there: no task stays cut that could take a step back (DESIGN 3.8)
+        host = self.store.host(task.host)
+        assert plan_restores(host, self.store.tasks_on(host.id), self.classes) == ()
 
     @rule(data=st.data(), cpu=utilization, memory=utilization)
     def host_utilization(self, data: st.DataObject, cpu: float, memory: float) -> None:
@@ -151,6 +155,12 @@ class SchedulingMachine(RuleBasedStateMachine):
     def check_outcome(self, outcome: Outcome, twin: Outcome) -> None:
         assert outcome_key(outcome) == outcome_key(twin), "skipping a retry changed an outcome"
         pending = {entry.request.id: entry for entry in self.store.pending()}
+        for restore in outcome.restored:  # made last: the store holds them as listed
+            task = self.store.task(restore.task)
+            assert task is not None and task.host == restore.host
+            assert (task.cpu_shares, task.memory, task.cut_received) == (
+                restore.cpu_shares, restore.memory, restore.cut_received)
+            assert restore.cpu_returned >= 0 and restore.memory_returned >= 0
         for victim in outcome.killed:
             running = self.store.task(victim.id)
             assert running is not None or victim.id in pending, "a victim was lost"

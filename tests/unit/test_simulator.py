@@ -272,6 +272,27 @@ def test_a_task_that_grows_past_its_cut_limit_is_killed_for_memory() -> None:
     assert sim.store.task("b") is None and sim.store.task("a") is not None
 
 
+def test_a_cut_given_back_raises_the_limit_in_time_and_is_counted() -> None:
+    # As above, but "a" is a job of 4 s: when it ends the host is class 4 again, and "b" gets
+    # its 2048 shares and 2 GiB back (DESIGN 3.8), so at 10 s its growth to 60 % of 2 GiB
+    # stays within its limit: no OOM kill.
+    profs = profiles(redis=[(0.0, 0.01, 0.1), (10.0, 0.01, 0.6)],
+                     ffmpeg=[(0.0, 0.01, 0.1)])
+    head = header(("h1", 2048, 4 * GIB))
+    reqs = [request(0, "a", "ffmpeg", 1024, 3 * GIB, 4, cls=1),
+            request(1, "b", "redis", 2048, 2 * GIB, 900, cls=4)]
+    sim = simulation(head, reqs, profs, policy="energy", end_s=60.0)
+    result = sim.run()
+    metrics = result.result.metrics
+    assert metrics.successful == 2 and metrics.cuts == 1
+    assert metrics.restores == 1 and metrics.oom_kills == 0
+    b = sim.store.task("b")
+    assert b is not None and (b.cpu_shares, b.memory, b.cut_received) == (2048, 2 * GIB, 0)
+    run = sim._runs["b"]
+    assert (run.cpu_shares, run.memory, run.limit) == (2048, 2 * GIB, 2 * GIB)
+    assert sim.store.host("h1").cpu_allocated == 2048
+
+
 # ------------------------------------------------------------------ the monitor model
 
 

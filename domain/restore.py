@@ -1,0 +1,119 @@
+"""Cuts given back (DESIGN 3.8): which cut tasks of a host get resources back, and how much.
+
+A cut is an overbooking measure, not a punishment: whenever room grows on a host (a task ends
+or leaves it, its class rises), its cut tasks get their resources back as far as ``fits`` holds
+for the host's class.
+
+The step rule. A task is restored in whole steps of the class table: its cut only ever takes
+one of the values t(its class) - t(c) for a host class c (for a class-4 task of the thesis
+model: 1/2, 1/3, 1/6, 0), exactly the cuts the cut pass gives (DESIGN 3.5). So
+
+* ``cut_received`` stays an exact fraction of the table, and the resources stay
+  ``after_cut(original, cut_received)`` (rounded up, as every cut), so the tally's cut sums
+  (domain.books) keep meaning what the cut pass reads from them;
+* a task is restored fully when the room allows, else to the smallest cut of the table that
+  fits, else not at all. A finer restoration (to any fraction that fills the room exactly)
+  would leave cuts such as 1095/4096, and the next cut pass would cut such a task by a
+  fraction no class stands for.
+
+Order: the most cut first (``cut_received`` descending), then class ascending, then id; each
+task takes the largest restoration that keeps the host within capacity x M(host class) in both
+dimensions (and alone within the machine), from the room the earlier ones left. Room only
+shrinks along the way, so when it ends no cut task can take one more step (maximality).
+
+A task whose memory the node could only cut in part (it books more than ``after_cut`` of its
+cut) never loses memory here: a restoration raises, never lowers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from domain.books import contribution
+from domain.classes import CLASSES, ClassTable, after_cut
+from domain.model import HostView, Task
+from domain.tally import combine
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRestore:
+    """A cut task given resources back: its new resources, its new (lower) total cut, and what
+    it got back."""
+
+    task: str
+    host: str
+    cpu_shares: int
+    memory: int
+    cut_received: Fraction
+    cpu_returned: int
+    memory_returned: int
+
+
+def restore_levels(task: Task, classes: ClassTable) -> tuple[Fraction, ...]:
+    """The cuts below ``task``'s own that the step rule allows, smallest (most restored)
+    first: t(its class) - t(c) for every class c, 0 included."""
+    levels = {classes.request_cut(task.cls, cls) for cls in CLASSES}
+    return tuple(sorted(level for level in levels if level < task.cut_received))
+
+
+def restore_order(task: Task) -> tuple[Fraction, int, str]:
+    """The most cut first, then class ascending, then id."""
+    return (-task.cut_received, task.cls, task.id)
+
+
+def plan_restores(
+    host: HostView, tasks: Iterable[Task], classes: ClassTable
+) -> tuple[TaskRestore, ...]:
+    """The restorations to make on ``host`` (its books as they are now: ``tasks`` are all its
+    tasks, and ``host.tally`` their sums), in order; empty when no cut task can take a step."""
+    cut = sorted((task for task in tasks if task.cut_received > 0), key=restore_order)
+    host_class = host.host_class
+    if not cut or host_class is None:
+        return ()
+    cpu_room = host.cpu_limits[host_class - 1] - host.cpu_allocated
+    memory_room = host.memory_limits[host_class - 1] - host.memory_allocated
+    restores: list[TaskRestore] = []
+    for task in cut:
+        for level in restore_levels(task, classes):
+            cpu = max(task.cpu_shares, after_cut(task.original_cpu_shares, level))
+            memory = max(task.memory, after_cut(task.original_memory, level))
+            cpu_more, memory_more = cpu - task.cpu_shares, memory - task.memory
+            if (
+                cpu_more <= cpu_room
+                and memory_more <= memory_room
+                and cpu <= host.cpu_capacity
+                and memory <= host.memory_capacity
+            ):
+                restores.append(
+                    TaskRestore(task.id, host.id, cpu, memory, level, cpu_more, memory_more)
+                )
+                cpu_room -= cpu_more
+                memory_room -= memory_more
+                break
+    return tuple(restores)
+
+
+def apply_restores(
+    host: HostView,
+    tasks: Mapping[str, Task],
+    restores: Iterable[TaskRestore],
+    classes: ClassTable,
+) -> tuple[HostView, tuple[Task, ...]]:
+    """The host and the restored tasks once ``restores`` are made (``tasks``: the host's tasks
+    by id); every store applies restorations with this, so they keep the same books."""
+    tally = host.tally
+    restored: list[Task] = []
+    for restore in restores:
+        before = tasks[restore.task]
+        after = replace(
+            before,
+            cpu_shares=restore.cpu_shares,
+            memory=restore.memory,
+            cut_received=restore.cut_received,
+        )
+        tally = combine(tally, contribution(before, classes), -1)
+        tally = combine(tally, contribution(after, classes))
+        restored.append(after)
+    return host.with_tally(tally), tuple(restored)
