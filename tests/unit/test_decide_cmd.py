@@ -94,3 +94,15 @@ def test_the_installed_command_runs_without_a_traceback(tmp_path: Path) -> None:
                              str(bad)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "request.class" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_load_example_shows_a_prediction_and_a_stale_host(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "load.json"), "--policy", "tlp",
+                       "--explain")
+    assert code == 0
+    decision = json.loads(out)
+    assert decision["host"] == "n3"  # the stale host, judged by its (empty) allocation
+    text = "\n".join(decision["explain"])
+    assert "+ 1 recent task(s) predicted" in text and "by allocation" in text
