@@ -66,6 +66,7 @@ class Stack:
     manager_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
     monitor_window_s: float = 3.0
+    extra_env: dict[str, str] = field(default_factory=dict)  # the manager's policy, ...
     started_s: float = 0.0  # how long compose up + stack deploy + all hosts reported took
 
     @property
@@ -105,6 +106,7 @@ class Stack:
             "GREENSWARM_MONITOR_HOST_WINDOW_S": str(self.monitor_window_s),
             "GREENSWARM_MONITOR_TASK_INTERVAL_S": "1",
             "GREENSWARM_MONITOR_TASK_WINDOW_S": str(self.monitor_window_s),
+            **self.extra_env,
         }
 
     def run(self, argv: list[str], timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
