@@ -72,6 +72,7 @@ def book(
         executed_s=executed_s,
         pending_s=pending_s,
         preemptions=preemptions,
+        constraints=request.constraints,
     )
     tally = combine(tally, contribution(placed, classes))
     return Booking(host.with_tally(tally), tuple(killed), tuple(cut), placed)

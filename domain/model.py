@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from domain import tally as layout
 from domain.classes import check_class
+from domain.constraints import Constraint, NodeFacts
 from domain.errors import ValidationError
 from domain.load import LoadWindows
 from domain.regions import Region, total_utilization
@@ -82,6 +83,7 @@ class Request:
     type: TaskType
     cpu_shares: int
     memory: int
+    constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
 
     def __post_init__(self) -> None:
         check_id(self.id)
@@ -115,6 +117,7 @@ class Task:
     executed_s: float = 0.0
     pending_s: float = 0.0
     preemptions: int = 0  # times it was taken off a host before this placement
+    constraints: tuple[Constraint, ...] = ()  # its request's, kept for rescheduling
 
     @property
     def util(self) -> float:
@@ -122,7 +125,8 @@ class Task:
 
     def as_request(self) -> Request:
         """The request that reschedules this task: its own class, its original resources."""
-        return Request(self.id, self.cls, self.type, self.original_cpu_shares, self.original_memory)
+        return Request(self.id, self.cls, self.type, self.original_cpu_shares, self.original_memory,
+                       self.constraints)
 
     def with_utilization(self, cpu_util: float, memory_util: float) -> Task:
         return replace(self, cpu_util=cpu_util, memory_util=memory_util)
@@ -137,6 +141,7 @@ class HostSpec:
     cpu_capacity: int
     memory_capacity: int
     address: str = ""
+    labels: tuple[tuple[str, str], ...] = ()  # node labels, for placement constraints
 
     def __post_init__(self) -> None:
         check_id(self.id)
@@ -144,12 +149,37 @@ class HostSpec:
         check_int(self.memory_capacity, "memory_capacity", 1)
 
     def to_json(self) -> dict[str, object]:
-        """The form a trace header and the host endpoints share (an address when it has one)."""
+        """The form a trace header and the host endpoints share (an address and labels when it
+        has them)."""
         out: dict[str, object] = {"id": self.id, "cpu_capacity": self.cpu_capacity,
                                   "memory_capacity": self.memory_capacity}
         if self.address:
             out["address"] = self.address
+        if self.labels:
+            out["labels"] = dict(self.labels)
         return out
+
+    def facts(self) -> NodeFacts:
+        """What a constraint can ask about this host when nothing but the spec is known (a
+        trace's host): its id as hostname, Linux on x86_64, its labels."""
+        return NodeFacts(self.id, self.id, labels=self.labels)
+
+
+MAX_LABELS = 64
+
+
+def check_labels(raw: object, field_name: str = "labels") -> tuple[tuple[str, str], ...]:
+    """Node labels as ``{"name": "value"}`` (strings, at most MAX_LABELS), sorted by name."""
+    if not isinstance(raw, dict):
+        raise ValidationError(field_name, "must be an object of label names to values")
+    if len(raw) > MAX_LABELS:
+        raise ValidationError(field_name, f"at most {MAX_LABELS} labels")
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name or len(name) > 128:
+            raise ValidationError(field_name, "label names must be 1-128 characters")
+        if not isinstance(value, str) or len(value) > 256:
+            raise ValidationError(f"{field_name}.{name}", "must be a string of <= 256 characters")
+    return tuple(sorted(raw.items()))
 
 
 @dataclass(frozen=True, slots=True)

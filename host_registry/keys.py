@@ -37,6 +37,7 @@ from domain.pending import PendingEntry, PendingReason
 from domain.regions import Region
 from domain.rooms import RoomKey, RoomKind, all_room_keys
 from domain.tally import TALLY_FIELDS
+from host_registry.task_keys import constraints_field, constraints_from_field
 
 EMPTY = "empty"
 
@@ -143,6 +144,7 @@ def pending_to_hash(entry: PendingEntry) -> dict[str, str]:
         "executed_s": repr(entry.executed_s),
         "pending_s": repr(entry.pending_s),
         "preemptions": str(entry.preemptions),
+        "constraints": constraints_field(request.constraints),
     }
 
 
@@ -153,6 +155,7 @@ def pending_from_hash(fields: Mapping[str, str]) -> PendingEntry:
         TaskType(fields["type"]),
         int(fields["cpu_shares"]),
         int(fields["memory"]),
+        constraints_from_field(fields.get("constraints")),
     )
     return PendingEntry(
         request=request,

@@ -4,7 +4,8 @@
  key                                    holds
 =====================================  ===========================================================
  ``{p}:task:{id}``                      hash: one task (current and original resources, cut,
-                                        class, type, utilization, QoS history)
+                                        class, type, utilization, QoS history,
+                                        placement constraints)
  ``{p}:host:{host}:tasks:{class}``      sorted set: the host's tasks of one class, by utilization
  ``{p}:tasks``                          sorted set (score 0): every task id, for listing
 =====================================  ===========================================================
@@ -12,9 +13,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from fractions import Fraction
 
+from domain.constraints import Constraint, check_constraints, constraint_texts
 from domain.model import Task, TaskType
 
 
@@ -47,7 +50,20 @@ def task_to_hash(task: Task) -> dict[str, str]:
         "executed_s": repr(task.executed_s),
         "pending_s": repr(task.pending_s),
         "preemptions": str(task.preemptions),
+        "constraints": constraints_field(task.constraints),
     }
+
+
+def constraints_field(constraints: tuple[Constraint, ...]) -> str:
+    """A hash field of constraints: their texts as a JSON list ('' for none)."""
+    return json.dumps(constraint_texts(constraints)) if constraints else ""
+
+
+def constraints_from_field(raw: str | None) -> tuple[Constraint, ...]:
+    """Constraints as stored (they were checked when the request came in)."""
+    if not raw:
+        return ()
+    return check_constraints(json.loads(raw))
 
 
 def task_from_hash(fields: Mapping[str, str]) -> Task:
@@ -67,4 +83,5 @@ def task_from_hash(fields: Mapping[str, str]) -> Task:
         executed_s=float(fields["executed_s"]),
         pending_s=float(fields["pending_s"]),
         preemptions=int(fields.get("preemptions") or 0),  # absent from tasks booked before
+        constraints=constraints_from_field(fields.get("constraints")),
     )

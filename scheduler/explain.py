@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
 from domain.model import HostView
+
+
+def why_excluded(exclude: Collection[str], host_id: str, default: str = "excluded") -> str:
+    """The note of an excluded host: the reason the exclusion carries (a mapping of host to
+    reason, as the scheduler hands constraints and paused nodes), else ``default``."""
+    if isinstance(exclude, Mapping):
+        reason = exclude.get(host_id)
+        if isinstance(reason, str) and reason:
+            return f"excluded: {reason}"
+    return default
 
 
 class Notes:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from domain.constraints import NodeFacts
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
 from domain.model import Request, Task
@@ -29,6 +30,7 @@ from domain.pending import PendingEntry, PendingReason, violation_deadline
 from domain.restore import TaskRestore
 from domain.slo import SloTable
 from domain.store import ChangeLog, ClusterReader, ClusterStore
+from scheduler.constraints import JUST_LEFT, PAUSED, merged, name_constraints, ruled_out
 from scheduler.load import Freshness, LoadView, RecentPlacements
 from scheduler.plugin import LoadAware, Policy, RoundPolicy
 
@@ -110,6 +112,8 @@ class Scheduler:
         # Hosts that keep their tasks but take no new placement (paused Swarm nodes, DESIGN 4):
         # every decision excludes them (set_closed_hosts).
         self.closed_hosts: frozenset[str] = frozenset()
+        # What placement constraints can ask about each host (DESIGN 4; set_node_facts).
+        self.node_facts: dict[str, NodeFacts] = {}
 
     def set_closed_hosts(self, host_ids: frozenset[str]) -> bool:
         """Hosts that take no new placement from now on; True when the set changed (a host
@@ -117,6 +121,15 @@ class Scheduler:
         if host_ids == self.closed_hosts:
             return False
         self.closed_hosts = host_ids
+        self._failed_at.clear()
+        return True
+
+    def set_node_facts(self, facts: Mapping[str, NodeFacts]) -> bool:
+        """The nodes' descriptions (hostname, labels, platform) constraints are judged on;
+        True when they changed (a label may have come: what waits may fit now)."""
+        if facts == self.node_facts:
+            return False
+        self.node_facts = dict(facts)
         self._failed_at.clear()
         return True
 
@@ -337,16 +350,24 @@ class Scheduler:
     ) -> Decision:
         """The policy's decision, timed, and noted in ``outcome``; ``q_s``: a waiting
         request's QoS metric, for a round policy."""
-        if self.closed_hosts:
-            exclude = (*exclude, *self.closed_hosts)
         started = time.perf_counter_ns()
+        excluded: Collection[str] = exclude
+        if self.closed_hosts:
+            excluded = merged(exclude, JUST_LEFT, dict.fromkeys(self.closed_hosts, PAUSED))
+        constrained: dict[str, str] = {}
+        if request.constraints:
+            hosts = [host.id for host in self.store.all_hosts()]
+            constrained = ruled_out(request, hosts, self.node_facts)
+            excluded = merged(excluded, JUST_LEFT, constrained)
         view = self._view(now)
         if self._rounds is not None and q_s is not None:
             decision = self._rounds.decide_waiting(
                 request, view, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
-                exclude=exclude)
+                exclude=excluded)
         else:
-            decision = self.policy.decide(request, view, exclude=exclude)
+            decision = self.policy.decide(request, view, exclude=excluded)
+        if constrained:
+            decision = name_constraints(decision, constrained, len(hosts))
         decision = decision.timed((time.perf_counter_ns() - started) / 1e6)
         outcome.decisions.append(decision)
         return decision

@@ -117,6 +117,8 @@ class Simulation:
         self._seq = 0
         self._hosts: dict[str, Host] = {}
         rng = random.Random(config.seed)
+        # What placement constraints see of a trace's host (DESIGN 4): its id, its labels.
+        self.scheduler.set_node_facts({spec.id: spec.facts() for spec in header.hosts})
         for spec in header.hosts:
             self.store.add_host(spec)
             if dated:  # registration carries the first (idle) sample
@@ -216,7 +218,7 @@ class Simulation:
         self._requests[request.id] = request
         outcome = self.scheduler.submit(
             Request(request.id, request.request_class, request.type, request.cpu_shares,
-                    request.memory_bytes),
+                    request.memory_bytes, request.constraints),
             t,
             queue=self.config.queue_new,
         )

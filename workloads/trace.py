@@ -17,8 +17,9 @@ from enum import StrEnum
 from typing import Any
 
 from domain.classes import MAX_CLASS, MIN_CLASS
+from domain.constraints import Constraint, check_constraints, constraint_texts
 from domain.errors import ValidationError
-from domain.model import HostSpec, TaskType  # shared with the scheduler
+from domain.model import HostSpec, TaskType, check_labels  # shared with the scheduler
 
 TRACE_VERSION = 1
 MIN_CPU_SHARES = 2
@@ -133,6 +134,7 @@ class TraceRequest:
     memory_bytes: int
     makespan_s: float
     request_rate: int | None = None
+    constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
 
     def __post_init__(self) -> None:
         # Checked once here, whoever builds it; ints for times are stored as floats.
@@ -160,7 +162,7 @@ class TraceRequest:
                 raise ValidationError("request_rate", "must be null for a job")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "request",
             "t": float(self.t_s),
             "id": self.id,
@@ -172,6 +174,9 @@ class TraceRequest:
             "makespan_s": float(self.makespan_s),
             "request_rate": self.request_rate,
         }
+        if self.constraints:
+            out["constraints"] = constraint_texts(self.constraints)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,10 +272,10 @@ def _require_keys(obj: Mapping[str, object], required: Iterable[str], allowed: s
 
 _HEADER_KEYS = {"kind", "version", "source", "seed", "duration_s", "hosts", "notes"}
 _HEADER_REQUIRED = ("kind", "version", "source", "seed", "duration_s", "hosts")
-_HOST_KEYS = {"id", "cpu_capacity", "memory_capacity"}
+_HOST_KEYS = {"id", "cpu_capacity", "memory_capacity", "labels"}
 _REQUEST_KEYS = {
     "kind", "t", "id", "class", "type", "workload", "cpu_shares", "memory", "makespan_s",
-    "request_rate",
+    "request_rate", "constraints",
 }
 _REQUEST_REQUIRED = (
     "kind", "t", "id", "class", "type", "workload", "cpu_shares", "memory", "makespan_s",
@@ -303,6 +308,7 @@ def header_from_json(obj: object) -> TraceHeader:
                     cpu_capacity=_check_int(raw["cpu_capacity"], "cpu_capacity", minimum=1),
                     memory_capacity=_check_int(raw["memory_capacity"], "memory_capacity",
                                                minimum=1),
+                    labels=check_labels(raw.get("labels", {}), "labels"),
                 )
             )
         except ValidationError as exc:
@@ -354,4 +360,5 @@ def request_from_json(obj: object) -> TraceRequest:
         memory_bytes=obj["memory"],
         makespan_s=obj["makespan_s"],
         request_rate=obj.get("request_rate"),
+        constraints=check_constraints(obj.get("constraints"), "constraints"),
     )

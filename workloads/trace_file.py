@@ -13,7 +13,8 @@ Line 1, the header::
 * ``seed``: the generator's seed, ``null`` for a converted trace;
 * ``duration_s`` > 0: the arrival window; every request has ``0 <= t <= duration_s``;
 * ``hosts``: the cluster the trace was made for, at least one host, ids unique; capacities are
-  CPU shares (1024 per core) and bytes.
+  CPU shares (1024 per core) and bytes; optional ``labels`` (``{"disk": "ssd"}``) for placement
+  constraints (a host's hostname is its id).
 
 Then one line per request, sorted by ``t`` (ties keep file order)::
 
@@ -30,7 +31,9 @@ Then one line per request, sorted by ``t`` (ties keep file order)::
 * ``makespan_s`` > 0: how long it runs once started; for a service, how long until the client
   stops it;
 * ``request_rate``: client requests per 10 s sent to a service, ``null`` for jobs (and for
-  services without client load).
+  services without client load);
+* ``constraints`` (optional): placement constraints as in ``POST /requests``
+  (``["node.labels.disk==ssd"]``, DESIGN 4).
 
 Unknown keys are refused (a typo must not silently change a benchmark). Blank lines are
 ignored. Every error is a :class:`TraceError` (a ``ValidationError``) naming the file, the line

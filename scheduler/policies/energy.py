@@ -20,7 +20,7 @@ from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
 from domain.rooms import CUT_INDEX, KILL_INDEX, SIMPLE_INDEX, SIMPLE_ROOM, RoomKey, RoomKind
 from domain.store import ClusterReader, Segment
-from scheduler.explain import Notes
+from scheduler.explain import Notes, why_excluded
 from scheduler.plugin import PolicyPlugin
 
 
@@ -142,7 +142,8 @@ class Passes:
             segments = [replace(segment, room_key=None) for segment in segments]
         for _, host in self.view.candidates(segments):
             if host.id in self.exclude:
-                self.notes.host(pass_name, host, "excluded (the task was just removed from it)")
+                self.notes.host(pass_name, host, why_excluded(
+                    self.exclude, host.id, "excluded (the task was just removed from it)"))
                 continue
             yield host
 

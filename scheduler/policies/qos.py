@@ -37,7 +37,7 @@ from domain.model import HostView, Request, Task
 from domain.regions import Region
 from domain.slo import SloTable, preemption_overhead, qos_metric
 from domain.store import ClusterReader
-from scheduler.explain import Notes
+from scheduler.explain import Notes, why_excluded
 from scheduler.plugin import PolicyPlugin
 from scheduler.policies.energy import Passes
 
@@ -122,7 +122,7 @@ class QosPolicy:
         ranked: list[tuple[tuple[float, ...], tuple[object, ...], HostView, list[Task], int]] = []
         for host in view.all_hosts():
             if host.id in exclude:
-                notes.host("preempt", host, "excluded")
+                notes.host("preempt", host, why_excluded(exclude, host.id))
                 continue
             found = self._victims(request, host, view, q_s, now, slo, alpha_s, notes)
             if found is None:

@@ -16,7 +16,7 @@ from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.model import HostView, Request
 from domain.store import ClusterReader
-from scheduler.explain import Notes
+from scheduler.explain import Notes, why_excluded
 
 
 def unreserved(
@@ -27,7 +27,7 @@ def unreserved(
     cpu, memory = request.cpu_shares, request.memory
     for host in view.all_hosts():
         if host.id in exclude:
-            notes.host(name, host, "excluded")
+            notes.host(name, host, why_excluded(exclude, host.id))
             continue
         if host.cpu_allocated + cpu > host.cpu_capacity:
             notes.host(name, host, "CPU score over 100")

@@ -336,3 +336,28 @@ def test_preemptions_travel_with_tasks_and_pending_entries(store: RedisStore) ->
         moved = target.task("victim")
         assert moved is not None and moved.preemptions == 1
         assert moved.pending_s == pytest.approx(10.0)
+
+
+def test_constraints_and_load_fields_survive_the_round_trip(store: RedisStore) -> None:
+    from domain.constraints import check_constraints
+    from domain.decision import Decision
+    from domain.load import LoadWindow, LoadWindows
+    from domain.pending import PendingEntry
+
+    constraints = check_constraints(["node.labels.disk==ssd", "node.hostname!=gs-node2"])
+    store.add_host(HostSpec("h", 4096, 2**30, labels=(("disk", "ssd"),)))
+    windows = LoadWindows((LoadWindow(300, 0.2, 0.05, 0.3, 0.0, 10),))
+    store.update_host_utilization("h", 0.25, 0.3, 1234.5, windows)
+    host = store.host("h")
+    assert (host.util_at, host.windows) == (1234.5, windows)
+    store.update_host_load("h", 1300.0)
+    assert store.host("h").util_at == 1300.0 and store.host("h").windows == windows
+    request = Request("c", 3, TaskType.JOB, 512, 2**20, constraints)
+    store.apply(Decision(request=request, placed=True, host="h", cpu_shares=512,
+                         memory=2**20, new_class=3), 5.0)
+    task = store.task("c")
+    assert task is not None and task.constraints == constraints
+    assert task.as_request() == request
+    store.push_pending(PendingEntry(Request("w", 2, TaskType.SERVICE, 64, 2**20, constraints),
+                                    PendingReason.QUEUED, 1.0, 99.0))
+    assert store.pending()[0].request.constraints == constraints

@@ -276,3 +276,30 @@ def test_any_valid_trace_survives_a_round_trip(
     path = tmp_path_factory.mktemp("rt") / "t.jsonl"
     write_trace(path, trace)
     assert read_trace(path) == trace
+
+
+def test_hosts_labels_and_requests_constraints_round_trip() -> None:
+    from domain.constraints import check_constraints
+    from workloads.trace import header_from_json, request_from_json
+
+    header = {"kind": "header", "version": 1, "source": "test", "seed": 1, "duration_s": 10.0,
+              "hosts": [{"id": "h1", "cpu_capacity": 2048, "memory_capacity": 2**30,
+                         "labels": {"disk": "ssd"}}]}
+    parsed = header_from_json(header)
+    assert parsed.hosts[0].labels == (("disk", "ssd"),)
+    assert parsed.hosts[0].to_json()["labels"] == {"disk": "ssd"}
+    assert parsed.hosts[0].facts().labels == (("disk", "ssd"),)
+    line = {"kind": "request", "t": 1.0, "id": "r1", "class": 2, "type": "job",
+            "workload": "generic", "cpu_shares": 512, "memory": 2**20, "makespan_s": 5.0,
+            "request_rate": None, "constraints": ["node.labels.disk==ssd"]}
+    request = request_from_json(line)
+    assert request.constraints == check_constraints(["node.labels.disk==ssd"])
+    assert request.to_json() == line
+    without = request_from_json({k: v for k, v in line.items() if k != "constraints"})
+    assert "constraints" not in without.to_json()  # traces without them are unchanged
+    with pytest.raises(ValidationError) as caught:
+        request_from_json(dict(line, constraints=["disk==ssd"]))
+    assert caught.value.field == "constraints[0]"
+    with pytest.raises(ValidationError) as caught:
+        header_from_json(dict(header, hosts=[dict(header["hosts"][0], labels={"a": 1})]))
+    assert caught.value.field == "hosts.0.labels.a"
