@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--name", help="request id (default: generated)")
     submit.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     submit.add_argument("--port", action="append", default=[], metavar="PUBLISHED:TARGET")
+    submit.add_argument("--constraint", action="append", default=[], metavar="EXPR",
+                        help="placement constraint as Swarm's, e.g. node.labels.disk==ssd or "
+                        "node.hostname!=gs-node2 (repeatable: every one must hold)")
     submit.add_argument("--queue", action="store_true", help="wait in the queue if nothing fits")
     submit.add_argument(
         "--wait",
@@ -104,6 +107,8 @@ def run_submit(args: argparse.Namespace) -> int:
         body["ports"] = args.port
     if args.name:
         body["name"] = args.name
+    if args.constraint:
+        body["constraints"] = args.constraint
     api = ManagerClient(args.url, _token(args))
     answer = api.call("POST", "/requests", body)
     record = answer["request"]

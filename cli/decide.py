@@ -17,6 +17,7 @@ from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.store import ClusterReader, ClusterStore
 from scheduler import registry
+from scheduler.constraints import merged, name_constraints, ruled_out
 from scheduler.load import LoadView
 from scheduler.plugin import LoadAware
 
@@ -93,7 +94,11 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
             if isinstance(policy, LoadAware) and policy.predicts_recent:
                 view = LoadView(scenario.store, scenario.now, scenario.recent,
                                 cluster.freshness(), scenario.store.task)
-            decision = policy.decide(scenario.request, view, explain=args.explain)
+            hosts = [host.id for host in scenario.store.all_hosts()]
+            constrained = ruled_out(scenario.request, hosts, scenario.facts)
+            decision = policy.decide(scenario.request, view, explain=args.explain,
+                                     exclude=merged((), "", constrained))
+            decision = name_constraints(decision, constrained, len(hosts))
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results
 

@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from domain.classes import ClassTable, check_class
+from domain.constraints import NodeFacts, check_constraints
 from domain.errors import ValidationError
 from domain.load import LoadWindows
 from domain.model import (
@@ -28,6 +29,7 @@ from domain.model import (
     Task,
     check_fraction_of_one,
     check_int,
+    check_labels,
     check_task_type,
 )
 from domain.regions import RegionBounds
@@ -36,7 +38,7 @@ from host_registry.memory import MemoryStore
 from scheduler.load import RecentPlacements
 
 HOST_FIELDS = {"id", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util", "tasks",
-               "measured_at", "windows"}
+               "measured_at", "windows", "hostname", "labels", "role", "platform"}
 TASK_FIELDS = {
     "id",
     "class",
@@ -50,7 +52,7 @@ TASK_FIELDS = {
     "memory_util",
     "started_at",
 }
-REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory"}
+REQUEST_FIELDS = {"id", "class", "type", "cpu_shares", "memory", "constraints"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Scenario:
     request: Request
     now: float = 0.0
     recent: RecentPlacements = field(default_factory=RecentPlacements)
+    facts: dict[str, NodeFacts] = field(default_factory=dict)  # for placement constraints
 
 
 def _object(value: object, path: str, allowed: set[str]) -> dict[str, Any]:
@@ -110,6 +113,7 @@ def parse_request(value: object, path: str = "request") -> Request:
             _required(obj, "cpu_shares", path), f"{path}.cpu_shares", MIN_CPU_SHARES
         ),
         memory=check_int(_required(obj, "memory", path), f"{path}.memory", 1),
+        constraints=check_constraints(obj.get("constraints"), f"{path}.constraints"),
     )
 
 
@@ -178,13 +182,31 @@ def load_scenario(
     now = _seconds(obj["now"], "now") if "now" in obj else _latest_time(hosts)
     staging = MemoryStore(classes, bounds)  # validation pass: nothing half-loaded on an error
     recent = _load(hosts, staging, now)
+    facts = {host["id"]: _facts(host, f"hosts[{index}]") for index, host in enumerate(hosts)}
     request = parse_request(_required(obj, "request", ""))
     if staging.task(request.id) is not None:
         raise ValidationError("request.id", f"a task {request.id!r} already runs")
     if store is None:
-        return Scenario(staging, request, now, recent)
+        return Scenario(staging, request, now, recent, facts)
     _load(hosts, store, now)
-    return Scenario(store, request, now, recent)
+    return Scenario(store, request, now, recent, facts)
+
+
+def _facts(host: dict[str, Any], path: str) -> NodeFacts:
+    """What constraints see of a scenario's host: ``hostname`` (default its id), ``labels``,
+    ``role`` (worker) and ``platform`` ``{"os", "arch"}`` (linux, x86_64)."""
+    platform = host.get("platform", {})
+    if not isinstance(platform, dict) or set(platform) - {"os", "arch"}:
+        raise ValidationError(f"{path}.platform", "must be an object with os and arch")
+    texts = {"hostname": host.get("hostname", host["id"]), "role": host.get("role", "worker"),
+             "platform.os": platform.get("os", "linux"),
+             "platform.arch": platform.get("arch", "x86_64")}
+    for name, value in texts.items():
+        if not isinstance(value, str) or not value:
+            raise ValidationError(f"{path}.{name}", "must be a non-empty string")
+    return NodeFacts(host["id"], texts["hostname"], texts["role"], texts["platform.os"],
+                     texts["platform.arch"],
+                     check_labels(host.get("labels", {}), f"{path}.labels"))
 
 
 def _load(hosts: list[Any], store: ClusterStore, now: float) -> RecentPlacements:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.constraints import MAX_CONSTRAINT_CHARS, MAX_CONSTRAINTS
 from domain.lifecycle import RequestStatus
 from domain.model import RESERVED_TASK_IDS
 from manager.spec import MAX_COMMAND_ITEMS, MAX_ENV, MAX_ENV_VALUE_CHARS, MAX_PORTS, MAX_VOLUMES
@@ -41,6 +42,11 @@ ERRORS = {
     "503": "Redis, the Docker engine or an agent cannot be reached",
 }
 MEMORY_TEXT = r"^\s*(\d+(\.\d+)?)\s*([kmgtKMGT]?)([iI]?[bB])?\s*$"
+_PLAIN = "[A-Za-z0-9_.:/@+-]+"
+CONSTRAINT_PATTERN = (
+    r"^ *(node\.(id|hostname|role|platform\.os|platform\.arch)|(node|engine)\.labels\."
+    + _PLAIN + ") *(==|!=) *" + _PLAIN + " *$"
+)
 REQUEST_BODY = {
     "type": "object",
     "additionalProperties": False,
@@ -109,6 +115,14 @@ REQUEST_BODY = {
         "type": {"enum": ["job", "service"]},
         "class": {"type": "integer", "minimum": 1, "maximum": 4},
         "queue": {"type": "boolean", "description": "wait in the pending queue if nothing fits"},
+        "constraints": {
+            "type": "array",
+            "maxItems": MAX_CONSTRAINTS,
+            "items": {"type": "string", "maxLength": MAX_CONSTRAINT_CHARS,
+                      "pattern": CONSTRAINT_PATTERN},
+            "description": "placement constraints as Swarm's: node.labels.disk==ssd, "
+                           "node.hostname!=gs-node2, node.platform.arch==x86_64",
+        },
     },
 }
 

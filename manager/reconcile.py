@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.constraints import constraint_texts
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError
 from domain.events import Event, EventKind
 from domain.labels import AGENT_URL_LABEL
@@ -116,8 +117,9 @@ class SwarmSync:
                 self.host_lost(host_id, "drained" if host_id in drained else "left the Swarm")
         paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
         reopened_or_closed = self.scheduler.set_closed_hosts(paused)
+        relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()
-        if joined or reopened_or_closed:
+        if joined or reopened_or_closed or relabelled:
             self.queue_retry()
 
     def host_lost(self, host_id: str, why: str = "left the Swarm") -> None:
@@ -210,7 +212,8 @@ class SwarmSync:
                     request.cpu_shares,
                     request.memory,
                     reserve=True,
-                    constraints=self._swarm_constraints(),
+                    constraints=(*self._swarm_constraints(),
+                                 *constraint_texts(request.constraints)),
                 )
             )
         except GreenSwarmError as exc:

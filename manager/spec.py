@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from domain.classes import check_class
+from domain.constraints import check_constraints, constraint_texts
 from domain.errors import ValidationError
 from domain.model import MIN_CPU_SHARES, Request, check_int, check_task_id, check_task_type
 from domain.units import parse_memory
@@ -29,6 +30,7 @@ FIELDS = {
     "class",
     "queue",
     "volumes",
+    "constraints",
 }
 IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -72,6 +74,7 @@ def parse_spec(
         raise ValidationError("memory", f"exceeds the largest host ({max_memory} bytes)")
     kind = check_task_type(body.get("type"), "type")
     cls = check_class(body.get("class"), "class")
+    constraints = check_constraints(body.get("constraints"), "constraints")
     queue = body.get("queue")  # absent: the policy's habit (qos admits every request)
     if queue is not None and not isinstance(queue, bool):
         raise ValidationError("queue", "must be true or false")
@@ -86,13 +89,14 @@ def parse_spec(
         "memory": memory,
         "type": kind.value,
         "class": cls,
+        "constraints": constraint_texts(constraints),
     }
     size = len(json.dumps(spec).encode())
     if size > MAX_SPEC_BYTES:
         raise ValidationError(
             "body", f"the request is {size} bytes as JSON; at most {MAX_SPEC_BYTES} are taken"
         )
-    return Request(request_id, cls, kind, cpu_shares, memory), spec, queue
+    return Request(request_id, cls, kind, cpu_shares, memory, constraints), spec, queue
 
 
 def _no_nul(value: str, field: str) -> str:

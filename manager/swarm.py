@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -20,6 +20,7 @@ import docker
 import docker.errors
 from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
 
+from domain.constraints import NodeFacts
 from domain.errors import NotFoundError, UnavailableError, ValidationError
 from domain.labels import (
     CAPACITY_CPU_LABEL,
@@ -82,6 +83,16 @@ class NodeInfo:
     memory_bytes: int
     labels: Mapping[str, str]
     availability: NodeAvailability = NodeAvailability.ACTIVE
+    role: str = "worker"
+    os: str = "linux"
+    arch: str = "x86_64"
+    engine_labels: Mapping[str, str] = field(default_factory=dict)
+
+    def facts(self) -> NodeFacts:
+        """What placement constraints can ask about this node (DESIGN 4)."""
+        return NodeFacts(self.id, self.hostname, self.role, self.os, self.arch,
+                         tuple(sorted(self.labels.items())),
+                         tuple(sorted(self.engine_labels.items())))
 
 
 @dataclass(frozen=True)
@@ -156,9 +167,12 @@ class SwarmBackend:
             if cpu < 2 or memory < 1:
                 log.warning("node %s reports no capacity; skipped", attrs["ID"])
                 continue
+            platform = desc.get("Platform", {}) or {}
             found.append(
                 NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels,
-                         availability)
+                         availability, str(spec.get("Role", "worker")),
+                         str(platform.get("OS", "")), str(platform.get("Architecture", "")),
+                         (desc.get("Engine", {}) or {}).get("Labels") or {})
             )
         return found
 

@@ -12,6 +12,7 @@ Traffic goes only to 127.0.0.1 (the manager) and the lab nodes' addresses (the a
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -165,6 +166,67 @@ def test_energy_policy_fills_the_fullest_lee_host_first_and_empty_hosts_last(
     assert (by_id[hosts["a"]]["class"], by_id[hosts["a"]]["cpu_allocated"]) == (2, 300)
     assert (by_id[hosts["c"]]["class"], by_id[hosts["c"]]["cpu_allocated"]) == (1, 500)
     assert (by_id[hosts["e"]]["class"], by_id[hosts["e"]]["cpu_allocated"]) == (2, 350)
+
+
+def _label(stack: Stack, node: dict[str, Any], flag: str, label: str) -> None:
+    done = subprocess.run([stack.docker_cli, "node", "update", flag, label, node["name"]],
+                          env=stack.env(), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_constraint_puts_a_request_on_the_labelled_node_only(
+    cluster: Stack, lab: Lab, names: Any
+) -> None:
+    """DESIGN 4: a request with node.labels.disk==ssd runs on the one labelled node, not where
+    the energy order would put it; one that no node meets is refused with the constraint named,
+    or waits if it asked to queue."""
+    body = {"id": names("x"), "class": 4, "type": "service", "cpu_shares": 100,
+            "memory": 32 * 2**20}
+    preferred = cluster.decide(body)["host"]
+    labelled = next(n for n in lab.nodes if n["swarm_node_id"] != preferred)
+    _label(cluster, labelled, "--label-add", "disk=ssd")
+    try:
+        name = names("ssd")
+        response = requests.post(cluster.url + "/requests", headers=cluster.headers(), timeout=60,
+                                 json={"image": BUSYBOX, "name": name, "class": 4,
+                                       "type": "service", "cpu_shares": 100, "memory": "32m",
+                                       "constraints": ["node.labels.disk==ssd"]})
+        # the manager syncs nodes every second: the label may need a moment to be seen
+        if response.status_code == 201 and response.json()["request"]["status"] == "rejected":
+            time.sleep(3)
+            name = names("ssd2")
+            response = requests.post(
+                cluster.url + "/requests", headers=cluster.headers(), timeout=60,
+                json={"image": BUSYBOX, "name": name, "class": 4, "type": "service",
+                      "cpu_shares": 100, "memory": "32m",
+                      "constraints": ["node.labels.disk==ssd"]})
+        assert response.status_code == 201, response.text
+        answer = response.json()
+        assert answer["request"]["host"] == labelled["swarm_node_id"], answer
+        assert labelled["swarm_node_id"] != preferred
+        poll(lambda: len(task_containers(labelled, name)) == 1, 60,
+             "the container on the labelled node's own engine")
+        refused = requests.post(cluster.url + "/requests", headers=cluster.headers(), timeout=60,
+                                json={"image": BUSYBOX, "name": names("nvme"), "class": 4,
+                                      "type": "service", "cpu_shares": 100, "memory": "32m",
+                                      "constraints": ["node.labels.disk==nvme"]}).json()
+        assert refused["request"]["status"] == "rejected", refused
+        assert "node.labels.disk==nvme" in refused["decision"]["reason"], refused
+        waiting = requests.post(cluster.url + "/requests", headers=cluster.headers(), timeout=60,
+                                json={"image": BUSYBOX, "name": names("later"), "class": 4,
+                                      "type": "service", "cpu_shares": 100, "memory": "32m",
+                                      "queue": True,
+                                      "constraints": ["node.labels.disk==nvme"]}).json()
+        assert waiting["request"]["status"] == "pending", waiting
+        assert "node.labels.disk==nvme" in waiting["decision"]["reason"], waiting
+        bad = requests.post(cluster.url + "/requests", headers=cluster.headers(), timeout=60,
+                            json={"image": BUSYBOX, "class": 4, "type": "service",
+                                  "cpu_shares": 100, "memory": "32m",
+                                  "constraints": ["node.labels.disk=ssd"]})
+        assert bad.status_code == 400 and bad.json()["field"] == "constraints[0]", bad.text
+    finally:
+        _label(cluster, labelled, "--label-rm", "disk")
 
 
 # -- cut --------------------------------------------------------------------------------------------

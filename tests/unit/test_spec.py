@@ -38,6 +38,10 @@ BAD = [
     ("volumes[1]", {"volumes": ["/data", "/data/../etc"]}),
     ("volumes[0]", {"volumes": ["/da\x00ta"]}),
     ("volumes[1]", {"volumes": ["/data", "/data/"]}),  # the same mount point twice
+    ("constraints", {"constraints": "node.labels.disk==ssd"}),  # a list, not a string
+    ("constraints[1]", {"constraints": ["node.labels.disk==ssd", "node.labels.disk=ssd"]}),
+    ("constraints[0]", {"constraints": ["node.name==x"]}),
+    ("constraints[0]", {"constraints": ["node.hostname==a b"]}),
     ("command", {"command": "echo a\x00b"}),
     ("command[1]", {"command": ["echo", "a\x00b"]}),
     ("image", {"image": "redis\n"}),
@@ -81,3 +85,11 @@ def test_ids_end_where_they_end() -> None:
     with pytest.raises(ValidationError):
         check_id("abc\n")
     assert check_id("abc") == "abc"
+
+
+def test_constraints_reach_the_request_and_the_spec() -> None:
+    request, spec, _ = parse_spec(
+        body(constraints=["node.labels.disk == ssd", "node.hostname!=gs-node2"]), **LARGEST)
+    assert [c.text for c in request.constraints] == ["node.labels.disk==ssd",
+                                                     "node.hostname!=gs-node2"]
+    assert spec["constraints"] == ["node.labels.disk==ssd", "node.hostname!=gs-node2"]
