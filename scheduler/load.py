@@ -225,3 +225,10 @@ def _with_windows(view: HostView, windows: LoadWindows) -> HostView:
     return HostView(view.id, view.cpu_capacity, view.memory_capacity, view.cpu_util,
                     view.memory_util, view.region, view.tally, view.cpu_limits,
                     view.memory_limits, view.address, view.util_at, windows)
+
+
+def basis_note(view: ClusterReader, host_id: str) -> str:
+    """`` (measured 12 s ago, + 1 recent task(s) predicted)`` for a host read through a
+    :class:`LoadView`; empty otherwise."""
+    basis = view.basis(host_id) if isinstance(view, LoadView) else None
+    return f" ({basis.describe()})" if basis is not None else ""

@@ -21,8 +21,7 @@ from domain.store import ClusterReader
 from scheduler.explain import Notes
 from scheduler.plugin import PolicyPlugin
 from scheduler.policies.load_scores import risk_balancing
-from scheduler.policies.scored import place, refuse, unreserved, unreserved_fit
-from scheduler.policies.tlp import basis_note
+from scheduler.policies.scored import highest_score, unreserved_fit
 
 
 class LoadWindowSpan(StrEnum):
@@ -66,23 +65,15 @@ class LoadVariationRiskBalancing:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        notes = Notes(explain)
-        best: tuple[float, int, str] | None = None
-        best_note = ""
-        for host in unreserved(request, view, exclude, notes, self.name):
+        def score(host: HostView) -> tuple[float, str]:
             means, deviations = mean_and_deviation(host, self.window.seconds)
             requests = (request.cpu_shares / host.cpu_capacity,
                         request.memory / host.memory_capacity)
-            score = risk_balancing(means, deviations, requests)
-            note = (f"M {means[0]:.3f}/{means[1]:.3f}, V {deviations[0]:.3f}/"
-                    f"{deviations[1]:.3f}, score {score:.1f}")
-            notes.host(self.name, host, note + basis_note(view, host.id))
-            key = (-score, host.task_count, host.id)
-            if best is None or key < best:
-                best, best_note = key, note
-        if best is None:
-            return refuse(request, self.name, notes)
-        return place(request, view.host(best[2]), self.name, best_note, notes)
+            value = risk_balancing(means, deviations, requests)
+            return value, (f"M {means[0]:.3f}/{means[1]:.3f}, V {deviations[0]:.3f}/"
+                           f"{deviations[1]:.3f}, score {value:.1f}")
+
+        return highest_score(request, view, exclude, Notes(explain), self.name, score)
 
     may_place = staticmethod(unreserved_fit)
 

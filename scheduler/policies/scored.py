@@ -9,7 +9,7 @@ its decisions carry the policy's name and no pass.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from domain.classes import ClassTable
@@ -17,6 +17,7 @@ from domain.decision import Decision
 from domain.model import HostView, Request
 from domain.store import ClusterReader
 from scheduler.explain import Notes, why_excluded
+from scheduler.load import basis_note
 
 
 def unreserved(
@@ -116,3 +117,22 @@ class ScoredPolicy:
     may_place = staticmethod(unreserved_fit)
 
 
+
+
+def highest_score(
+    request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes, name: str,
+    score: Callable[[HostView], tuple[float, str]],
+) -> Decision:
+    """The unreserved host with the highest ``score`` (ties: fewest tasks, then smallest id),
+    each host noted with the score's text and how its utilization was read."""
+    best: tuple[float, int, str] | None = None
+    best_note = ""
+    for host in unreserved(request, view, exclude, notes, name):
+        value, note = score(host)
+        notes.host(name, host, note + basis_note(view, host.id))
+        key = (-value, host.task_count, host.id)
+        if best is None or key < best:
+            best, best_note = key, note
+    if best is None:
+        return refuse(request, name, notes)
+    return place(request, view.host(best[2]), name, best_note, notes)

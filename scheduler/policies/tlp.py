@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 
 from domain.decision import Decision
 from domain.errors import ValidationError
-from domain.model import Request
+from domain.model import HostView, Request
 from domain.store import ClusterReader
 from scheduler.explain import Notes
-from scheduler.load import LoadView
 from scheduler.plugin import PolicyPlugin
 from scheduler.policies.load_scores import target_load_packing
-from scheduler.policies.scored import place, refuse, unreserved, unreserved_fit
+from scheduler.policies.scored import highest_score, unreserved_fit
 
 
 @dataclass(frozen=True)
@@ -34,11 +33,6 @@ class TlpOptions:
     def __post_init__(self) -> None:
         if not 0 < self.target_pct < 100:
             raise ValidationError("target_pct", "must be in (0, 100)")
-
-
-def basis_note(view: ClusterReader, host_id: str) -> str:
-    basis = view.basis(host_id) if isinstance(view, LoadView) else None
-    return f" ({basis.describe()})" if basis is not None else ""
 
 
 @dataclass(frozen=True)
@@ -55,20 +49,12 @@ class TargetLoadPacking:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        notes = Notes(explain)
-        best: tuple[float, int, str] | None = None
-        best_note = ""
-        for host in unreserved(request, view, exclude, notes, self.name):
+        def score(host: HostView) -> tuple[float, str]:
             used_pct = (host.cpu_util + request.cpu_shares / host.cpu_capacity) * 100.0
-            score = target_load_packing(used_pct, self.target_pct)
-            note = f"U' {used_pct:.1f} %, score {score:.1f}"
-            notes.host(self.name, host, note + basis_note(view, host.id))
-            key = (-score, host.task_count, host.id)
-            if best is None or key < best:
-                best, best_note = key, note
-        if best is None:
-            return refuse(request, self.name, notes)
-        return place(request, view.host(best[2]), self.name, best_note, notes)
+            value = target_load_packing(used_pct, self.target_pct)
+            return value, f"U' {used_pct:.1f} %, score {value:.1f}"
+
+        return highest_score(request, view, exclude, Notes(explain), self.name, score)
 
     may_place = staticmethod(unreserved_fit)
 

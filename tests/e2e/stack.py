@@ -293,3 +293,33 @@ def task_containers(node: dict[str, Any], task: str) -> list[dict[str, Any]]:
 def resources(attrs: dict[str, Any]) -> tuple[int, int]:
     config = attrs["HostConfig"]
     return int(config["CpuShares"]), int(config["Memory"])
+
+
+@contextlib.contextmanager
+def deployed(lab: Lab, **settings: Any) -> Iterator[Stack]:
+    """A stack on the lab (``Stack(lab, **settings)``), up for the block, down after it;
+    skips when the lab was moved away from the sockets and cgroups docker-stack.lab.yml names."""
+    import pytest
+
+    for node in lab.nodes:
+        if node["socket"] != f"/run/greenswarm/lab/{node['name']}.sock" or \
+                node["cgroup_parent"] != f"/greenswarm-lab/{node['name']}":
+            pytest.skip("docker-stack.lab.yml names the default lab's sockets and cgroups; "
+                        "this lab was moved by GREENSWARM_LAB_* settings")
+    stack = Stack(lab, **settings)
+    try:
+        stack.up()
+        yield stack
+    finally:
+        stack.down(strict=False)
+
+
+@contextlib.contextmanager
+def idle(stack: Stack) -> Iterator[Stack]:
+    """The stack, idle for a test; the test's requests are stopped afterwards, even when it
+    fails."""
+    stack.wait_quiet()
+    try:
+        yield stack
+    finally:
+        stack.stop_all()

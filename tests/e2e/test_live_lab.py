@@ -25,6 +25,8 @@ from tests.e2e.stack import (
     BURN,
     BUSYBOX,
     Stack,
+    deployed,
+    idle,
     poll,
     resources,
     stack_ps,
@@ -40,27 +42,15 @@ _runs = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def stack(lab: Lab) -> Iterator[Stack]:
-    for node in lab.nodes:
-        if node["socket"] != f"/run/greenswarm/lab/{node['name']}.sock" or \
-                node["cgroup_parent"] != f"/greenswarm-lab/{node['name']}":
-            pytest.skip("docker-stack.lab.yml names the default lab's sockets and cgroups; "
-                        "this lab was moved by GREENSWARM_LAB_* settings")
-    deployed = Stack(lab)
-    try:
-        deployed.up()
-        yield deployed
-    finally:
-        deployed.down(strict=False)
+    with deployed(lab) as up:
+        yield up
 
 
 @pytest.fixture
 def cluster(stack: Stack) -> Iterator[Stack]:
     """The stack, idle; the test's requests are stopped afterwards, even when it fails."""
-    stack.wait_quiet()
-    try:
-        yield stack
-    finally:
-        stack.stop_all()
+    with idle(stack) as ready:
+        yield ready
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import Lab
-from tests.e2e.stack import BURN, Stack, poll
+from tests.e2e.stack import BURN, Stack, deployed, idle, poll
 
 pytestmark = pytest.mark.lab
 
@@ -30,28 +30,19 @@ TARGET = 50.0
 
 @pytest.fixture(scope="module")
 def stack(lab: Lab) -> Iterator[Stack]:
-    for node in lab.nodes:
-        if node["socket"] != f"/run/greenswarm/lab/{node['name']}.sock":
-            pytest.skip("docker-stack.lab.yml names the default lab's sockets")
-    deployed = Stack(lab, name="gsload", extra_env={
+    with deployed(lab, name="gsload", extra_env={
         "GREENSWARM_POLICY": "tlp",
         "GREENSWARM_STALE_AFTER_S": str(STALE_AFTER_S),
         "GREENSWARM_MONITOR_HEARTBEAT_S": "2",
-    })
-    try:
-        deployed.up()
-        yield deployed
-    finally:
-        deployed.down(strict=False)
+    }) as up:
+        yield up
 
 
 @pytest.fixture
 def cluster(stack: Stack) -> Iterator[Stack]:
-    stack.wait_quiet()
-    try:
-        yield stack
-    finally:
-        stack.stop_all()
+    """The stack, idle; the test's requests are stopped afterwards, even when it fails."""
+    with idle(stack) as ready:
+        yield ready
 
 
 def tlp_score(used_pct: float) -> float:
