@@ -2,8 +2,9 @@
 
 Wired into ``cli/main.py`` through :func:`register`. Actions::
 
-    greenswarm bench generate --workload thesis --seed N --out trace.jsonl
-                              [--hosts 5x8c12g] [--duration-s 3600] [--arrival-rate R]
+    greenswarm bench generate --workload thesis|qos-validation-1|qos-validation-2 --seed N
+                              --out trace.jsonl [--hosts SPEC] [--duration-s 3600]
+                              [--arrival-rate R]
     greenswarm bench convert --format google2011|alibaba IN [IN ...] --out trace.jsonl
                              [--hosts SPEC | --nodes-file CSV [--nodes-sample N]
                              [--nodes-seed S]] [--window-start-s S]
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from cli.argtypes import non_negative_float, positive_float, positive_int
 from cli.options import add_hosts_argument
 from cli.replay import add_replay
-from cli.simulate import add_profile, add_simulate
+from cli.simulate import THESIS_WORKLOAD, WORKLOADS, add_profile, add_simulate
 from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -40,33 +41,66 @@ ActionRegistrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_generate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from workloads.cluster import THESIS_HOSTS_SPEC
+    from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC
+
     parser = actions.add_parser(
         "generate", help="write a seeded workload trace",
-        description="Write the thesis workload (DESIGN 7.1) as a JSON Lines trace. A name "
-        "ending in .gz is compressed.",
+        description="Write the thesis workload (DESIGN 7.1), or one of the QoS-driven paper's "
+        "validation tests (DESIGN 7.5), as a JSON Lines trace. A name ending in .gz is "
+        "compressed.",
     )
-    parser.add_argument("--workload", choices=["thesis"], default="thesis",
-                        help="workload model (default: thesis)")
+    parser.add_argument("--workload", choices=WORKLOADS, default=THESIS_WORKLOAD,
+                        help="workload model (default: thesis); qos-validation-1: 80 class-1, "
+                        "80 class-2 and 96 class-4 services in a seeded random order, "
+                        "qos-validation-2: 221 class-2 services, one per second, on 20 hosts "
+                        "of 4 cores and 3.75 GiB")
     parser.add_argument("--seed", type=int, required=True, help="random seed (an integer)")
     parser.add_argument("--out", required=True, metavar="PATH", help="trace file to write")
-    add_hosts_argument(parser)
+    parser.add_argument(
+        "--hosts", default=None, metavar="SPEC",
+        help="cluster as [COUNTx]CORESc MEMORY(m|g|t), groups joined by '+' (default: "
+        f"{THESIS_HOSTS_SPEC}, the thesis cluster of 5 hosts of 8 cores and 12 GiB; for the "
+        f"validation tests {QOS_VALIDATION_HOSTS_SPEC}, the paper's)",
+    )
     parser.add_argument("--duration-s", type=positive_float, default=3600.0, metavar="S",
-                        help="arrival window in seconds (default: 3600)")
+                        help="arrival window in seconds (default: 3600); the validation "
+                        "tests' services run until its end")
     parser.add_argument(
         "--arrival-rate", type=positive_float, default=None, metavar="PER_S",
-        help="requests per second while sending (default: 2/s scaled with the cluster: "
-        "2 x hosts / 5 for thesis-sized hosts)",
+        help="thesis only: requests per second while sending (default: 2/s scaled with the "
+        "cluster: 2 x hosts / 5 for thesis-sized hosts)",
     )
     parser.set_defaults(handler=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from workloads.cluster import parse_hosts_spec
+    from domain.errors import ValidationError
+    from workloads.cluster import THESIS_HOSTS_SPEC, parse_hosts_spec
+    from workloads.qos_validation import (
+        QOS_VALIDATION_HOSTS_SPEC,
+        QosValidationConfig,
+        QosValidationTest,
+        iter_qos_validation_requests,
+        qos_validation_header,
+    )
     from workloads.thesis import ThesisWorkloadConfig, iter_thesis_requests, thesis_header
     from workloads.trace_file import write_requests
 
+    if args.workload != THESIS_WORKLOAD:
+        if args.arrival_rate is not None:
+            raise ValidationError("arrival-rate", "the validation tests submit one request per "
+                                  "second")
+        test = QosValidationConfig(QosValidationTest(args.workload),
+                                   hosts=parse_hosts_spec(args.hosts or QOS_VALIDATION_HOSTS_SPEC),
+                                   duration_s=args.duration_s)
+        head = qos_validation_header(test, args.seed)
+        count = write_requests(args.out, head, iter_qos_validation_requests(args.seed, test))
+        print(f"wrote {count} requests to {args.out} ({len(test.hosts)} hosts, "
+              f"{test.duration_s:g} s, {args.workload}, seed {args.seed})")
+        return 0
     config = ThesisWorkloadConfig(
-        hosts=parse_hosts_spec(args.hosts),
+        hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
         duration_s=args.duration_s,
         arrival_rate_per_s=args.arrival_rate,
     )

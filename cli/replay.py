@@ -3,13 +3,16 @@
     greenswarm bench replay --trace FILE --manager URL --speedup K --policy-label NAME
         --out DIR [--duration-s S] [--token-file F] [--no-probes] [--port-base 20000]
         [--id-prefix P] [--power-table NAME] [--wait-hosts-s 60] [--queue-new] [--progress]
+        [--slo C=V,...] [--allocation-s S]
 
 Writes ``DIR/<policy-label>/result.json`` and ``host_series.csv`` (measure/result_files.py, as
 the simulator does, so ``greenswarm bench report DIR`` shows live and simulated runs side by
-side), ``DIR/<policy-label>/replay.json`` (what the replay itself saw: submission lag, client
-round trips, errors, counters) and ``DIR/<policy-label>/requests.jsonl`` (every request's record
-with its history as the manager had it at the end of the run, before the clean-up). The policy
-is the manager's own (``GREENSWARM_POLICY``); the label only names the run.
+side), ``DIR/<policy-label>/requests.jsonl`` (every request's service level, DESIGN 3.10: its
+availability from its history, judged by ``--slo``), ``DIR/<policy-label>/replay.json`` (what
+the replay itself saw: submission lag, client round trips, errors, counters) and
+``DIR/<policy-label>/histories.jsonl`` (every request's record with its history as the manager
+had it at the end of the run, before the clean-up). The policy is the manager's own
+(``GREENSWARM_POLICY``); the label only names the run.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def _speedup(text: str) -> float:
 
 
 def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from cli.options import add_power_table_argument
+    from cli.options import add_power_table_argument, add_service_level_arguments
     from replay.plan import DEFAULT_PORT_BASE
 
     parser = actions.add_parser(
@@ -68,6 +71,7 @@ def add_replay(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--id-prefix", default="", metavar="P",
                         help="prepended to every request id (default: none)")
     add_power_table_argument(parser)
+    add_service_level_arguments(parser, measured=True)
     parser.add_argument("--wait-hosts-s", type=positive_float, default=60.0, metavar="S",
                         help="wait this long for the manager to know the trace's number of "
                         "hosts (default: 60)")
@@ -97,6 +101,7 @@ def _token_from_file(path: str) -> str:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from cli.options import slo_table
     from client.manager import ManagerClient
     from domain.errors import ValidationError
     from domain.settings import shared_token
@@ -110,6 +115,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     label = check_policy_name(args.policy_label)
     out_directory(args.out, create=False)  # refused before the replay, not after it
+    slo = slo_table(args)
     if args.token_file:
         token = _token_from_file(args.token_file)
     else:
@@ -134,6 +140,8 @@ def run_replay(args: argparse.Namespace) -> int:
         wait_hosts_s=args.wait_hosts_s,
         progress=sys.stderr if show else None,
         progress_tty=sys.stderr.isatty(),
+        slo=slo,
+        allocation_s=args.allocation_s,
     )
     print(f"replaying {len(plan)} requests of {args.trace} ({duration:g} trace seconds) "
           f"against {args.manager} at speedup {args.speedup:g}: about "
@@ -148,7 +156,7 @@ def run_replay(args: argparse.Namespace) -> int:
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
     m = result.metrics
     c = report.counters
-    print(f"wrote {directory}/result.json, {REPLAY_FILE} and {RECORDS_FILE} "
+    print(f"wrote {directory}/result.json, requests.jsonl, {REPLAY_FILE} and {RECORDS_FILE} "
           f"({report.wall_s:,.0f} s wall)")
     print(f"  requests {m.requests}: {m.successful} placed, {m.failed} refused "
           f"(success {(m.success_rate or 0) * 100:.1f}%), cuts {m.cuts}, kills {m.kills}, "
@@ -156,6 +164,10 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.queue_new:
         print(f"  queued {c.queued} new request(s): {c.queued_placed} placed later, "
               f"{m.queued_at_end} still waiting at the end")
+    print(f"  met their SLO ({slo.describe()}): {_pct(m.slo_fulfilment)} "
+          f"({m.slo_met} of {m.requests}); preemptions per request {m.preemptions_mean or 0:.2f}"
+          f", work lost {m.work_lost_cpu_s or 0:,.0f} CPU-s; containers seen starting "
+          f"{c.starts}")
     print(f"  jobs finished {m.jobs_finished}, services stopped {m.services_stopped}, "
           f"response rounds {m.responses} (failed {c.rounds_failed}, not ready "
           f"{c.rounds_not_ready})")
@@ -167,6 +179,10 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"  clean-up left {len(report.cleanup_errors)} request(s): see {REPLAY_FILE}")
         return 1
     return 0
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
 def _ms(value: float | None) -> str:

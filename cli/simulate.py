@@ -1,14 +1,16 @@
 """``greenswarm bench simulate`` and ``greenswarm bench profile``: the simulator's I/O edge.
 
-    greenswarm bench simulate (--trace FILE | --workload thesis) [--seed N | --seeds LIST] --out DIR
+    greenswarm bench simulate (--trace FILE | --workload thesis|qos-validation-1|qos-validation-2)
+        [--seed N | --seeds LIST] --out DIR
         [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
-        [--power-table NAME] [--profiles FILE] [--no-probes]
-        [--overbooking-model thesis|label] [--empty-hosts last|lee] [--lee-below U] [--eed-above U]
-        [--queue-new] [--jobs N] [--no-plots] [--progress]
+        [--power-table NAME] [--profiles FILE] [--no-probes] [--slo C=V,...] [--allocation-s S]
+        [--overbooking-model thesis|label|none] [--empty-hosts last|lee] [--lee-below U]
+        [--eed-above U] [--queue-new] [--jobs N] [--no-plots] [--progress]
     greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
         [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
 
-``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` (measure.result_files),
+``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` + ``requests.jsonl``
+(every request's service level; measure.result_files),
 ``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
 side-by-side table, with the thesis's numbers for the thesis workload), then the report
 (``DIR/summary.md``, ``summary.json``, PNG plots). With ``--seeds`` each seed's run goes into
@@ -33,6 +35,7 @@ from cli.argtypes import positive_float, positive_int, seed_list
 from domain.errors import ValidationError
 from workloads.cluster import THESIS_HOSTS_SPEC
 from workloads.outfiles import out_directory
+from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC, QosValidationTest
 
 if TYPE_CHECKING:
     from measure.report import ReportFiles
@@ -44,6 +47,9 @@ SIMULATION_FILE = "simulation.json"
 SIMULATION_SUMMARY = "simulation.md"
 SEEDS_SUMMARY = "seeds.md"
 SEEDS_FILE = "seeds.json"
+THESIS_WORKLOAD = "thesis"
+# What --workload generates (DESIGN 7.1, 7.5).
+WORKLOADS: tuple[str, ...] = (THESIS_WORKLOAD, *(test.value for test in QosValidationTest))
 
 
 def _policies(text: str) -> list[str]:
@@ -124,7 +130,7 @@ def default_jobs() -> int:
 
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from cli import policy_options
-    from cli.options import add_power_table_argument
+    from cli.options import add_power_table_argument, add_service_level_arguments
     from sim.runner import default_policies
 
     parser = actions.add_parser(
@@ -134,8 +140,11 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
-    source.add_argument("--workload", choices=["thesis"],
-                        help="generate the thesis workload (DESIGN 7.1) with --seed or --seeds")
+    source.add_argument("--workload", choices=WORKLOADS,
+                        help="generate the thesis workload (DESIGN 7.1), or one of the QoS-driven "
+                        "paper's validation tests (DESIGN 7.5: run them with "
+                        "--overbooking-model none --slo 1=1,2=0.9,4=0.5; no probes), with "
+                        "--seed or --seeds")
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, default=None,
                        help="seed of the generated workload (--workload needs it or --seeds), "
@@ -152,8 +161,8 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--hosts", default=None, metavar="SPEC",
         help="cluster as [COUNTx]CORESc MEMORY(m|g|t), groups joined by '+'; with --trace it "
         "replaces the trace's own hosts (simulation.md says so); default: the trace's hosts, "
-        f"or {THESIS_HOSTS_SPEC} (the thesis cluster: 5 hosts of 8 cores and 12 GiB) for "
-        "--workload",
+        f"or for --workload thesis {THESIS_HOSTS_SPEC} (the thesis cluster: 5 hosts of 8 cores "
+        f"and 12 GiB), for the validation tests {QOS_VALIDATION_HOSTS_SPEC} (the paper's)",
     )
     parser.add_argument("--duration-s", type=positive_float, default=None, metavar="S",
                         help="simulated time; with --workload also the arrival window "
@@ -165,6 +174,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_power_table_argument(parser)
     parser.add_argument("--profiles", metavar="FILE", default=None,
                         help="usage profiles (default: sim/profiles.json as shipped)")
+    add_service_level_arguments(parser)
     policy_options.add_policy_options(parser)
     parser.add_argument("--queue-new", action="store_true",
                         help="new requests ask to queue (DESIGN 3.7): one that no pass places "
@@ -192,7 +202,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from workloads.cluster import parse_hosts_spec
 
     if args.workload is not None and args.seed is None and args.seeds is None:
-        raise ValidationError("seed", "--workload thesis needs --seed N or --seeds LIST")
+        raise ValidationError("seed", f"--workload {args.workload} needs --seed N or --seeds LIST")
     if args.hosts is not None:
         parse_hosts_spec(args.hosts)  # a bad SPEC is refused before anything is written
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
@@ -221,22 +231,31 @@ def _simulate_seed(
     """One run of every policy: results, ``simulation.md`` and the report into ``out``.
     ``seed`` None: the trace's own seed (or 0)."""
     from cli import policy_options
+    from cli.options import slo_table
     from measure.energy import PowerModel
     from measure.report import write_report
     from measure.result_files import save_result
     from sim.config import SimConfig
-    from sim.runner import TraceInput, run_policies, thesis_input
+    from sim.runner import TraceInput, qos_validation_input, run_policies, thesis_input
     from sim.summary import render_summary
     from workloads.cluster import format_hosts_spec, parse_hosts_spec
+    from workloads.qos_validation import QosValidationConfig
     from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
     from workloads.trace import TraceSource
     from workloads.trace_file import open_trace
 
-    if args.workload is not None:
+    if args.workload == THESIS_WORKLOAD:
         assert seed is not None  # run_simulate checked
         config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
                                       duration_s=args.duration_s or 3600.0)
         trace = thesis_input(seed, config)
+        hosts_note = ""
+    elif args.workload is not None:
+        assert seed is not None
+        trace = qos_validation_input(seed, QosValidationConfig(
+            QosValidationTest(args.workload),
+            hosts=parse_hosts_spec(args.hosts or QOS_VALIDATION_HOSTS_SPEC),
+            duration_s=args.duration_s or 3600.0))
         hosts_note = ""
     else:
         path = args.trace
@@ -259,6 +278,7 @@ def _simulate_seed(
         seed = seed if seed is not None else (header.seed or 0)
     arrivals_s = args.duration_s or trace.header.duration_s
     cluster = policy_options.cluster_options(args)
+    slo = slo_table(args)
     sim_config = SimConfig(
         policy=args.policies[0],
         seed=seed,
@@ -269,12 +289,16 @@ def _simulate_seed(
         bounds=cluster.bounds(),
         freshness=cluster.freshness(),
         queue_new=True if args.queue_new else None,  # None: as each policy admits
+        slo=slo,
+        allocation_s=args.allocation_s,
     )
+    # the validation tests are the paper's workloads alone: no probe jobs among them
+    validation = args.workload not in (None, THESIS_WORKLOAD)
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
              if args.progress or sys.stderr.isatty() else None)
     out = out_directory(out)
     results = run_policies(trace, args.policies, profiles, sim_config,
-                           probes=None if args.no_probes else ProbeConfig(),
+                           probes=None if args.no_probes or validation else ProbeConfig(),
                            progress=board.callback if board is not None else None,
                            arrivals_until_s=arrivals_s if args.drain_s else None,
                            jobs=args.jobs or default_jobs())
@@ -295,6 +319,9 @@ def _simulate_seed(
         + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
         + f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass "
         f"places {_new_requests(args)}.\n\n"
+        f"Service levels (DESIGN 3.10): SLO {slo.describe()}; allocation time "
+        f"{args.allocation_s:g} s charged on every placement after a request's first; per "
+        "class in summary.md, one line per request in <policy>/requests.jsonl.\n\n"
         + render_summary(results, thesis=thesis)
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
@@ -307,6 +334,7 @@ def _simulate_seeds(
 ) -> int:
     """Every seed as a run of its own into ``out/seed-N``, then the numbers over the seeds."""
     from cli import policy_options
+    from cli.options import slo_table
     from sim.seeds import summarize_seeds
 
     runs: list[tuple[int, Sequence[SimResult]]] = []
@@ -319,7 +347,8 @@ def _simulate_seeds(
         rates = ", ".join(f"{r.stats.policy} {_rate(r)}" for r in run.results)
         print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
     summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
-    source = ("the thesis workload, generated with each seed" if args.workload is not None
+    source = (f"the {args.workload} workload, generated with each seed"
+              if args.workload is not None
               else f"{args.trace}, the same for every seed"
               + (f", on the hosts of --hosts {args.hosts}" if args.hosts else ""))
     text = (
@@ -328,6 +357,8 @@ def _simulate_seeds(
         f"seed-N/ (its {SIMULATION_SUMMARY} and report).\n\n"
         f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass places "
         f"{_new_requests(args)}.\n\n"
+        f"Service levels (DESIGN 3.10): SLO {slo_table(args).describe()}; allocation time "
+        f"{args.allocation_s:g} s.\n\n"
         + summary.render()
     )
     (out / SEEDS_SUMMARY).write_text(text, encoding="utf-8")

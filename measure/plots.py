@@ -323,6 +323,41 @@ def _plot_cuts_kills(results: Sequence[PolicyResult], path: Path) -> bool:
     return True
 
 
+def _plot_availability(results: Sequence[PolicyResult], path: Path) -> bool:
+    """Availability per class (DESIGN 3.10): a box per policy, the class's SLO dashed."""
+    import matplotlib.pyplot as plt
+
+    from domain.classes import CLASSES
+
+    shown = [r for r in results if r.request_levels]
+    if not shown:
+        return False
+    fig, axes = plt.subplots(1, len(CLASSES), figsize=(3.2 * len(CLASSES) + 1.0,
+                                                        3.6 + 0.15 * len(shown)),
+                             sharey=True, squeeze=False)
+    for ax, cls in zip(axes[0], CLASSES, strict=True):
+        samples = [[lv.availability * 100 for lv in r.request_levels if lv.cls == cls]
+                   for r in shown]
+        names = [r.policy for r in shown]
+        ax.boxplot([values or [float("nan")] for values in samples],
+                   whis=(0, 100), showmeans=True, widths=0.6)
+        ax.set_xticks(range(1, len(names) + 1), names, rotation=45, ha="right", fontsize=8)
+        objectives = {r.service_levels.slo.objective(cls) for r in shown
+                      if r.service_levels is not None}
+        for objective in objectives:
+            ax.axhline(objective * 100, color="#d62728", linewidth=0.9, linestyle="--")
+        counts = ", ".join(str(len(v)) for v in samples)
+        ax.set_title(f"class {cls} (n = {counts})", fontsize=9)
+        ax.set_ylim(-3, 103)
+    axes[0, 0].set_ylabel("availability (%)")
+    fig.suptitle("Availability per request by class (box: quartiles, whiskers: min-max, "
+                 "triangle: mean; dashed: SLO)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=PLOT_DPI)
+    plt.close(fig)
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class PlotSpec:
     file: str
@@ -331,6 +366,8 @@ class PlotSpec:
 
 
 PLOTS: tuple[PlotSpec, ...] = (
+    PlotSpec("availability.png", "availability per request by class, against the SLO "
+             "(DESIGN 3.10)", _plot_availability),
     PlotSpec("allocations.png", "successful / failed allocations (Table 5.1)", _plot_allocations),
     PlotSpec("cpu_util_hosts.png", "CPU utilization per host over time (Fig. 5.1-5.3)",
              lambda rs, p: _plot_host_util(rs, "cpu_util", "CPU", p)),

@@ -117,11 +117,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from domain.classes import MAX_CLASS, MIN_CLASS
+from domain.classes import CLASSES, MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
 from domain.regions import RegionBounds
+from domain.slo import Phase, ServiceClock, SloTable
 from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
 from measure.host_time import HostTime, advance, host_series
 from measure.results import (
@@ -130,6 +131,14 @@ from measure.results import (
     PolicyResult,
     Stats,
     WindowStats,
+)
+from measure.service_levels import (
+    GINI_INTERVAL_S,
+    SHARES_PER_CORE,
+    RequestLevel,
+    RequestStatus,
+    ServiceSummary,
+    ServiceTally,
 )
 from workloads.trace import TraceHeader, TraceRequest, Workload
 
@@ -150,8 +159,9 @@ class Cut(NamedTuple):
 
 
 class _Task:
-    __slots__ = ("awaiting", "expected_s", "host_id", "placed", "probe", "queued",
-                 "request_class", "run_start", "running", "submit_t", "type", "workload")
+    __slots__ = ("awaiting", "clock", "cores", "expected_s", "host_id", "placed", "probe",
+                 "queued", "request_class", "run_start", "running", "seq", "start_at",
+                 "submit_t", "type", "workload")
 
     def __init__(self, request_class: int, task_type: TaskType) -> None:
         self.request_class = request_class
@@ -166,6 +176,21 @@ class _Task:
         self.awaiting = False  # a killed victim waiting to be placed again
         self.queued = False  # a new request waiting in the pending queue, never placed yet
         self.host_id: str | None = None
+        # service levels (DESIGN 3.10): its clock from its admission, its order of submission,
+        # its requested cores, and when its current placement's container runs (None: it runs,
+        # or it is not placed)
+        self.clock: ServiceClock | None = None
+        self.seq = 0
+        self.cores = 0.0
+        self.start_at: float | None = None
+
+
+_END_STATUS = {
+    EndStatus.FINISHED: RequestStatus.FINISHED,
+    EndStatus.STOPPED: RequestStatus.STOPPED,
+    EndStatus.FAILED: RequestStatus.FAILED,
+    EndStatus.OOM: RequestStatus.OOM,
+}
 
 
 def _check_t(t: float, field_name: str = "t") -> float:
@@ -209,6 +234,9 @@ class MetricsRecorder:
         series_step_s: float | None = None,
         duration_hint_s: float | None = None,
         trace_info: Mapping[str, Any] | None = None,
+        slo: SloTable | None = None,
+        allocation_s: float = 0.0,
+        keep_requests: bool = True,
     ) -> None:
         if not isinstance(policy, str) or not policy.strip():
             raise ValidationError("policy", "must be a non-empty name")
@@ -278,6 +306,16 @@ class MetricsRecorder:
         self._tasks_failed = 0
         self._ignored = 0
         self._finished = False
+        # service levels (DESIGN 3.10)
+        self.slo = slo or SloTable()
+        self.allocation_s = _check_nonneg(allocation_s, "allocation_s")
+        self.keep_requests = keep_requests
+        self._service = ServiceTally(self.slo, self.allocation_s)
+        self._levels: list[tuple[int, RequestLevel]] = []
+        self._seq = 0
+        self._last_t = self.t_start_s
+        self._next_interval_s = self.t_start_s + GINI_INTERVAL_S
+        self._interval_ended: dict[int, list[float]] = {c: [] for c in CLASSES}
 
     @classmethod
     def for_trace(cls, policy: str, header: TraceHeader, **options: Any) -> MetricsRecorder:
@@ -309,6 +347,7 @@ class MetricsRecorder:
         workload: Workload = Workload.GENERIC,
         expected_makespan_s: float | None = None,
         probe: bool = False,
+        cpu_shares: int | None = None,
     ) -> None:
         self._check_open()
         t = _check_t(t)
@@ -317,6 +356,10 @@ class MetricsRecorder:
         task.expected_s = expected_makespan_s
         task.probe = probe
         task.submit_t = t
+        if cpu_shares is not None:
+            task.cores = _check_nonneg(cpu_shares, "cpu_shares") / SHARES_PER_CORE
+        self._tick(t)
+        self._admit(task, t)
         self._tasks[request_id] = task
         if probe:
             self._probes += 1
@@ -333,6 +376,7 @@ class MetricsRecorder:
             workload=request.workload,
             expected_makespan_s=request.makespan_s,
             probe=probe,
+            cpu_shares=request.cpu_shares,
         )
 
     def _apply_cuts_and_kills(
@@ -358,6 +402,7 @@ class MetricsRecorder:
                 self._tasks[victim_id] = task
             else:
                 self._by_class[task.request_class]["killed"] += 1
+                self._stopped(task, t)
             task.running = False
             task.awaiting = True
             self._remember_end(victim_id, EndStatus.KILLED)
@@ -385,9 +430,11 @@ class MetricsRecorder:
         if decision_ms is not None:
             decision_ms = _check_nonneg(decision_ms, "decision_ms")
         request_class = _check_class(request_class)
+        self._tick(t)
         task = self._tasks.get(request_id)
         if task is None or task.placed:
             task = _Task(request_class, TaskType(task_type))
+            self._admit(task, t)
             self._tasks[request_id] = task
         task.queued = False
         if delay_ms is None:
@@ -418,8 +465,10 @@ class MetricsRecorder:
             task.host_id = host_id
             name = pass_name or "unknown"
             self._passes[name] = self._passes.get(name, 0) + 1
+            self._placed(task, t)
         else:
             del self._tasks[request_id]
+            self._over(request_id, task, t, RequestStatus.REFUSED)
 
     def on_reschedule(
         self,
@@ -435,6 +484,7 @@ class MetricsRecorder:
     ) -> None:
         self._check_open()
         t = _check_t(t)
+        self._tick(t)
         if decision_ms is not None:
             self._decision_ms.append(_check_nonneg(decision_ms, "decision_ms"))
         self._reschedule_attempts += 1
@@ -456,12 +506,13 @@ class MetricsRecorder:
             name = pass_name or "unknown"
             self._passes[name] = self._passes.get(name, 0) + 1
             self._recent_ends.pop(task_id, None)
+            self._placed(task, t)
         else:
             task.awaiting = True
 
     def on_queued(self, t: float, request_id: str, *, decision_ms: float | None = None) -> None:
         self._check_open()
-        _check_t(t)
+        self._tick(_check_t(t))
         task = self._tasks.get(request_id)
         if task is None or task.placed:
             raise ValidationError("request_id", f"{request_id!r} is not a submitted request "
@@ -474,12 +525,110 @@ class MetricsRecorder:
 
     def on_victim_lost(self, task_id: str, t: float | None = None) -> None:
         self._check_open()
+        when = self._last_t if t is None else _check_t(t)
+        self._tick(when)
         task = self._tasks.pop(task_id, None)
         if task is not None and task.running:
             # It was running: it is not a waiting victim; put it back untouched.
             self._tasks[task_id] = task
             raise ValidationError("task_id", f"{task_id!r} is running, not a waiting victim")
         self._lost.add(task_id)
+        if task is not None:
+            self._over(task_id, task, when, RequestStatus.LOST)
+
+    def on_started(self, t: float, request_id: str) -> None:
+        """The container of a placed request runs (a driver that sees it: the live replay's
+        ``started`` events). Its allocation time, from its placement to now, replaces the
+        ``allocation_s`` charged otherwise; the first placement's is charged to no one."""
+        self._check_open()
+        t = _check_t(t)
+        self._tick(t)
+        task = self._tasks.get(request_id)
+        if task is None or task.clock is None or task.clock.phase is not Phase.ALLOCATING:
+            return
+        task.start_at = None
+        task.clock.running(max(t, task.clock.since_s))
+
+    # ------------------------------------------------------------------ service levels
+
+    def _tick(self, t: float) -> None:
+        """Time reached ``t``: close every fairness interval that ended by then (before what
+        happens at ``t`` counts)."""
+        if t > self._last_t:
+            self._last_t = t
+        while t >= self._next_interval_s:
+            self._close_interval(self._next_interval_s)
+            self._next_interval_s += GINI_INTERVAL_S
+
+    def _close_interval(self, t: float) -> None:
+        """The availabilities of every class's requests active in the interval ending at ``t``:
+        those still admitted at ``t``, and those that ended within it."""
+        sample = self._interval_ended
+        for task in self._tasks.values():
+            if task.clock is None or task.probe:
+                continue
+            self._start_due(task, t)
+            cls = task.request_class
+            sample[cls].append(task.clock.at(t, self.slo.objective(cls)).availability)
+        self._service.add_interval(sample)
+        self._interval_ended = {c: [] for c in CLASSES}
+
+    def _admit(self, task: _Task, t: float) -> None:
+        task.clock = ServiceClock(admitted_s=t)
+        self._seq += 1
+        task.seq = self._seq
+
+    def _start_due(self, task: _Task, t: float) -> None:
+        """Its container runs by ``t``: the clock counts it from its start."""
+        if task.start_at is not None and task.start_at <= t:
+            assert task.clock is not None
+            task.clock.running(task.start_at)
+            task.start_at = None
+
+    def _placed(self, task: _Task, t: float) -> None:
+        """A placement: its container runs at once, or ``allocation_s`` later when it ran
+        before (its first allocation is charged to no one, DESIGN 3.10), unless the driver
+        says when it runs (:meth:`on_started`) before anything else happens to it. The start
+        is applied when time passes it (``_start_due``)."""
+        if task.clock is None:
+            self._admit(task, t)
+        clock = task.clock
+        assert clock is not None
+        self._start_due(task, t)
+        clock.placed(t)
+        task.start_at = t + self.allocation_s if clock.placements > 1 else t
+
+    def _stopped(self, task: _Task, t: float) -> None:
+        """Taken off its host (a kill, a preemption): it waits again; a job's run is lost."""
+        if task.clock is None:
+            return
+        self._start_due(task, t)
+        task.start_at = None
+        task.clock.stopped(t, work_lost=task.type is TaskType.JOB)
+
+    def _over(self, request_id: str, task: _Task, t: float, status: RequestStatus) -> None:
+        """Its accounting ends at ``t``."""
+        clock = task.clock
+        if clock is None or task.probe:
+            return
+        self._start_due(task, t)
+        task.start_at = None
+        clock.ended(t)
+        self._account(request_id, task, t, status)
+
+    def _account(self, request_id: str, task: _Task, t: float, status: RequestStatus) -> None:
+        assert task.clock is not None
+        cls = task.request_class
+        level = task.clock.at(t, self.slo.objective(cls))
+        # refused at once: it received nothing (e = p = 0 would read as availability 1)
+        availability = 0.0 if status is RequestStatus.REFUSED else level.availability
+        met = self._service.add(cls, availability, level.preemptions)
+        self._service.add_work(level.executed_s * task.cores, level.lost_s * task.cores)
+        if status is not RequestStatus.REFUSED:
+            self._interval_ended[cls].append(availability)
+        if self.keep_requests:
+            self._levels.append((task.seq, RequestLevel(
+                request_id, cls, task.type, availability, met, level.preemptions, status)))
 
     # ------------------------------------------------------------------ hosts
 
@@ -548,6 +697,7 @@ class MetricsRecorder:
         self._check_open()
         t = _check_t(t)
         status = EndStatus(status)
+        self._tick(t)
         task = self._tasks.get(task_id)
         if task is None or not task.running:
             self._ignored += 1
@@ -559,8 +709,10 @@ class MetricsRecorder:
             self._victims.add(task_id)
             self._by_class[task.request_class]["killed"] += 1
             task.awaiting = True
+            self._stopped(task, t)
             return
         del self._tasks[task_id]
+        self._over(task_id, task, t, _END_STATUS[status])
         if status is EndStatus.OOM:
             self._count_oom(task.host_id)
         elif status is EndStatus.FAILED:
@@ -588,9 +740,10 @@ class MetricsRecorder:
 
     def on_oom_kill(self, t: float, host_id: str, task_id: str) -> None:
         self._check_open()
-        _check_t(t)
+        t = _check_t(t)
         if host_id not in self._hosts:
             raise ValidationError("host_id", f"unknown host {host_id!r}")
+        self._tick(t)
         task = self._tasks.get(task_id)
         if task is not None and task.running:
             task.running = False
@@ -598,6 +751,7 @@ class MetricsRecorder:
             del self._tasks[task_id]
             self._remember_end(task_id, EndStatus.OOM)
             self._count_oom(host_id)
+            self._over(task_id, task, t, RequestStatus.OOM)
             return
         if self._recent_ends.get(task_id) is EndStatus.OOM:  # already counted by on_task_end
             self._recent_ends.pop(task_id)
@@ -637,6 +791,7 @@ class MetricsRecorder:
                     "t_end", f"{t_end} is before the last state of {host_id} at {host.last_t}"
                 )
             advance(host, t_end, self.bounds, self.t_start_s, self.series_step_s)
+        service = self._finish_service(t_end)
         self._finished = True
         energy = self._energy.finish(t_end)
         duration = t_end - self.t_start_s
@@ -771,6 +926,14 @@ class MetricsRecorder:
             response_ms_p75=all_responses.p75,
             response_ms_p90=all_responses.p90,
             response_ms_p99=all_responses.p99,
+            slo_fulfilment=service.fulfilment,
+            slo_met=service.met,
+            slo_met_per_kwh=_ratio(service.met, kwh),
+            slo_met_per_kwh_switch_off=_ratio(service.met, kwh_off),
+            preemptions_mean=service.preemptions_mean,
+            preemptions_max=service.preemptions_max,
+            work_lost_cpu_s=service.work_lost_cpu_s,
+            work_lost_share=service.work_lost_share,
         )
         first_model = next(iter(self._models.values()))
         energy_model: dict[str, Any] = first_model.describe()
@@ -798,7 +961,25 @@ class MetricsRecorder:
             by_class={str(c): dict(v) for c, v in self._by_class.items()},
             hosts=tuple(host_summaries),
             series=host_series(self._hosts, self.t_start_s, self.series_step_s, t_end),
+            service_levels=service,
+            request_levels=tuple(level for _, level in sorted(self._levels,
+                                                              key=lambda item: item[0])),
         )
+
+    def _finish_service(self, t_end: float) -> ServiceSummary:
+        """Every request still admitted is evaluated at ``t_end`` (DESIGN 3.10), and the last
+        fairness interval, even a short one, is closed there."""
+        self._tick(t_end)
+        if t_end > self._next_interval_s - GINI_INTERVAL_S:
+            self._close_interval(t_end)
+        for request_id, task in self._tasks.items():
+            if task.clock is None or task.probe:
+                continue
+            self._start_due(task, t_end)
+            running = task.clock.phase in (Phase.RUNNING, Phase.ALLOCATING)
+            self._account(request_id, task, t_end,
+                          RequestStatus.RUNNING if running else RequestStatus.WAITING)
+        return self._service.summary()
 
     def _windows(self, t_end: float) -> tuple[WindowStats, ...]:
         duration = t_end - self.t_start_s

@@ -6,7 +6,13 @@ Files of one policy run are written and read by :mod:`measure.result_files`.
 writes:
 
 * ``DIR/summary.json`` (:func:`build_summary`): ``{"format": "greenswarm-summary", "version":
-  1, "policies": {name: {...every PolicyMetrics key..., "windows_csv": "<policy>/windows.csv",
+  1, "policies": {name: {...every PolicyMetrics key (``slo_fulfilment``, ``preemptions_mean``,
+  ``preemptions_max``, ``work_lost_cpu_s``, ``work_lost_share``, ``restores``,
+  ``slo_met_per_kwh`` among them)..., the service levels per class (DESIGN 7.3:
+  ``slo_fulfilment_by_class``, ``availability_by_class`` ({"min", "p10", "median", "mean"}),
+  ``qos_deficit_by_class``, ``gini_by_class``, keys "1".."4"; null for a run recorded before
+  them) with the ``slo`` and ``allocation_s`` they were measured with,
+  "windows_csv": "<policy>/windows.csv",
   "delay_windows": count, "response_ms": {...}, "response_ms_by_rate": {...}, "makespan_s":
   {...}, "slowdown": {...}, "passes": {...}, "by_class": {...}, "hosts": [...], "trace": {...},
   "energy_model": {...}}}, "plots": [...]}``;
@@ -24,6 +30,7 @@ from typing import Any
 from measure.plots import write_plots
 from measure.result_files import WINDOWS_FILE, json_safe, load_results, write_json
 from measure.results import PolicyResult
+from measure.service_levels import ServiceSummary
 from measure.summary_md import render_markdown
 from workloads.outfiles import write_text
 
@@ -37,6 +44,7 @@ def policy_summary(result: PolicyResult) -> dict[str, Any]:
     """One policy's object in summary.json: the flat metrics plus the nested details."""
     summary: dict[str, Any] = {"policy": result.policy}
     summary.update(result.metrics.to_json())
+    summary.update(service_levels_json(result.service_levels))
     summary["windows_csv"] = f"{result.policy}/{WINDOWS_FILE}"
     summary["delay_windows"] = len(result.delay_windows)
     summary["decision_ms"] = result.decision_ms.to_json()
@@ -55,6 +63,16 @@ def policy_summary(result: PolicyResult) -> dict[str, Any]:
     summary["region_bounds"] = {"lee_below": result.region_bounds[0],
                                 "eed_above": result.region_bounds[1]}
     return summary
+
+
+def service_levels_json(service: ServiceSummary | None) -> dict[str, Any]:
+    """The per-class keys of summary.json; every one null for a run without them."""
+    if service is not None:
+        return service.to_json()
+    return {key: None for key in ("slo", "allocation_s", "requests_by_class",
+                                  "slo_met_by_class", "slo_fulfilment_by_class",
+                                  "availability_by_class", "qos_deficit_by_class",
+                                  "gini_by_class", "delivered_cpu_s")}
 
 
 def build_summary(results: Sequence[PolicyResult], plots: Sequence[str] = ()) -> dict[str, Any]:

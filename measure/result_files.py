@@ -16,6 +16,10 @@ The simulator and the live replay call :func:`save_result` with what
                                   scheduling delays (ms) of the new requests decided in each
                                   5-minute window, one row per window (a 149-day trace has
                                   43,000 of them, so they are kept out of the JSON files)
+    DIR/<policy>/requests.jsonl   one line per request, in submission order (DESIGN 3.10):
+                                  {"id", "class", "type", "availability", "met_slo",
+                                  "preemptions", "status"} (measure.service_levels); written
+                                  when the run kept them
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from measure.results import (
     Stats,
     WindowStats,
 )
+from measure.service_levels import RequestLevel
 from workloads.outfiles import open_text, out_directory, write_text
 
 RESULT_FILE = "result.json"
 SERIES_FILE = "host_series.csv"
 WINDOWS_FILE = "windows.csv"
+REQUESTS_FILE = "requests.jsonl"
 _POLICY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -77,8 +83,39 @@ def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
                     stats.mean, stats.p50, stats.p75, stats.p90, stats.p99, stats.min,
                     stats.max)),
             ])
+    if result.request_levels:
+        with open_text(directory / REQUESTS_FILE) as handle:
+            for level in result.request_levels:
+                handle.write(json.dumps(level.to_json(), separators=(",", ":")) + "\n")
     write_json(directory / RESULT_FILE, json_safe(result.to_json()))
     return directory
+
+
+def read_request_levels(path: Path) -> list[RequestLevel]:
+    """The lines of a ``requests.jsonl``; none when there is no such file."""
+    if not path.exists():
+        return []
+    levels = []
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    raise ValidationError(f"{path} line {line_number}", str(exc)) from None
+                if line_number == 1 and isinstance(obj, dict) and "history" in obj:
+                    return []  # an older live replay's request records, not service levels
+                if not isinstance(obj, dict):
+                    raise ValidationError(f"{path} line {line_number}", "not a JSON object")
+                try:
+                    levels.append(RequestLevel.from_json(obj))
+                except ValidationError as exc:
+                    raise ValidationError(f"{path} line {line_number}", exc.message) from None
+    except OSError as exc:
+        raise ValidationError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    return levels
 
 
 def _num(value: float) -> str:
@@ -107,7 +144,8 @@ def load_result(policy_dir: str | Path) -> PolicyResult:
                               float(meta["step_s"]), int(meta["bins"]))
         windows = (None if "delay_windows" in obj  # written before windows.csv existed
                    else _read_windows(directory / WINDOWS_FILE, int(obj["windows"]["count"])))
-        return PolicyResult.from_json(obj, series, windows)
+        return PolicyResult.from_json(obj, series, windows,
+                                      read_request_levels(directory / REQUESTS_FILE))
     except ValidationError as exc:
         raise ValidationError(f"{path}: {exc.field}", exc.message) from None
     except (KeyError, TypeError, ValueError) as exc:

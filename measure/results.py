@@ -16,6 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from domain.errors import ValidationError
+from measure.service_levels import RequestLevel, ServiceSummary
 
 RESULT_FORMAT = "greenswarm-policy-result"
 RESULT_VERSION = 1
@@ -267,6 +268,16 @@ class PolicyMetrics:
     queued_at_end: int | None = None
     # cuts given back (DESIGN 3.8); None in results written before restorations
     restores: int | None = None
+    # service levels (DESIGN 3.10, measure.service_levels), over every request but probes;
+    # None in results written before them
+    slo_fulfilment: float | None = None  # share of the requests that met their class's SLO
+    slo_met: int | None = None  # how many did: the "successful" of the service-level sense
+    slo_met_per_kwh: float | None = None
+    slo_met_per_kwh_switch_off: float | None = None
+    preemptions_mean: float | None = None  # times taken off a host, per request
+    preemptions_max: int | None = None
+    work_lost_cpu_s: float | None = None  # killed jobs' runs x their requested cores
+    work_lost_share: float | None = None  # of the CPU-seconds delivered (run time x cores)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -302,6 +313,10 @@ class PolicyResult:
     by_class: Mapping[str, Mapping[str, int]]  # "1".."4" -> counts
     hosts: tuple[HostSummary, ...]
     series: HostSeries = field(repr=False)
+    # per class (DESIGN 7.3); None in results written before service levels
+    service_levels: ServiceSummary | None = None
+    # one per request, in submission order (requests.jsonl; empty when not kept)
+    request_levels: tuple[RequestLevel, ...] = field(default=(), repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The content of ``result.json`` (the series and the delay windows go to CSV files of
@@ -329,15 +344,18 @@ class PolicyResult:
             "hosts": [h.to_json() for h in self.hosts],
             "series": {"t0_s": self.series.t0_s, "step_s": self.series.step_s,
                        "bins": self.series.bins, "columns": list(SERIES_COLUMNS)},
+            **({"service_levels": self.service_levels.to_json()}
+               if self.service_levels is not None else {}),
         }
 
     @classmethod
     def from_json(
         cls, obj: Mapping[str, Any], series: HostSeries,
         delay_windows: Sequence[WindowStats] | None = None,
+        request_levels: Sequence[RequestLevel] = (),
     ) -> PolicyResult:
         """``delay_windows`` None: from the object (a result written before they had a file
-        of their own)."""
+        of their own); ``request_levels``: the lines of requests.jsonl."""
         if obj.get("format") != RESULT_FORMAT or obj.get("version") != RESULT_VERSION:
             raise ValidationError(
                 "format", f"not a {RESULT_FORMAT} version {RESULT_VERSION} document"
@@ -345,6 +363,7 @@ class PolicyResult:
         if delay_windows is None:
             delay_windows = [WindowStats.from_json(w) for w in obj["delay_windows"]]
         bounds = obj["region_bounds"]
+        service = obj.get("service_levels")
         return cls(
             policy=str(obj["policy"]),
             t_start_s=float(obj["t_start_s"]),
@@ -367,4 +386,7 @@ class PolicyResult:
                       for k, v in obj["by_class"].items()},
             hosts=tuple(HostSummary.from_json(h) for h in obj["hosts"]),
             series=series,
+            service_levels=(None if service is None
+                            else ServiceSummary.from_json(service, obj["metrics"])),
+            request_levels=tuple(request_levels),
         )

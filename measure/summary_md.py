@@ -1,7 +1,8 @@
 """``DIR/summary.md``: Markdown tables of every policy's run side by side, one column per policy.
 
-The per-window delays only for runs of at most :data:`MD_MAX_WINDOWS` windows (else where the
-CSV files are).
+The service levels come first (DESIGN 3.10, 8: a policy is judged by what each request
+receives), per class. The per-window delays only for runs of at most :data:`MD_MAX_WINDOWS`
+windows (else where the CSV files are).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from measure.result_files import WINDOWS_FILE
+from domain.classes import CLASSES
+from measure.result_files import REQUESTS_FILE, WINDOWS_FILE
 from measure.results import WINDOW_COLUMNS, PolicyResult, Stats
+from measure.service_levels import ClassLevels, ServiceSummary
 
 MD_MAX_WINDOWS = 36  # 3 hours of 5-minute windows: longer runs' windows stay in the CSV files
 GIB = 1024**3
@@ -137,6 +140,64 @@ _SECTIONS: tuple[tuple[str, tuple[_Row, ...]], ...] = (
 )
 
 
+def _availability_cell(levels: ClassLevels) -> str:
+    values = (levels.availability_min, levels.availability_p10, levels.availability_median,
+              levels.availability_mean)
+    return NA if levels.requests == 0 else " / ".join(pct(v) for v in values)
+
+
+def _class_rows(
+    services: Sequence[ServiceSummary | None], label: str, cell: Callable[[ClassLevels], str]
+) -> list[list[str]]:
+    """One row per class: ``cell`` of each policy's levels of that class."""
+    return [[f"class {c}: {label}",
+             *(NA if s is None else cell(s.by_class[c]) for s in services)] for c in CLASSES]
+
+
+def service_section(results: Sequence[PolicyResult]) -> list[str]:
+    """The service levels per class, one column per policy (DESIGN 3.10, 7.3)."""
+    names = [r.policy for r in results]
+    services = [r.service_levels for r in results]
+    known = [s for s in services if s is not None]
+    parts = ["## Service levels (DESIGN 3.10)", ""]
+    if not known:
+        return [*parts, "These runs were recorded before service levels.", ""]
+    first = known[0]
+    slos = {s.slo.describe() for s in known}
+    parts.append(
+        f"Availability A = time running / time admitted; SLO per class {' or '.join(sorted(slos))}"
+        f"; allocation time alpha {first.allocation_s:g} s charged on every placement after a "
+        "request's first. A request refused at once has A = 0. Fairness: the Gini of the "
+        "availabilities of a class's requests active in each 10-minute interval, averaged. "
+        f"One line per request in `<policy>/{REQUESTS_FILE}`."
+    )
+    parts.append("")
+    metrics = [r.metrics for r in results]
+    rows: list[list[str]] = [
+        ["requests meeting their SLO", *(pct(m.slo_fulfilment) for m in metrics)],
+        ["SLO met per kWh (all on)", *(_f(1)(m.slo_met_per_kwh) for m in metrics)],
+        ["SLO met per kWh (empty off)",
+         *(_f(1)(m.slo_met_per_kwh_switch_off) for m in metrics)],
+    ]
+    for label, cell in (
+        ("met / requests", lambda v: f"{pct(v.fulfilment)} of {v.requests:,}"),
+        ("availability min / p10 / median / mean", _availability_cell),
+        ("QoS deficit of those that missed", lambda v: _f(3)(v.qos_deficit)),
+        ("Gini of availabilities", lambda v: _f(3)(v.gini)),
+    ):
+        rows += _class_rows(services, label, cell)
+    rows += [
+        ["preemptions per request, mean / max",
+         *(f"{_f(2)(m.preemptions_mean)} / {_int(m.preemptions_max)}" for m in metrics)],
+        ["work lost to kills (CPU-s)", *(_f(0)(m.work_lost_cpu_s) for m in metrics)],
+        ["work lost / CPU-s delivered", *(pct(m.work_lost_share) for m in metrics)],
+        ["cuts given back", *(_int(m.restores) for m in metrics)],
+    ]
+    parts.append(_table(["", *names], rows))
+    parts.append("")
+    return parts
+
+
 def _stats_cell(stats: Stats | None,
                 keys: Sequence[str] = ("mean", "p50", "p90", "p99")) -> str:
     if stats is None or stats.count == 0:
@@ -162,6 +223,7 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
             "< EED of U = max(cpu, memory)."
         )
         parts.append("")
+    parts += service_section(results)
     for title, rows in _SECTIONS:
         parts.append(f"## {title}")
         parts.append("")

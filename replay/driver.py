@@ -26,6 +26,7 @@ from domain.errors import (
     UnavailableError,
 )
 from domain.model import HostSpec
+from domain.slo import SloTable
 from measure.energy import PowerModel
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult, Stats
@@ -36,7 +37,8 @@ from replay.values import ReplayCounters, RoundResult
 from workloads.trace import TraceHeader
 
 REPLAY_FILE = "replay.json"
-RECORDS_FILE = "requests.jsonl"
+# every request's record with its history (requests.jsonl is the service levels, one line each)
+RECORDS_FILE = "histories.jsonl"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class ReplayOptions:
     client_timeout_s: float = 5.0
     progress: TextIO | None = None
     progress_tty: bool = False
+    # service levels (DESIGN 3.10): the objectives, and the allocation time charged where the
+    # manager reports no container start
+    slo: SloTable | None = None
+    allocation_s: float = 0.0
 
 
 @dataclass
@@ -200,7 +206,8 @@ class Replay:
         }
         recorder = MetricsRecorder(
             options.policy_label, specs, power_model=options.power_model,
-            duration_hint_s=options.duration_s, trace_info=info,
+            duration_hint_s=options.duration_s, trace_info=info, slo=options.slo,
+            allocation_s=options.allocation_s,
         )
         start = time.time()
         clock = TraceClock(start, options.speedup)

@@ -28,6 +28,8 @@ recorder (measure/recorder.py) as the simulator does:
     and it keeps running, but its recorded run ends there as in the simulator);
   - a service stopped by its client: ``on_task_end(stopped)``;
   - a cut given back (``restored``): ``on_restore``, and the task's resources are its new ones;
+  - its container runs (``started``, where the manager reports it): ``on_started``, the
+    measured allocation time (else the recorder charges its configured one);
 * ``GET /hosts`` (:meth:`RecorderFeed.on_hosts`): ``on_host_state`` with the monitor's
   ``cpu_util`` and ``memory_util``, the task count and the allocations, per host;
 * client rounds of the services (:meth:`RecorderFeed.on_round`): ``on_service_response``.
@@ -169,7 +171,7 @@ class RecorderFeed:
         self.recorder.on_submit(
             t_sent, sub.request_id, request.request_class, request.type,
             workload=request.workload, expected_makespan_s=sub.expected_makespan_s,
-            probe=sub.probe,
+            probe=sub.probe, cpu_shares=request.cpu_shares,
         )
         placed = bool(decision.get("placed"))
         cuts: list[Cut] = []
@@ -248,7 +250,8 @@ class RecorderFeed:
         self._rtt_ms.append(rtt_ms)
         t_sent, t_answer = self._t(sent_wall_s), self._t(received_wall_s)
         self.recorder.on_submit(t_sent, sub.request_id, request.request_class, request.type,
-                                workload=request.workload, probe=sub.probe)
+                                workload=request.workload, probe=sub.probe,
+                                cpu_shares=request.cpu_shares)
         if t_answer <= self.end_trace_s:
             self.recorder.on_decision(t_answer, sub.request_id, request.request_class,
                                       request.type, False, decision_ms=rtt_ms, delay_ms=rtt_ms)
@@ -293,6 +296,11 @@ class RecorderFeed:
         record = self._in_window(event.t_wall_s)
         if not record and event.kind not in (EventKind.SUBMITTED, EventKind.OTHER):
             self._count("events_after_end")
+        if event.started:
+            self._count("starts")
+            if record and tracked.in_run:
+                self.recorder.on_started(self._t(event.t_wall_s), tracked.sub.request_id)
+            return
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, tracked, event, record)
@@ -564,6 +572,7 @@ class RecorderFeed:
             events=n("events", 0),
             events_after_end=n("events_after_end", 0),
             unknown_hosts=tuple(sorted(self._unknown_hosts)),
+            starts=n("starts", 0),
         )
 
 

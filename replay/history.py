@@ -11,6 +11,7 @@ nothing here reads the text:
 =========================  ========================================================
  submitted                  server-side decision time
  placed                     placements and reschedules (``pass``, else ``policy``)
+ started                    its container runs: the allocation time (DESIGN 3.10)
  cut                        cuts (new resources in the fields)
  killed, preempted,         kills, and for whom (``by``); a kill no decision
  host-lost                  reported (on request, its host left)
@@ -37,6 +38,9 @@ from dataclasses import dataclass
 from domain.events import Event, EventKind
 
 OOM_EXIT_CODE = 137  # 128 + SIGKILL: the kernel's OOM killer
+# The agent's event when a placed request's container runs (the live side's; read by its name,
+# so a history from a manager that does not report it, or names it OTHER, still reads).
+STARTED_KIND = "started"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,7 @@ class HistoryEvent:
     beneficiary: str | None = None  # KILLED, PREEMPTED: the request it made room for
     pass_name: str | None = None  # PLACED: the policy's pass, else the policy's name
     oom: bool = False  # the agent saw Docker's OOMKilled flag
+    started: bool = False  # its container runs (STARTED_KIND)
 
 
 def classify(obj: Mapping[str, object]) -> HistoryEvent:
@@ -69,6 +74,7 @@ def classify(obj: Mapping[str, object]) -> HistoryEvent:
         beneficiary=event.by,
         pass_name=event.pass_ or event.policy,
         oom=event.oom is True,
+        started=obj.get("kind") == STARTED_KIND,
     )
 
 

@@ -76,6 +76,7 @@ class ReplayCounters:
     events: int
     events_after_end: int
     unknown_hosts: tuple[str, ...]
+    starts: int = 0  # containers seen to run ('started' events): measured allocation times
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -9,8 +9,10 @@ from typing import Any
 
 from domain.classes import ClassTable
 from domain.regions import RegionBounds
+from domain.slo import SloTable
 from measure.energy import PowerModel
 from measure.results import PolicyResult
+from measure.service_levels import DEFAULT_ALLOCATION_S
 from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig
 
@@ -43,6 +45,12 @@ class SimConfig:
     skip_unchanged_retries: bool = True
     # Test aid: after every event, compare the simulator's books with the store (slow).
     check_invariants: bool = False
+    # Service levels (DESIGN 3.10): the objective of every class (None: the defaults), and
+    # alpha. The simulator starts a run at once; alpha is charged in the accounting only.
+    slo: SloTable | None = None
+    allocation_s: float = DEFAULT_ALLOCATION_S
+    # One line per request in the result (requests.jsonl); a very long run may do without.
+    keep_requests: bool = True
 
 
 @dataclass(frozen=True)

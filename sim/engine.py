@@ -100,6 +100,7 @@ class Simulation:
         self.scheduler = Scheduler(
             self.store, policy, skip_unchanged=config.skip_unchanged_retries,
             admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
+            slo=config.slo, alpha_s=config.allocation_s,
         )
         # A load-aware policy reads dated utilization and load windows (DESIGN 3.12).
         monitor = config.monitor
@@ -111,7 +112,8 @@ class Simulation:
         self._queue_new = plugin.admits_to_queue if config.queue_new is None else config.queue_new
         self.recorder = MetricsRecorder.for_trace(
             config.policy, header, power_model=config.power_model,
-            region_bounds=config.bounds,
+            region_bounds=config.bounds, slo=config.slo, allocation_s=config.allocation_s,
+            keep_requests=config.keep_requests,
         )
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
@@ -265,6 +267,11 @@ class Simulation:
                 recorder.on_reschedule(t, request_id, False, decision_ms=ms)
         for entry in outcome.queued:
             self._pending.add(entry.request.id)
+        if new_id is not None and new_id in self._pending and new_id not in queued:
+            # queued by a round policy without being tried in the round (more urgent requests
+            # came first): a new request waiting for its first place all the same
+            queued.add(new_id)
+            recorder.on_queued(t, new_id)
         self._pending_max = max(self._pending_max, len(self._pending))
         for restore in outcome.restored:  # after every decision, as the scheduler made them
             self._restore(self._runs[restore.task], restore.cpu_shares, restore.memory)

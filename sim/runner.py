@@ -24,6 +24,11 @@ from scheduler import registry
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
 from sim.profiles import Profiles
+from workloads.qos_validation import (
+    QosValidationConfig,
+    iter_qos_validation_requests,
+    qos_validation_header,
+)
 from workloads.thesis import (
     ProbeConfig,
     ThesisWorkloadConfig,
@@ -55,6 +60,12 @@ def thesis_input(seed: int, config: ThesisWorkloadConfig | None = None) -> Trace
     """The generated thesis workload (DESIGN 7.1), regenerated identically for every policy."""
     config = config or ThesisWorkloadConfig()
     return TraceInput(thesis_header(config, seed), lambda: iter_thesis_requests(seed, config))
+
+
+def qos_validation_input(seed: int, config: QosValidationConfig) -> TraceInput:
+    """One of the QoS-driven paper's validation tests (DESIGN 7.5), the same for every policy."""
+    return TraceInput(qos_validation_header(config, seed),
+                      lambda: iter_qos_validation_requests(seed, config))
 
 
 def requests_with_probes(

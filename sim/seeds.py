@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from measure.results import PolicyMetrics
+from domain.classes import CLASSES
+from measure.results import PolicyResult
+from measure.service_levels import ClassLevels
 from sim.config import SimResult
 from sim.summary import THESIS_RESULTS, ThesisResult, num, pct
 
@@ -32,20 +34,51 @@ def _seconds(value: float | None) -> str:  # from milliseconds
 
 @dataclass(frozen=True, slots=True)
 class SeedMetric:
-    """One number of a policy's run: its key in ``summary.json``, its label, its format."""
+    """One number of a policy's run: its key (a flat metric of ``summary.json``, or one of a
+    class's service levels, read by ``of_class``), its label, its format."""
 
     key: str
     label: str
     fmt: Callable[[float | None], str]
     thesis: Callable[[ThesisResult], float] | None = None
     queue_only: bool = False  # a row only when new requests queue
+    cls: int | None = None
+    of_class: Callable[[ClassLevels], float | None] | None = None
 
-    def value(self, metrics: PolicyMetrics) -> float | None:
-        value = getattr(metrics, self.key)
+    def value(self, result: PolicyResult) -> float | None:
+        if self.cls is not None and self.of_class is not None:
+            service = result.service_levels
+            return None if service is None else self.of_class(service.by_class[self.cls])
+        value = getattr(result.metrics, self.key)
         return None if value is None else float(value)
 
 
+def _fulfilment(levels: ClassLevels) -> float | None:
+    return levels.fulfilment
+
+
+def _availability_median(levels: ClassLevels) -> float | None:
+    return levels.availability_median
+
+
+def _availability_min(levels: ClassLevels) -> float | None:
+    return levels.availability_min
+
+
 SEED_METRICS: tuple[SeedMetric, ...] = (
+    SeedMetric("slo_fulfilment", "requests meeting their SLO", pct),
+    *(SeedMetric(f"slo_fulfilment_class_{c}", f"class {c} meeting its SLO", pct, cls=c,
+                 of_class=_fulfilment) for c in CLASSES),
+    *(SeedMetric(f"availability_median_class_{c}", f"class {c} availability, median", pct,
+                 cls=c, of_class=_availability_median) for c in CLASSES),
+    *(SeedMetric(f"availability_min_class_{c}", f"class {c} availability, min", pct, cls=c,
+                 of_class=_availability_min) for c in CLASSES),
+    SeedMetric("slo_met_per_kwh", "SLO met per kWh (all on)", num(0)),
+    SeedMetric("preemptions_mean", "preemptions per request", num(2)),
+    SeedMetric("preemptions_max", "preemptions of one request, max", _count),
+    SeedMetric("work_lost_cpu_s", "work lost to kills (CPU-s)", num(0)),
+    SeedMetric("work_lost_share", "work lost / CPU-s delivered", pct),
+    SeedMetric("restores", "cuts given back", _count),
     SeedMetric("success_rate", "success rate", pct, lambda r: r.success_rate),
     SeedMetric("successful", "successful", _count),
     SeedMetric("failed", "failed", _count),
@@ -164,7 +197,7 @@ def summarize_seeds(runs: Sequence[SeedRun], *, queue_new: bool, thesis: bool) -
             raise ValueError(f"seed {seed} ran other policies than seed {runs[0][0]}")
     spreads = {
         policy: {
-            metric.key: Spread(tuple(metric.value(results[index].result.metrics)
+            metric.key: Spread(tuple(metric.value(results[index].result)
                                      for _, results in runs))
             for metric in SEED_METRICS
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from measure.results import PolicyMetrics
+from measure.results import PolicyMetrics, PolicyResult
 from sim.config import SimResult, SimStats
 
 
@@ -101,7 +101,28 @@ def _regions(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> s
     return " / ".join(pct(v) for v in (m.lee_share, m.dee_share, m.eed_share))
 
 
+def _preemptions(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return f"{num(2)(m.preemptions_mean)} / {num(0)(m.preemptions_max)}"
+
+
+def _work_lost(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return f"{num(0)(m.work_lost_cpu_s)} ({pct(m.work_lost_share)})"
+
+
+def fulfilment_by_class(result: PolicyResult) -> str:
+    """Per class, the share of its requests that met their SLO: "1: 100% 2: 97.3% ..."."""
+    service = result.service_levels
+    if service is None:
+        return "n/a"
+    return " ".join(f"{c}: {pct(levels.fulfilment)}" for c, levels in service.by_class.items())
+
+
 _ROWS: tuple[tuple[str, _Cell], ...] = (
+    ("requests meeting their SLO (DESIGN 3.10)", _value(lambda m, s: m.slo_fulfilment, pct)),
+    ("SLO met per kWh (all on)", _value(lambda m, s: m.slo_met_per_kwh, num(0))),
+    ("preemptions per request mean / max", _preemptions),
+    ("work lost to kills, CPU-s (of delivered)", _work_lost),
+    ("cuts given back", _value(lambda m, s: m.restores, num(0))),
     ("requests", _value(lambda m, s: m.requests, num(0))),
     ("success rate", _success_rate),
     ("queued, still waiting at the end", _queued),
@@ -140,4 +161,7 @@ def render_summary(results: Sequence[SimResult], *, thesis: bool) -> str:
             for r in results
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        if label.startswith("requests meeting their SLO"):
+            lines.append("| of each class | " + " | ".join(
+                fulfilment_by_class(r.result) for r in results) + " |")
     return "\n".join(lines) + "\n"

@@ -138,7 +138,7 @@ def test_queued_requests_replayed_live_wait_and_are_placed_later(
     assert m["jobs_finished"] == 3, replay["counters"]
     # q3 waited for a job of 3 wall seconds (60 trace s) to end: most of it on its delay.
     assert result["scheduling_delay_ms"]["max"] >= 30_000.0
-    records = [json.loads(line) for line in (out / "queued" / "requests.jsonl").open()]
+    records = [json.loads(line) for line in (out / "queued" / "histories.jsonl").open()]
     [q3] = [r for r in records if r["id"] == "q3"]
     kinds = [e["kind"] for e in q3["history"]]
     assert kinds[1] == "queued" and q3["history"][1]["queue_reason"] == "queued"

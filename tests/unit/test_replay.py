@@ -16,7 +16,7 @@ from manager.records import read_event
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult
 from replay.feed import RecorderFeed, recorder_host_ids
-from replay.history import HistoryEvent, classify, is_oom
+from replay.history import STARTED_KIND, HistoryEvent, classify, is_oom
 from replay.plan import (
     ReplayPlanConfig,
     Submission,
@@ -235,7 +235,8 @@ class World:
         """As GET /requests/{id}: the status is the one its latest event set; entries are
         written here as the manager wrote them before typed events, and served typed, as the
         manager serves such records now (manager.records.read_event)."""
-        history = [read_event(entry).to_json() for entry in self.history.get(rid, [])]
+        history = [entry if entry.get("kind") == STARTED_KIND else read_event(entry).to_json()
+                   for entry in self.history.get(rid, [])]
         status = next((e["status"] for e in reversed(history) if "status" in e), "pending")
         return {"id": rid, "status": status, "history": history}
 
@@ -454,6 +455,32 @@ def test_a_kill_no_decision_made_still_counts() -> None:
     m = world.finish().metrics
     assert (m.kills, m.victims, m.victims_lost) == (1, 1, 1)
     assert world.feed.counters().kills_unreported == 1
+
+
+def test_service_levels_come_from_the_histories_and_a_seen_start_is_the_allocation() -> None:
+    """j is submitted at 0 and placed when the answer comes (2 trace s: waiting until then),
+    runs until it is killed at 100 (a host lost), waits until placed again at 150, and its
+    container is seen running at 155 (5 s of allocation, waiting); it ends at 300.
+    e = 98 + 145, p = 2 + 50 + 5: A = 243 / 300. Without the 'started' event the allocation
+    is the configured one (here none): A = 248 / 300."""
+    for started, availability in ((True, 243 / 300), (False, 248 / 300)):
+        world = World(job("j", makespan=100.0))
+        world.answer("j", 0.0, rtt_s=0.2)
+        world.event("j", 100.0, "killed: its host nodeA left the Swarm", kills=1)
+        world.event("j", 150.0, "placed: simple pass: LEE host nodeB (class empty, U=0.0): "
+                    "fits", status="killed-and-rescheduled", host="nodeB")
+        if started:
+            world.history["j"].append({"t": world.wall(155.0), "kind": STARTED_KIND,
+                                       "reason": "its container runs"})
+        world.event("j", 300.0, "ended: finished", status="completed", exit_code=0)
+        world.poll("j")
+        result = world.finish()
+        [level] = result.request_levels
+        assert level.availability == pytest.approx(availability)
+        assert (level.preemptions, level.met_slo) == (1, True)  # class 3: SLO 2/3
+        assert world.feed.counters().starts == (1 if started else 0)
+        # its first run's 98 s are lost (a job restarts), at its half core
+        assert result.metrics.work_lost_cpu_s == pytest.approx(98 * 0.5)
 
 
 def test_exit_code_137_counts_as_an_oom_kill_once_per_run() -> None:
