@@ -59,6 +59,12 @@ class SwarmInfo:
     node_id: str
     node_addr: str
     is_manager: bool
+    error: str = ""  # the engine's own words when local_state is "error"
+
+    def is_stale_lab_swarm(self, gateway: str) -> bool:
+        """The lab's own swarm, broken because its address left with the lab's bridge (after a
+        reboot, the engine restarts before the lab does): safe to leave, nothing else uses it."""
+        return self.local_state == "error" and f"{gateway}:" in self.error
 
 
 def swarm_info(cli: Any) -> SwarmInfo:
@@ -69,23 +75,26 @@ def swarm_info(cli: Any) -> SwarmInfo:
         node_id=str(info.get("NodeID", "")),
         node_addr=str(info.get("NodeAddr", "")),
         is_manager=bool(info.get("ControlAvailable", False)),
+        error=str(info.get("Error", "") or ""),
     )
 
 
 def check_manager(cli: Any, gateway: str) -> SwarmInfo:
     """Refuse an engine the lab cannot use as its manager; changes nothing.
 
-    Usable: no swarm yet, or the manager of a swarm advertised on ``gateway``. Refused: another
-    swarm's worker, a swarm advertised elsewhere (unreachable from the nodes), a locked or
-    half-joined engine.
+    Usable: no swarm yet, the manager of a swarm advertised on ``gateway``, or the lab's own
+    swarm left broken by a reboot (:meth:`SwarmInfo.is_stale_lab_swarm`; ``ensure_manager``
+    leaves it). Refused: another swarm's worker, a swarm advertised elsewhere (unreachable from
+    the nodes), a locked or half-joined engine, any other broken swarm.
     """
     info = swarm_info(cli)
-    if info.local_state == "inactive":
+    if info.local_state == "inactive" or info.is_stale_lab_swarm(gateway):
         return info
     if info.local_state != "active":
+        detail = f" ({info.error})" if info.error else ""
         raise LabConflictError(
-            f"the main engine's swarm is {info.local_state!r}; fix it (e.g. `docker swarm leave "
-            "--force`) before `greenswarm lab up`")
+            f"the main engine's swarm is {info.local_state!r}{detail}; fix it (e.g. `docker "
+            "swarm leave --force`) before `greenswarm lab up`")
     if not info.is_manager:
         raise LabConflictError("the main engine is a worker of another swarm; the lab needs it "
                                "as the manager (`docker swarm leave` first)")
@@ -101,8 +110,12 @@ def ensure_manager(cli: Any, gateway: str) -> bool:
 
     ``gateway`` must already be an address of this host (the lab's bridge).
     """
-    if check_manager(cli, gateway).local_state == "active":
+    info = check_manager(cli, gateway)
+    if info.local_state == "active":
         return False
+    if info.is_stale_lab_swarm(gateway):
+        with translating("docker swarm leave of the lab's stale swarm failed"):
+            cli.swarm.leave(force=True)
     with translating("docker swarm init on the main engine failed"):
         cli.swarm.init(advertise_addr=gateway, listen_addr=f"{gateway}:{GATEWAY_PORT}")
     state = swarm_info(cli).local_state
