@@ -230,8 +230,11 @@ class Simulation:
         """Mirror what the scheduler applied, in its order, and tell the recorder."""
         recorder = self.recorder
         queued = self._queued_new
+        placed_now: set[str] = set()
+        new_decided = False
         for decision in outcome.decisions:
             request_id, ms = decision.request.id, decision.decision_ms
+            new_decided = new_decided or request_id == new_id
             if ms is None:  # a retry may_place turned down: tried and failed, not decided
                 if request_id in queued:
                     recorder.on_queued(t, request_id)
@@ -244,6 +247,7 @@ class Simulation:
                 cuts = self._cuts_of(decision)
                 pass_name = decision.pass_ or decision.policy
                 self._pending.discard(request_id)
+                placed_now.add(request_id)
                 if request_id == new_id or request_id in queued:
                     queued.discard(request_id)
                     recorder.on_decision(
@@ -265,9 +269,15 @@ class Simulation:
                                      False, decision_ms=ms)
             else:
                 recorder.on_reschedule(t, request_id, False, decision_ms=ms)
-        for entry in outcome.queued:
-            self._pending.add(entry.request.id)
-        if new_id is not None and new_id in self._pending and new_id not in queued:
+        # A round may queue a request and place it, or place one and preempt it back into
+        # the queue, within one outcome: the store says where each ended up.
+        for request_id in {*(entry.request.id for entry in outcome.queued), *placed_now}:
+            if self.store.is_pending(request_id):
+                self._pending.add(request_id)
+            else:
+                self._pending.discard(request_id)
+        if (new_id is not None and not new_decided and new_id in self._pending
+                and new_id not in queued):
             # queued by a round policy without being tried in the round (more urgent requests
             # came first): a new request waiting for its first place all the same
             queued.add(new_id)
@@ -395,7 +405,8 @@ class Simulation:
         done = [run for run in host.runs.values()
                 if run.is_job and run.finish_t <= t + _WORK_EPS_S]
         for run in sorted(done, key=lambda r: r.id):
-            self._end_run(t, run, EndStatus.FINISHED)
+            if run.alive:  # an earlier end's decisions (a qos round) may have preempted it
+                self._end_run(t, run, EndStatus.FINISHED)
         host.recount = True  # look for the next completion
         self._touch(host)
 

@@ -418,3 +418,35 @@ def test_skipping_hopeless_retries_changes_nothing_but_the_decision_count() -> N
     assert full["reschedules_placed"] > 50  # the run went through many retries
     assert decisions[0] < decisions[1]
     assert attempts[0] == attempts[1]
+
+
+def _simultaneous_ends_trace(seed: int) -> tuple[TraceHeader, list[TraceRequest]]:
+    """Full hosts whose jobs end together (makespans on a 10-s grid): when one end's round
+    preempts a job that ends at the same instant, or queues and then places the new request
+    it was deciding, the simulator must follow (both crashed it once, found on the Alibaba
+    window with qos)."""
+    import random
+
+    rng = random.Random(seed)
+    head = header(("h1", 2048, 2048 * MIB), ("h2", 2048, 2048 * MIB), duration_s=900.0)
+    requests = []
+    for i in range(160):
+        cpu = rng.choice((256, 512, 1024))
+        requests.append(request(
+            float(rng.randrange(0, 600, 5)), f"r{i:03d}", rng.choice(("ffmpeg", "dl")), cpu,
+            cpu * MIB, float(rng.randrange(10, 120, 10)), cls=rng.choice((1, 2, 3, 4))))
+    requests.sort(key=lambda r: r.t_s)
+    return head, requests
+
+
+# seeds 1 and 7 queued-then-placed a new request in one round, 15, 20 and 26 preempted a
+# job ending at the same instant as the job whose end started the round
+@pytest.mark.parametrize("seed", [1, 7, 15, 20, 26])
+def test_qos_rounds_at_simultaneous_job_ends_keep_the_books(seed: int) -> None:
+    head, requests = _simultaneous_ends_trace(seed)
+    sim = simulation(head, requests, DEFAULT_PROFILES, policy="qos", end_s=900.0)
+    result = sim.run()
+    metrics = result.result.metrics
+    assert metrics.requests == len(requests)
+    assert metrics.kills > 0  # the rounds preempted
+    sim.check_books()
