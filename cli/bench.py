@@ -111,7 +111,7 @@ def _generate(args: argparse.Namespace) -> int:
     )
     print(
         f"wrote {count} requests to {args.out} ({len(config.hosts)} hosts, "
-        f"{config.duration_s:g} s, {config.effective_arrival_rate_per_s:g} requests/s, "
+        f"{config.duration_s:.10g} s, {config.effective_arrival_rate_per_s:g} requests/s, "
         f"seed {args.seed})"
     )
     return 0
@@ -212,7 +212,7 @@ def _convert(args: argparse.Namespace) -> int:
         )
     write_trace(args.out, conversion.trace)
     print(f"wrote {len(conversion.trace.requests)} requests to {args.out} "
-          f"({len(hosts)} hosts, {conversion.trace.header.duration_s:g} s)")
+          f"({len(hosts)} hosts, {conversion.trace.header.duration_s:.10g} s)")
     print(conversion.trace.header.notes)
     for warning in conversion.warnings:
         print(f"greenswarm bench convert: warning: {warning}", file=sys.stderr)
