@@ -149,6 +149,18 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _service_cells(service: dict[str, Any] | None) -> list[str]:
+    """AVAIL, SLO, Q and PREEMPT of a request (DESIGN 3.10); dashes from an older manager."""
+    if not service:
+        return ["-", "-", "-", "-"]
+    return [_pct(service["availability"]), _pct(service["slo"]), f"{service['q_s']:+.0f}s",
+            str(service["preemptions"])]
+
+
 def run_status(args: argparse.Namespace) -> int:
     api = ManagerClient(args.url, _token(args))
     if args.id:
@@ -167,6 +179,14 @@ def run_status(args: argparse.Namespace) -> int:
             f"{format_bytes(record['original']['memory'])}  cut {record['cut_received']}  "
             f"kills {record['kills']}"
         )
+        service = record.get("service")
+        if service:
+            print(
+                f"  availability {_pct(service['availability'])} (SLO {_pct(service['slo'])}, "
+                f"{'met' if service['met_slo'] else 'missed'})  Q {service['q_s']:+.0f} s  "
+                f"ran {service['executed_s']:.0f} s, waited {service['pending_s']:.0f} s  "
+                f"preemptions {service['preemptions']}"
+            )
         for event in record["history"]:
             stamp = time.strftime("%H:%M:%S", time.localtime(event["t"]))
             print(f"  {stamp}  {event['kind']:<12}  {event['reason']}")
@@ -185,11 +205,13 @@ def run_status(args: argparse.Namespace) -> int:
             r["host"] or "-",
             f"{r['current']['cpu_shares']}/{r['original']['cpu_shares']}",
             format_bytes(r["current"]["memory"]),
+            *_service_cells(r.get("service")),
             r["image"],
         ]
         for r in records
     ]
-    print(_table(rows, ["ID", "STATUS", "CLASS", "TYPE", "HOST", "CPU", "MEMORY", "IMAGE"]))
+    print(_table(rows, ["ID", "STATUS", "CLASS", "TYPE", "HOST", "CPU", "MEMORY", "AVAIL",
+                        "SLO", "Q", "PREEMPT", "IMAGE"]))
     return 0
 
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from cli.options import add_service_level_arguments, slo_table
 from cli.policy_options import add_policy_options, cluster_options, policy_options
 from cli.scenario import load_scenario
 from domain.classes import ClassTable
@@ -20,6 +21,7 @@ from scheduler import registry
 from scheduler.constraints import merged, name_constraints, ruled_out
 from scheduler.load import LoadView
 from scheduler.plugin import LoadAware
+from scheduler.policies.qos import QosPolicy
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="add the candidates each pass looked at and why each was passed over",
     )
     add_policy_options(parser)
+    add_service_level_arguments(parser, decide=True)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
     parser.add_argument(
         "--store",
@@ -77,6 +80,7 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
     cluster = cluster_options(args)
     classes, bounds = cluster.classes(), cluster.bounds()
     options = policy_options(args)[args.policy]
+    slo = slo_table(args)
     single = not isinstance(document, list)
     scenarios = [document] if single else document
     assert isinstance(scenarios, list)
@@ -96,8 +100,14 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
                                 cluster.freshness(), scenario.store.task)
             hosts = [host.id for host in scenario.store.all_hosts()]
             constrained = ruled_out(scenario.request, hosts, scenario.facts)
-            decision = policy.decide(scenario.request, view, explain=args.explain,
-                                     exclude=merged((), "", constrained))
+            exclude = merged((), "", constrained)
+            if isinstance(policy, QosPolicy):  # the request as new (Q = 0) at the scenario's now
+                decision = policy.decide_waiting(
+                    scenario.request, view, q_s=0.0, now=scenario.now, slo=slo,
+                    alpha_s=args.allocation_s, exclude=exclude, explain=args.explain)
+            else:
+                decision = policy.decide(scenario.request, view, explain=args.explain,
+                                         exclude=exclude)
             decision = name_constraints(decision, constrained, len(hosts))
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 
 from cli.argtypes import non_negative_float
 from domain.errors import ValidationError
-from domain.slo import SloTable
+from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
-from measure.service_levels import DEFAULT_ALLOCATION_S
 from workloads.cluster import THESIS_HOSTS_SPEC
 
 SLO_ENV = "GREENSWARM_SLO"
@@ -44,9 +43,11 @@ def _slo(text: str) -> SloTable:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
-def add_service_level_arguments(parser: argparse.ArgumentParser, *, measured: bool = False) -> None:
+def add_service_level_arguments(
+    parser: argparse.ArgumentParser, *, measured: bool = False, decide: bool = False
+) -> None:
     """``--slo C=V,...`` and ``--allocation-s S`` (DESIGN 3.10): what every request's service
-    level is judged by; for the simulate and replay actions."""
+    level is judged by; for the simulate, replay and decide actions."""
     parser.add_argument(
         "--slo", type=_slo, default=None, metavar="C=V,...",
         help="availability objective of each class named, e.g. 1=1,2=0.9,4=0.5; the others "
@@ -54,8 +55,9 @@ def add_service_level_arguments(parser: argparse.ArgumentParser, *, measured: bo
         "those)",
     )
     where = ("where the manager reports no container start (its 'started' events give the "
-             "measured one)" if measured else "the simulator starts runs at once: charged in "
-             "the accounting only; the queue's order and the qos policy expect it too")
+             "measured one)" if measured else "what the qos policy expects of its victims"
+             if decide else "the simulator starts runs at once: charged in the accounting "
+             "only; the queue's order and the qos policy expect it too")
     parser.add_argument(
         "--allocation-s", type=non_negative_float, default=DEFAULT_ALLOCATION_S, metavar="S",
         help="alpha: the time from a placement to a running container, charged to a request "

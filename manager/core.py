@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.classes import CLASSES
 from domain.decision import Decision
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
+from domain.service_history import service_level
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.effects import Effects
@@ -59,9 +61,11 @@ class Manager:
         self.clock = clock
         plugin = settings.plugin
         self.by_swarm = plugin.placed_by is PlacedBy.SWARM
+        self.slo = settings.slo_table
         self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed),
                                    admits_to_queue=plugin.admits_to_queue,
-                                   freshness=settings.cluster.freshness())
+                                   freshness=settings.cluster.freshness(),
+                                   slo=self.slo, alpha_s=settings.allocation_s)
         self.loop = SchedulingLoop()
         self.effects = Effects(store, records, backend, agents, self.room_freed)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
@@ -246,7 +250,9 @@ class Manager:
     def request_json(self, request_id: str, *, history: bool = True) -> dict[str, Any]:
         """A request's record as GET /requests/{id} answers it. While its task is booked, its
         current resources and cut are the registry's own, so the two never disagree."""
-        out = self.records.get(request_id).to_json()
+        record = self.records.get(request_id)
+        out = record.to_json()
+        out["service"] = self.service_json(record)
         task = self.store.task(request_id)
         if task is not None:
             out["current"] = {"cpu_shares": task.cpu_shares, "memory": task.memory}
@@ -254,6 +260,17 @@ class Manager:
         if not history:
             del out["history"], out["spec"]
         return out
+
+    def service_json(self, record: RequestRecord) -> dict[str, Any] | None:
+        """Its service level now (DESIGN 3.10), from its history; None for a record without
+        a class or a dated submission."""
+        cls = record.spec.get("class")
+        if not isinstance(cls, int) or isinstance(cls, bool) or cls not in CLASSES:
+            return None
+        level = service_level(record.history, now=self.clock(), objective=self.slo.objective(cls),
+                              alpha_s=self.settings.allocation_s,
+                              is_job=record.spec.get("type") == TaskType.JOB.value)
+        return None if level is None else level.to_json()
 
     def hosts(self) -> list[tuple[HostView, list[Task]]]:
         return [(host, self.store.tasks_on(host.id)) for host in self.store.all_hosts()]

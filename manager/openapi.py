@@ -221,6 +221,20 @@ TASK = _object(
     ["id", "host", "class", "type", "cpu_shares", "memory"],
 )
 RESOURCES = _object({"cpu_shares": _nullable(INT), "memory": _nullable(INT)})
+SERVICE_LEVEL = _object(
+    {
+        "availability": NUMBER,
+        "slo": NUMBER,
+        "met_slo": {"type": "boolean"},
+        "q_s": NUMBER,
+        "executed_s": NUMBER,
+        "pending_s": NUMBER,
+        "overhead": NUMBER,
+        "preemptions": INT,
+        "work_lost_s": NUMBER,
+    },
+    ["availability", "slo", "met_slo", "q_s", "executed_s", "pending_s", "preemptions"],
+)
 REQUEST_SUMMARY_PROPERTIES = {
     "id": STRING,
     "status": {"enum": [s.value for s in RequestStatus]},
@@ -235,6 +249,8 @@ REQUEST_SUMMARY_PROPERTIES = {
     "kills": INT,
     "created_at": NUMBER,
     "updated_at": NUMBER,
+    # DESIGN 3.10, at the moment of the answer: availability, the class's SLO, Q (s), ...
+    "service": _nullable(SERVICE_LEVEL),
 }
 REQUEST_SUMMARY = _object(REQUEST_SUMMARY_PROPERTIES, ["id", "status", "host", "kills"])
 REQUEST = _object(

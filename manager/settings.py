@@ -11,6 +11,7 @@ from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
+from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from scheduler import registry
 from scheduler.plugin import ClusterOptions, PolicyPlugin, build_options, option_fields
 from web.edge import BodyLimits, listen_addresses
@@ -44,6 +45,11 @@ class ManagerSettings:
     swarm_pending_timeout_s: float = 60.0  # 'swarm' policy: refuse what Swarm cannot start
     threads: int = 8  # WSGI worker threads
     service_prefix: str = "gs-"
+    # Service levels (DESIGN 3.10): the availability objective of the classes named, e.g.
+    # "2=0.9,4=0.5" (the others keep 1, 5/6, 2/3, 1/2), and alpha, the allocation time charged
+    # on every placement after a request's first, which the qos policy and the queue expect too.
+    slo: str = ""
+    allocation_s: float = DEFAULT_ALLOCATION_S
     # The class table and region bounds (GREENSWARM_OVERBOOKING_MODEL, _LEE_BELOW, _EED_ABOVE)
     # and the selected policy's typed options: read by from_env from the same environment.
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
@@ -68,6 +74,10 @@ class ManagerSettings:
     @property
     def bounds(self) -> RegionBounds:
         return self.cluster.bounds()
+
+    @property
+    def slo_table(self) -> SloTable:
+        return SloTable.parse(self.slo, f"{ENV_PREFIX}SLO")
 
     @property
     def plugin(self) -> PolicyPlugin[Any]:
@@ -98,6 +108,9 @@ class ManagerSettings:
         listen_addresses(self.listen_host, self.listen_port)
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
+        self.slo_table  # noqa: B018 - a bad GREENSWARM_SLO is refused at start, by name
+        if not 0 <= self.allocation_s <= 3600:
+            raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
 
 

@@ -35,13 +35,6 @@ from domain.model import TaskType
 from domain.slo import SloTable, default_objective
 
 GINI_INTERVAL_S = 600.0  # the paper's 10-minute intervals
-# alpha (DESIGN 3.10, 3.11): the time from a placement to a running container, charged to a
-# request (as time waiting) on every placement after its first where a run does not measure it
-# (the simulator; a live replay whose manager reports no container starts), and the
-# allocation time the simulated queue's order and the qos policy expect. The paper's alpha is
-# the expected maximum allocation time; scripts/bench-live.sh --requests 20 measured POST
-# /requests to a running container at p50 0.66 s, p90 0.77 s, max 1.19 s: the max, rounded up.
-DEFAULT_ALLOCATION_S = 1.2
 SHARES_PER_CORE = 1024
 
 

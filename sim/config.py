@@ -9,10 +9,9 @@ from typing import Any
 
 from domain.classes import ClassTable
 from domain.regions import RegionBounds
-from domain.slo import SloTable
+from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from measure.energy import PowerModel
 from measure.results import PolicyResult
-from measure.service_levels import DEFAULT_ALLOCATION_S
 from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig
 

@@ -24,6 +24,15 @@ def test_request_becomes_a_container_with_its_shares_and_memory(live: Live) -> N
     assert answer["request"]["host"] == live.node_id
     assert answer["request"]["kills"] == 0
     live.wait_resources("web", (512, 64 * 2**20))  # shares set by the agent on start
+    # DESIGN 3.10: it runs alpha (1.2 s) after its placement, unless an agent says otherwise;
+    # its wait for the decision is its only time not running
+    poll(lambda: live.request("web")["service"]["availability"] > 0.9, 10,
+         "web's availability to show it runs")
+    service = live.request("web")["service"]
+    assert service["slo"] == pytest.approx(2 / 3) and service["preemptions"] == 0
+    assert service["met_slo"] and service["pending_s"] < 1
+    # Q = e / sigma - (e + p) - alpha: a service that just started has about -alpha to go
+    assert service["q_s"] > -2 * 1.2
     host = live.get("/hosts")[0]
     assert (host["cpu_allocated"], host["memory_allocated"], host["class"]) == (512, 64 * 2**20, 3)
 
@@ -102,6 +111,14 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     assert any(e["kind"] == "killed" and e["by"] == "strict" for e in record["history"])
     assert "queued" in kinds
     assert record["kills"] == 1
+    # it waited: its availability shows it, once it runs again (alpha after its placement)
+    poll(lambda: live.request("victim")["service"]["executed_s"] > 0, 10,
+         "the victim to run again")
+    service = live.request("victim")["service"]
+    assert service["preemptions"] == 1 and 0 < service["availability"] < 1
+    assert service["pending_s"] > 0 and service["slo"] == 0.5
+    [listed] = [r for r in live.get("/requests") if r["id"] == "victim"]
+    assert listed["service"]["preemptions"] == 1
 
 
 def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:

@@ -106,3 +106,37 @@ def test_the_load_example_shows_a_prediction_and_a_stale_host(
     assert decision["host"] == "n3"  # the stale host, judged by its (empty) allocation
     text = "\n".join(decision["explain"])
     assert "+ 1 recent task(s) predicted" in text and "by allocation" in text
+
+
+def _full_host_scenario(tmp_path: Path) -> Path:
+    """One host of 1024 shares full with a class-2 service that has run 100 s (started at 0,
+    now 100); a new class-2 request of the same size."""
+    scenario = {
+        "now": 100,
+        "hosts": [{"id": "h", "cpu_capacity": 1024, "memory_capacity": 2**30,
+                   "cpu_util": 0.9, "memory_util": 0.5,
+                   "tasks": [{"id": "old", "class": 2, "type": "service", "cpu_shares": 1024,
+                              "memory": 2**30, "started_at": 0}]}],
+        "request": {"id": "new", "class": 2, "type": "service", "cpu_shares": 1024,
+                    "memory": 2**30},
+    }
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps(scenario))
+    return path
+
+
+def test_decide_takes_the_slo_the_qos_policy_judges_victims_by(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Q of 'old' = e / sigma - e - alpha: with the default 5/6, 100 x 0.2 - 1.2 = 18.8 s of
+    slack, above the 10-s margin: preempted for the new request (Q = 0). With --slo 2=0.99,
+    100 / 0.99 - 100 - 1.2 = -0.19 s: behind its SLO, more urgent than the new request of its
+    own class: nothing is placed."""
+    path = str(_full_host_scenario(tmp_path))
+    code, out, _ = run(capsys, "--scenario", path, "--policy", "qos")
+    assert code == 0 and json.loads(out)["kills"] == ["old"]
+    code, out, _ = run(capsys, "--scenario", path, "--policy", "qos", "--slo", "2=0.99")
+    assert code == 0 and json.loads(out)["placed"] is False
+    with pytest.raises(SystemExit) as caught:
+        run(capsys, "--scenario", path, "--policy", "qos", "--slo", "9=0.5")
+    assert caught.value.code == 2 and "--slo" in capsys.readouterr().err

@@ -1,0 +1,69 @@
+"""One request's service level (DESIGN 3.10) from its typed history, as the manager serves it.
+
+The manager keeps no clock per request: ``GET /requests/{id}`` replays the request's events
+through a :class:`domain.slo.ServiceClock` when asked. What each event means to the clock:
+
+* ``submitted``: admitted (the clock starts);
+* ``placed``, and ``swarm`` with a host: a host booked for it; its container is taken to run
+  ``alpha`` later (or at the next event, if one comes sooner) since the agents do not report
+  container starts; the first placement's allocation time is free, as for every request;
+* ``killed``, ``preempted``, ``host-lost``: taken off its host, waiting again (a preemption;
+  a job loses the work of its run);
+* ``start-failed``: its service could not be created: waiting again, no preemption;
+* ``rejected``, ``ended``, ``stopped``, ``vanished``: over. A request refused at once received
+  nothing: availability 0, an SLO miss (as in the reports);
+* the rest (``queued``, ``cut``, ``restored``, ``exited``, ``other``) change nothing: a cut task
+  runs, and Swarm restarts an exited service's container in place.
+
+Pure: the moment to evaluate at is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from domain.events import Event, EventKind
+from domain.slo import ServiceClock, ServiceLevel
+
+_STOPS = frozenset({EventKind.KILLED, EventKind.PREEMPTED, EventKind.HOST_LOST})
+_ENDS = frozenset({EventKind.REJECTED, EventKind.ENDED, EventKind.STOPPED, EventKind.VANISHED})
+
+
+def service_level(
+    history: Sequence[Event], *, now: float, objective: float, alpha_s: float, is_job: bool,
+) -> ServiceLevel | None:
+    """The request's figures at ``now`` (or at its end); None without a dated ``submitted``."""
+    events = [e for e in history if e.t is not None]
+    if not events or events[0].kind is not EventKind.SUBMITTED:
+        return None
+    first_t = events[0].t
+    assert first_t is not None
+    clock = ServiceClock(first_t)
+    runs_at: float | None = None  # when the container of the current placement runs
+    placed_ever = False
+    refused = False
+    for event in events[1:]:
+        t = event.t
+        assert t is not None
+        if runs_at is not None and runs_at <= t:
+            clock.running(runs_at)
+            runs_at = None
+        kind = event.kind
+        if kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
+            clock.placed(t)
+            placed_ever = True
+            runs_at = t + alpha_s
+        elif kind in _STOPS or kind is EventKind.START_FAILED:
+            if runs_at is not None:  # taken off before its container ran
+                runs_at = None
+            clock.stopped(t, preempted=kind in _STOPS, work_lost=is_job)
+        elif kind in _ENDS:
+            refused = kind is EventKind.REJECTED and not placed_ever
+            clock.ended(t)
+            break
+    if runs_at is not None and runs_at <= now:
+        clock.running(runs_at)
+    level = clock.at(max(now, clock.since_s), objective, alpha_s)
+    if refused:  # refused at once: it received nothing
+        return ServiceLevel(0.0, level.pending_s, 0.0, objective, level.qos, 0.0, 0, 0.0)
+    return level

@@ -1,0 +1,80 @@
+"""A request's service level from its typed history (domain/service_history.py), by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.events import Event, EventKind
+from domain.service_history import service_level
+
+K = EventKind
+
+
+def ev(kind: EventKind, t: float, host: str | None = None) -> Event:
+    return Event(kind, t=t, host=host)
+
+
+def test_a_service_killed_once_and_placed_again() -> None:
+    """Submitted at 100, placed at 101 (its first allocation, 1.2 s, is free: it runs from
+    102.2), killed at 200, queued, placed again at 250 (runs from 251.2: its 1.2 s are
+    charged), asked about at 400. e = (200 - 102.2) + (400 - 251.2) = 246.6;
+    p = 1 (waiting before its first placement) + 50 + 1.2 = 52.2; A = 246.6 / 298.8.
+    SLO 0.9: Q = 246.6 / 0.9 - 298.8 - 1.2 = -26.0 (behind)."""
+    history = [ev(K.SUBMITTED, 100), ev(K.PLACED, 101, "a"), ev(K.KILLED, 200),
+               ev(K.QUEUED, 200), ev(K.PLACED, 250, "b")]
+    level = service_level(history, now=400, objective=0.9, alpha_s=1.2, is_job=False)
+    assert level is not None
+    assert level.executed_s == pytest.approx(246.6)
+    assert level.pending_s == pytest.approx(52.2)
+    assert level.availability == pytest.approx(246.6 / 298.8)
+    assert level.qos == pytest.approx(246.6 / 0.9 - 298.8 - 1.2)
+    assert (level.preemptions, level.met, level.lost_s) == (1, False, 0.0)  # a service
+    assert level.to_json()["slo"] == 0.9
+
+
+def test_a_job_loses_the_work_of_the_run_it_was_preempted_from_and_ends() -> None:
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.PREEMPTED, 50),
+               ev(K.PLACED, 60, "a"), ev(K.ENDED, 160), ev(K.OTHER, 500)]
+    level = service_level(history, now=1000, objective=0.5, alpha_s=0.0, is_job=True)
+    assert level is not None  # over at 160: later moments change nothing
+    assert (level.executed_s, level.pending_s, level.lost_s) == (150.0, 10.0, 50.0)
+    assert level.met and level.preemptions == 1
+
+
+def test_refused_at_once_received_nothing_and_cuts_change_nothing() -> None:
+    refused = service_level([ev(K.SUBMITTED, 0), ev(K.REJECTED, 0)], now=10, objective=0.5,
+                            alpha_s=1.2, is_job=True)
+    assert refused is not None and refused.availability == 0.0 and not refused.met
+    cut = service_level([ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.CUT, 30),
+                         ev(K.RESTORED, 60)], now=100, objective=1.0, alpha_s=0.0,
+                        is_job=False)
+    assert cut is not None and cut.availability == 1.0 and cut.executed_s == 100.0
+
+
+def test_taken_off_before_its_container_ran_and_no_submission_to_start_from() -> None:
+    """Placed again at 10, its host lost at 10.5 (alpha 1.2: it never ran there)."""
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.KILLED, 5),
+               ev(K.PLACED, 10, "b"), ev(K.HOST_LOST, 10.5)]
+    level = service_level(history, now=20, objective=1.0, alpha_s=1.2, is_job=False)
+    assert level is not None
+    assert level.executed_s == pytest.approx(5 - 1.2)
+    assert level.preemptions == 2
+    assert service_level([ev(K.PLACED, 0, "a")], now=5, objective=1.0, alpha_s=0.0,
+                         is_job=False) is None
+
+
+def test_the_manager_reads_its_slo_and_allocation_time_and_refuses_bad_ones() -> None:
+    from domain.errors import ValidationError
+    from manager.settings import ManagerSettings
+
+    settings = ManagerSettings.from_env({"GREENSWARM_SLO": "2=0.9,4=0.5",
+                                         "GREENSWARM_ALLOCATION_S": "2.5"})
+    assert [settings.slo_table.objective(c) for c in (1, 2, 3, 4)] == pytest.approx(
+        [1.0, 0.9, 2 / 3, 0.5])
+    assert settings.allocation_s == 2.5
+    for env, field in (({"GREENSWARM_SLO": "2=1.5"}, "GREENSWARM_SLO"),
+                       ({"GREENSWARM_SLO": "9=0.5"}, "GREENSWARM_SLO"),
+                       ({"GREENSWARM_ALLOCATION_S": "-1"}, "GREENSWARM_ALLOCATION_S")):
+        with pytest.raises(ValidationError) as caught:
+            ManagerSettings.from_env(env)
+        assert caught.value.field == field
