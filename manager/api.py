@@ -62,10 +62,12 @@ def stop(request_id: str) -> Response:
 
 @blueprint.get("/hosts")
 def hosts() -> Response:
+    manager_ = manager()
     return jsonify(
         [
-            {**host_json(host), "tasks": [task_json(task) for task in tasks]}
-            for host, tasks in manager().hosts()
+            {**host_json(host), "name": manager_.host_name(host.id),
+             "tasks": [task_json(task) for task in tasks]}
+            for host, tasks in manager_.hosts()
         ]
     )
 

@@ -272,6 +272,11 @@ class Manager:
                               is_job=record.spec.get("type") == TaskType.JOB.value)
         return None if level is None else level.to_json()
 
+    def host_name(self, host_id: str) -> str:
+        """The node's hostname, as `docker node ls` prints it (its id until the Swarm said)."""
+        facts = self.scheduler.node_facts.get(host_id)
+        return facts.hostname if facts is not None and facts.hostname else host_id
+
     def hosts(self) -> list[tuple[HostView, list[Task]]]:
         return [(host, self.store.tasks_on(host.id)) for host in self.store.all_hosts()]
 

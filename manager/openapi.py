@@ -469,7 +469,9 @@ def document() -> dict[str, Any]:
                 "get": _op(
                     "get",
                     "hosts with region, class, utilization, allocation, tasks",
-                    answer=_list({"allOf": [HOST, _object({"tasks": _list(TASK)}, ["tasks"])]}),
+                    answer=_list({"allOf": [HOST, _object(
+                        {"name": {**STRING, "description": "the node's hostname"},
+                         "tasks": _list(TASK)}, ["name", "tasks"])]}),
                     errors=unavailable,
                 )
             },

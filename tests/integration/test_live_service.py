@@ -613,3 +613,34 @@ def test_a_drained_node_loses_its_tasks_at_once_and_its_monitor_cannot_register_
     finally:
         set_availability(live, "active")
     live.wait_status("mover", "killed-and-rescheduled", timeout_s=30)
+
+
+def test_the_cli_names_nodes_by_hostname_and_stops_requests(
+    live: Live, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21: hostnames where node ids were, `greenswarm stop ID...`, `--volume`."""
+    from cli.main import main
+    from tests.support.live import TOKEN
+
+    monkeypatch.setenv("GREENSWARM_TOKEN", TOKEN)
+    hostname = live.docker.info()["Name"]  # what `docker node ls` prints for this node
+    url = ["--url", live.url]
+    assert main(["submit", "busybox", "--cpu-shares", "256", "--memory", "32m", "--class", "3",
+                 "--type", "service", "--name", "cli1", "--volume", "/data", *url,
+                 "--", "sleep", "600"]) == 0
+    assert live.request("cli1")["spec"]["volumes"] == ["/data"]
+    capsys.readouterr()
+    assert main(["hosts", *url]) == 0
+    out = capsys.readouterr().out
+    assert hostname in out and live.node_id not in out
+    assert main(["hosts", "--ids", *url]) == 0
+    assert live.node_id in capsys.readouterr().out
+    assert main(["status", *url]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cli1 ")]
+    assert hostname in row and live.node_id not in row
+    assert main(["status", "cli1", *url]) == 0
+    assert f"host {hostname} ({live.node_id})" in capsys.readouterr().out
+    assert main(["stop", "cli1", "nosuch", *url]) == 1  # one of them could not be stopped
+    out, err = capsys.readouterr()
+    assert "cli1: stopped" in out and "nosuch: not stopped" in err
+    assert live.request("cli1")["status"] == "stopped"
