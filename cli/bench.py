@@ -31,7 +31,7 @@ from cli.argtypes import non_negative_float, positive_float, positive_int
 from cli.options import add_hosts_argument
 from cli.replay import add_replay
 from cli.simulate import THESIS_WORKLOAD, WORKLOADS, add_profile, add_simulate
-from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
+from domain.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
 ActionRegistrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 
 from cli.argtypes import non_negative_float
+from domain.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 from domain.errors import ValidationError
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
-from measure.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 from workloads.cluster import THESIS_HOSTS_SPEC
 
 SLO_ENV = "GREENSWARM_SLO"

@@ -103,9 +103,9 @@ def _token_from_file(path: str) -> str:
 def run_replay(args: argparse.Namespace) -> int:
     from cli.options import slo_table
     from client.manager import ManagerClient
+    from domain.energy import PowerModel
     from domain.errors import ValidationError
     from domain.settings import shared_token
-    from measure.energy import PowerModel
     from measure.result_files import check_policy_name, save_result
     from replay.driver import Replay, ReplayOptions
     from replay.plan import ReplayPlanConfig, plan_submissions

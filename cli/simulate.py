@@ -232,7 +232,7 @@ def _simulate_seed(
     ``seed`` None: the trace's own seed (or 0)."""
     from cli import policy_options
     from cli.options import slo_table
-    from measure.energy import PowerModel
+    from domain.energy import PowerModel
     from measure.report import write_report
     from measure.result_files import save_result
     from sim.config import SimConfig

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from domain.energy import PowerModel
 from domain.model import HostSpec
 from domain.regions import Region, RegionBounds
-from measure.energy import PowerModel
 from measure.results import SERIES_COLUMNS, HostSeries
 
 _N_SERIES = len(SERIES_COLUMNS)

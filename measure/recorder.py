@@ -118,12 +118,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from domain.classes import CLASSES, MAX_CLASS, MIN_CLASS
+from domain.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
 from domain.regions import RegionBounds
 from domain.slo import Phase, ServiceClock, SloTable
-from measure.energy import JOULES_PER_KWH, EnergyMeter, PowerModel
 from measure.host_time import HostTime, advance, host_series
 from measure.results import (
     HostSummary,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from client.manager import ManagerClient
+from domain.energy import PowerModel
 from domain.errors import (
     AuthError,
     ConflictError,
@@ -27,7 +28,6 @@ from domain.errors import (
 )
 from domain.model import HostSpec
 from domain.slo import SloTable
-from measure.energy import PowerModel
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult, Stats
 from replay.clients import ServiceClient

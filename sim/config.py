@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.classes import ClassTable
+from domain.energy import PowerModel
 from domain.regions import RegionBounds
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
-from measure.energy import PowerModel
 from measure.results import PolicyResult
 from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.errors import ValidationError
-from measure.energy import (
+from domain.energy import (
     DEFAULT_POWER_TABLE,
     JOULES_PER_KWH,
     MEMORY_W_PER_GIB,
@@ -21,6 +20,7 @@ from measure.energy import (
     energy_kwh_constant,
     power_table,
 )
+from domain.errors import ValidationError
 
 GIB = 1024**3
 G4 = (86, 89.4, 92.6, 96, 99.5, 102, 106, 108, 112, 114, 117)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from cli.bench import register
+from domain.energy import JOULES_PER_KWH, PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
-from measure.energy import JOULES_PER_KWH, PowerModel
 from measure.recorder import Cut, MetricsRecorder
 from measure.report import build_summary, write_report
 from measure.result_files import load_result, load_results, save_result

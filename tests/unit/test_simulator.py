@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from domain.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
-from measure.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from sim.config import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, SimResult
 from sim.engine import ProgressCallback, Simulation
 from sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
