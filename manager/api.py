@@ -8,6 +8,7 @@ from domain.errors import ValidationError
 from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
+from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from manager.openapi import document
 from web.edge import allow_only, json_body
 from web.forms import host_json, task_json
@@ -70,6 +71,12 @@ def hosts() -> Response:
             for host, tasks in manager_.hosts()
         ]
     )
+
+
+@blueprint.get("/metrics")
+def metrics() -> Response:
+    """Prometheus exposition (DESIGN 11): counters of decisions, gauges of hosts and queue."""
+    return Response(manager().metrics.exposition(), content_type=METRICS_CONTENT_TYPE)
 
 
 @blueprint.get("/healthz")

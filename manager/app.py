@@ -20,7 +20,8 @@ def create_app(manager_: Manager) -> Flask:
     """One app: the manager's API plus the Host and Task Registry endpoints (DESIGN 2)."""
     app = Flask("greenswarm.manager", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, manager_.settings.token, manager_.settings.body_limits)
+    web.install(app, manager_.settings.token, manager_.settings.body_limits,
+                route_tokens={"/metrics": manager_.settings.metrics_token})
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_))
     app.extensions["greenswarm.manager"] = manager_
     app.register_blueprint(manager.api.blueprint)

@@ -26,6 +26,7 @@ from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.effects import Effects
 from manager.loop import SchedulingLoop
+from manager.metrics import ManagerMetrics, StateCollector
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
@@ -67,7 +68,11 @@ class Manager:
                                    freshness=settings.cluster.freshness(),
                                    slo=self.slo, alpha_s=settings.allocation_s)
         self.loop = SchedulingLoop()
-        self.effects = Effects(store, records, backend, agents, self.room_freed)
+        self.metrics = ManagerMetrics(StateCollector(
+            store.all_hosts, self.host_name, store.pending, records.counts, clock, self.slo,
+            settings.allocation_s, settings.power_model))
+        self.effects = Effects(store, records, backend, agents, self.room_freed,
+                               observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
                                clock, self.queue_retry, by_swarm=self.by_swarm)
         self._state = _State()

@@ -33,8 +33,10 @@ class Effects:
         backend: SwarmBackend,
         agents: AgentClient,
         room_freed: Callable[[str], None],
+        observe: Callable[[Outcome], None] | None = None,
     ) -> None:
         self.store = store
+        self.observe = observe  # told of every outcome carried out (the metrics)
         self.records = records
         self.backend = backend
         self.agents = agents
@@ -43,6 +45,8 @@ class Effects:
         self.agent_urls: dict[str, str] = {}  # host id -> its agent, as the last sync found
 
     def carry_out(self, outcome: Outcome) -> None:
+        if self.observe is not None:
+            self.observe(outcome)
         for decision in outcome.applied:
             preempted = decision.pass_ is Pass.PREEMPT
             for victim in decision.kills:

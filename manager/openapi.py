@@ -409,6 +409,11 @@ def document() -> dict[str, Any]:
         "description": "Redis or the Docker engine does not answer (the checks say which)",
         "content": {"application/json": {"schema": HEALTH}},
     }
+    metrics = _op("get", "Prometheus exposition (DESIGN 11); takes GREENSWARM_METRICS_TOKEN too")
+    metrics["responses"]["200"] = {
+        "description": "the text exposition format 0.0.4",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
     unavailable = ("503",)
     return {
         "openapi": "3.0.3",
@@ -476,6 +481,7 @@ def document() -> dict[str, Any]:
                 )
             },
             "/healthz": {"get": health},
+            "/metrics": {"get": metrics},
             "/openapi.json": {"get": _op("get", "this document", answer={"type": "object"})},
             "/registry/hosts": {
                 "get": _op(

@@ -163,6 +163,15 @@ class RequestRecords:
             history=[read_event(json.loads(item)) for item in history],
         )
 
+    def counts(self) -> dict[RequestStatus, int]:
+        """How many records are in each status (one round trip)."""
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for status in RequestStatus:
+                pipe.scard(self._status_key(status))
+            sizes = pipe.execute()
+        return dict(zip(RequestStatus, (int(n) for n in sizes), strict=True))
+
     def ids(self, status: RequestStatus | None = None, limit: int = 1000) -> list[str]:
         with redis_errors():
             if status is None:

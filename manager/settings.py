@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.classes import ClassTable
+from domain.energy import DEFAULT_POWER_TABLE, PowerModel
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
@@ -50,6 +51,11 @@ class ManagerSettings:
     # on every placement after a request's first, which the qos policy and the queue expect too.
     slo: str = ""
     allocation_s: float = DEFAULT_ALLOCATION_S
+    # GET /metrics (DESIGN 11) also takes this bearer token, so that Prometheus need not hold
+    # the shared one (which can submit and stop requests); empty: the shared token only.
+    metrics_token: str = ""
+    # The SPECpower table the hosts' power is estimated with (`greenswarm bench power-tables`).
+    power_table: str = DEFAULT_POWER_TABLE
     # The class table and region bounds (GREENSWARM_OVERBOOKING_MODEL, _LEE_BELOW, _EED_ABOVE)
     # and the selected policy's typed options: read by from_env from the same environment.
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
@@ -78,6 +84,13 @@ class ManagerSettings:
     @property
     def slo_table(self) -> SloTable:
         return SloTable.parse(self.slo, f"{ENV_PREFIX}SLO")
+
+    @property
+    def power_model(self) -> PowerModel:
+        try:
+            return PowerModel.named(self.power_table)
+        except ValidationError as exc:
+            raise ValidationError(f"{ENV_PREFIX}POWER_TABLE", exc.message) from None
 
     @property
     def plugin(self) -> PolicyPlugin[Any]:
@@ -109,6 +122,7 @@ class ManagerSettings:
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
         self.slo_table  # noqa: B018 - a bad GREENSWARM_SLO is refused at start, by name
+        self.power_model  # noqa: B018 - and so is an unknown power table
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()

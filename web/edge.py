@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -64,11 +65,15 @@ def token_ok(header: str | None, token: str) -> bool:
     return hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode())
 
 
-def install(app: Flask, token: str, limits: BodyLimits | None = None) -> None:
+def install(app: Flask, token: str, limits: BodyLimits | None = None,
+            route_tokens: Mapping[str, str] | None = None) -> None:
     """JSON errors for the whole app, the bearer token on every request but PUBLIC_RULES (an
-    unknown path or method included: 401 first), and the bounds on request bodies."""
+    unknown path or method included: 401 first), and the bounds on request bodies.
+    ``route_tokens``: a rule that also takes a token of its own (e.g. a read-only one for
+    ``/metrics``); an empty one adds nothing."""
     limits = limits or BodyLimits()
     limits.validate()
+    extra = {rule: value for rule, value in (route_tokens or {}).items() if value}
     app.config[TOKEN_KEY] = token
     app.config[LIMITS_KEY] = limits
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes  # werkzeug: 413 before reading
@@ -78,7 +83,10 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None) -> None:
         rule = request.url_rule
         if rule is not None and rule.rule in PUBLIC_RULES:
             return
-        if not token_ok(request.headers.get("Authorization"), app.config[TOKEN_KEY]):
+        header = request.headers.get("Authorization")
+        if rule is not None and rule.rule in extra and token_ok(header, extra[rule.rule]):
+            return
+        if not token_ok(header, app.config[TOKEN_KEY]):
             raise AuthError("a valid 'Authorization: Bearer <token>' header is required")
 
     @app.before_request
