@@ -350,3 +350,42 @@ def energy_kwh_constant(model: PowerModel, cpu_util: float, memory_in_use_bytes:
                         duration_s: float) -> float:
     """Energy of a constant load (a reference for tests and quick estimates)."""
     return model.power_w(cpu_util, memory_in_use_bytes) * duration_s / JOULES_PER_KWH
+
+
+@dataclass(frozen=True, slots=True)
+class PowerReading:
+    """A host's power as its monitor measured it (RAPL, DESIGN 5 and 11), and when."""
+
+    watts: float
+    measured_at: float
+
+
+class ClusterEnergy:
+    """The cluster's energy since ``since_s``, from its power read at moments given in order
+    (left rectangles: each reading holds until the next). ``measured`` only counts while at
+    least one host measures its power; the estimate always counts."""
+
+    def __init__(self, since_s: float) -> None:
+        self.since_s = since_s
+        self._last_s = since_s
+        self._estimated_w = 0.0
+        self._measured_w: float | None = None
+        self.estimated_j = 0.0
+        self.measured_j = 0.0
+
+    def add(self, t: float, estimated_w: float, measured_w: float | None) -> None:
+        """The cluster's power from ``t`` on; the power before it held since the last call."""
+        dt = max(0.0, t - self._last_s)
+        self.estimated_j += self._estimated_w * dt
+        if self._measured_w is not None:
+            self.measured_j += self._measured_w * dt
+        self._last_s = max(self._last_s, t)
+        self._estimated_w, self._measured_w = estimated_w, measured_w
+
+    @property
+    def estimated_kwh(self) -> float:
+        return self.estimated_j / JOULES_PER_KWH
+
+    @property
+    def measured_kwh(self) -> float:
+        return self.measured_j / JOULES_PER_KWH

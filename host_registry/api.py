@@ -9,6 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from domain.classes import check_class
 from domain.decision import Decision, Pass, TaskCut
+from domain.energy import PowerReading
 from domain.errors import NotFoundError, ValidationError
 from domain.load import LoadWindows, check_measured_at
 from domain.model import (
@@ -111,6 +112,9 @@ def register_host() -> tuple[Response, int]:
     return jsonify(host_json(view)), status
 
 
+MAX_POWER_W = 100_000.0  # no one machine draws 100 kW: a larger reading is a fault
+
+
 @blueprint.put("/hosts/<host_id>/utilization")
 def host_utilization(host_id: str) -> Response:
     """Message 12: the monitor's thresholded host utilization (either or both numbers), the
@@ -124,12 +128,16 @@ def host_utilization(host_id: str) -> Response:
     host = reg.store.host(check_id(host_id, "host"))
     cpu = check_fraction_of_one(body.get("cpu_util", host.cpu_util), "cpu_util")
     memory = check_fraction_of_one(body.get("memory_util", host.memory_util), "memory_util")
+    power: float | None = None
     if "power_w" in body:
         power = body["power_w"]
-        if isinstance(power, bool) or not isinstance(power, int | float) or power < 0:
-            raise ValidationError("power_w", "must be a non-negative number")
+        if (isinstance(power, bool) or not isinstance(power, int | float)
+                or not 0 <= power <= MAX_POWER_W):
+            raise ValidationError("power_w", f"must be a number of watts in [0, {MAX_POWER_W}]")
     now = time.time()
     measured_at = check_measured_at(body.get("measured_at", now), now)
+    if power is not None:  # RAPL: the package's measured power (DESIGN 11)
+        reg.power.record(host.id, PowerReading(float(power), measured_at))
     windows = LoadWindows.from_json(body["windows"]) if "windows" in body else None
     if "cpu_util" in body or "memory_util" in body:
         view = reg.store.update_host_utilization(host.id, cpu, memory, measured_at, windows)
@@ -163,7 +171,9 @@ def load_watcher_host(host_id: str) -> Response:
 @blueprint.delete("/hosts/<host_id>")
 def remove_host(host_id: str) -> tuple[Response, int]:
     """A host leaves: its tasks are rescheduled like kill victims (DESIGN 9)."""
-    registry().events.host_removed(check_id(host_id, "host"))
+    reg = registry()
+    reg.events.host_removed(check_id(host_id, "host"))
+    reg.power.forget(host_id)
     return jsonify({"removed": host_id}), 202
 
 

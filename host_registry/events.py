@@ -8,7 +8,7 @@ them to its scheduling loop, the standalone registry only changes the books.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from flask import current_app
@@ -16,6 +16,7 @@ from flask import current_app
 from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.store import ClusterStore
+from host_registry.power import MemoryPowerReadings, PowerReadings
 
 
 class RegistryEvents(Protocol):
@@ -45,6 +46,8 @@ class RegistryEvents(Protocol):
 class Registry:
     store: ClusterStore
     events: RegistryEvents
+    # the monitors' power readings (RAPL), where a host has them
+    power: PowerReadings = field(default_factory=MemoryPowerReadings)
 
 
 def registry() -> Registry:

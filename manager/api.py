@@ -64,13 +64,31 @@ def stop(request_id: str) -> Response:
 @blueprint.get("/hosts")
 def hosts() -> Response:
     manager_ = manager()
+    listed = manager_.hosts()
+    powers = manager_.power.hosts((host for host, _ in listed), manager_.clock())
     return jsonify(
         [
             {**host_json(host), "name": manager_.host_name(host.id),
+             "power": powers[host.id].to_json(),
              "tasks": [task_json(task) for task in tasks]}
-            for host, tasks in manager_.hosts()
+            for host, tasks in listed
         ]
     )
+
+
+@blueprint.get("/power")
+def power() -> Response:
+    """Each host's power, estimated and measured (RAPL), and the cluster's since the manager
+    started (DESIGN 11)."""
+    allow_only(dict(request.args), set())
+    manager_ = manager()
+    hosts = list(manager_.store.all_hosts())
+    powers = manager_.power.hosts(hosts, manager_.clock())
+    return jsonify({
+        "hosts": {host_id: {"name": manager_.host_name(host_id), **p.to_json()}
+                  for host_id, p in powers.items()},
+        "cluster": manager_.power.cluster_json(powers),
+    })
 
 
 @blueprint.get("/metrics")

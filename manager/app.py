@@ -22,7 +22,8 @@ def create_app(manager_: Manager) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     web.install(app, manager_.settings.token, manager_.settings.body_limits,
                 route_tokens={"/metrics": manager_.settings.metrics_token})
-    app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_))
+    app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
+                                            manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
     app.register_blueprint(manager.api.blueprint)
     app.register_blueprint(host_registry.api.blueprint)

@@ -22,11 +22,13 @@ from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.service_history import service_level
+from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.effects import Effects
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
+from manager.power import PowerView
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
@@ -68,9 +70,12 @@ class Manager:
                                    freshness=settings.cluster.freshness(),
                                    slo=self.slo, alpha_s=settings.allocation_s)
         self.loop = SchedulingLoop()
+        self.power = PowerView(settings.power_model, RedisPowerReadings(store.client,
+                                                                        settings.redis_prefix),
+                               clock(), stale_after_s=settings.cluster.stale_after_s)
         self.metrics = ManagerMetrics(StateCollector(
             store.all_hosts, self.host_name, store.pending, records.counts, clock, self.slo,
-            settings.allocation_s, settings.power_model))
+            settings.allocation_s, self.power))
         self.effects = Effects(store, records, backend, agents, self.room_freed,
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
@@ -102,9 +107,17 @@ class Manager:
             if now >= next_sync:
                 next_sync = now + self.settings.sync_interval_s
                 self.loop.post(self._sync_logged)
+                self._meter_power()
             if now >= next_retry:
                 next_retry = now + self.settings.retry_interval_s
                 self.queue_retry()
+
+    def _meter_power(self) -> None:
+        """The cluster's power now, into its kWh so far (every sync interval)."""
+        try:
+            self.power.meter(self.clock(), self.store.all_hosts())
+        except GreenSwarmError as exc:
+            log.warning("power: cannot read the hosts: %s", exc)
 
     def _sync_logged(self) -> None:
         try:

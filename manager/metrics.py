@@ -10,8 +10,9 @@ that several managers in one process, as in the tests, do not mix):
   (``preempt`` for the qos policy's preemptions);
 * gauges read from the registries at scrape time (:class:`StateCollector`): per host
   (labels ``host``, ``name``, ``region``, ``class``) its CPU and memory utilization, allocated
-  CPU shares and memory, capacities, overbooking factor, task count and estimated watts (the
-  energy model at its utilization and booked memory, DESIGN 7.4); the pending queue's length,
+  CPU shares and memory, capacities, overbooking factor, task count, estimated watts (the
+  energy model at its utilization and memory in use, DESIGN 7.4) and measured watts (RAPL,
+  where its monitor reads it); the pending queue's length,
   its oldest wait and its lowest Q; the requests by status.
 
 A scrape that cannot read Redis yields the counters and ``greenswarm_up 0`` rather than an
@@ -28,12 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from domain.energy import PowerModel
 from domain.errors import GreenSwarmError
 from domain.lifecycle import RequestStatus
 from domain.model import HostView
 from domain.pending import PendingEntry
 from domain.slo import SloTable, qos_metric
+from manager.power import PowerView
 from scheduler.service import Outcome
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class StateCollector(Collector):
 
     def __init__(self, hosts: HostsReader, names: Callable[[str], str], pending: PendingReader,
                  statuses: StatusCounter, clock: Callable[[], float], slo: SloTable,
-                 alpha_s: float, power: PowerModel) -> None:
+                 alpha_s: float, power: PowerView) -> None:
         self._hosts, self._names, self._pending, self._statuses = hosts, names, pending, statuses
         self._clock, self._slo, self._alpha_s, self._power = clock, slo, alpha_s, power
 
@@ -91,22 +92,27 @@ class StateCollector(Collector):
             "of": gauge("overbooking_factor", "booked over capacity, the larger of CPU, memory"),
             "tasks": gauge("tasks", "tasks booked"),
             "watts": gauge("power_estimated_watts", "the energy model's estimate (DESIGN 7.4)"),
+            "measured": gauge("power_measured_watts", "RAPL, where the host's monitor reads it"),
         }
-        for host in self._hosts():
+        now = self._clock()
+        hosts = list(self._hosts())
+        powers = self._power.hosts(hosts, now)
+        for host in hosts:
             key = [host.id, self._names(host.id), host.region.value,
                    str(host.host_class) if host.host_class is not None else "empty"]
-            memory_in_use = host.memory_util * host.memory_capacity
+            power = powers[host.id]
+            if power.measured_w is not None:
+                g["measured"].add_metric(key, power.measured_w)
             for name, value in (
                 ("cpu", host.cpu_util), ("mem", host.memory_util),
                 ("cpu_alloc", host.cpu_allocated), ("mem_alloc", host.memory_allocated),
                 ("cpu_cap", host.cpu_capacity), ("mem_cap", host.memory_capacity),
                 ("of", host.overbooking_factor), ("tasks", host.task_count),
-                ("watts", self._power.power_w(host.cpu_util, memory_in_use)),
+                ("watts", power.estimated_w),
             ):
                 g[name].add_metric(key, float(value))
         yield from g.values()
         entries = self._pending()
-        now = self._clock()
         length = GaugeMetricFamily("greenswarm_queue_length", "requests in the pending queue")
         length.add_metric([], float(len(entries)))
         oldest = GaugeMetricFamily("greenswarm_queue_oldest_wait_seconds",

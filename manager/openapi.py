@@ -221,6 +221,35 @@ TASK = _object(
     ["id", "host", "class", "type", "cpu_shares", "memory"],
 )
 RESOURCES = _object({"cpu_shares": _nullable(INT), "memory": _nullable(INT)})
+HOST_POWER_PROPERTIES = {
+    "estimated_w": NUMBER,
+    "measured_w": _nullable(NUMBER),
+    "measured_at": _nullable(NUMBER),
+}
+HOST_POWER = _object(HOST_POWER_PROPERTIES, ["estimated_w", "measured_w", "measured_at"])
+POWER = _object(
+    {
+        "hosts": {
+            "type": "object",
+            "additionalProperties": _object(
+                {"name": STRING, **HOST_POWER_PROPERTIES},
+                ["name", "estimated_w", "measured_w", "measured_at"],
+            ),
+        },
+        "cluster": _object(
+            {
+                "estimated_w": NUMBER,
+                "measured_w": _nullable(NUMBER),
+                "measured_hosts": INT,
+                "estimated_kwh": NUMBER,
+                "measured_kwh": NUMBER,
+                "since": NUMBER,
+            },
+            ["estimated_w", "measured_w", "estimated_kwh", "measured_kwh", "since"],
+        ),
+    },
+    ["hosts", "cluster"],
+)
 SERVICE_LEVEL = _object(
     {
         "availability": NUMBER,
@@ -476,12 +505,16 @@ def document() -> dict[str, Any]:
                     "hosts with region, class, utilization, allocation, tasks",
                     answer=_list({"allOf": [HOST, _object(
                         {"name": {**STRING, "description": "the node's hostname"},
-                         "tasks": _list(TASK)}, ["name", "tasks"])]}),
+                         "power": HOST_POWER, "tasks": _list(TASK)},
+                        ["name", "power", "tasks"])]}),
                     errors=unavailable,
                 )
             },
             "/healthz": {"get": health},
             "/metrics": {"get": metrics},
+            "/power": {"get": _op("get", "each host's power, estimated and measured (RAPL), "
+                                  "and the cluster's energy since the manager started",
+                                  answer=POWER, errors=("400", "503"))},
             "/openapi.json": {"get": _op("get", "this document", answer={"type": "object"})},
             "/registry/hosts": {
                 "get": _op(

@@ -118,3 +118,26 @@ def test_a_real_prometheus_scrapes_the_manager_with_its_read_token(
     assert series["metric"]["policy"] == "energy" and float(series["value"][1]) == 1.0
     [tasks] = _query(prometheus, "greenswarm_host_tasks")
     assert tasks["metric"]["host"] == live.node_id and float(tasks["value"][1]) >= 0
+
+
+def test_measured_power_reaches_hosts_power_and_metrics(live: Live) -> None:
+    """The monitor's RAPL reading (power_w in its utilization update, as monitor/core.py sends
+    it) was dropped by the registry; now it is the host's measured power, beside the estimate."""
+    before = live.get("/hosts")[0]["power"]
+    assert before["measured_w"] is None and before["estimated_w"] >= 86.0  # hp-ml110-g4 idle
+    bad = live.put(f"/registry/hosts/{live.node_id}/utilization",
+                   {"cpu_util": 0.5, "power_w": -3})
+    assert bad.status_code == 400 and bad.json()["field"] == "power_w"
+    ok = live.put(f"/registry/hosts/{live.node_id}/utilization",
+                  {"cpu_util": 0.5, "memory_util": 0.25, "power_w": 42.5})
+    assert ok.status_code == 200
+    power = live.get("/hosts")[0]["power"]
+    assert power["measured_w"] == 42.5 and power["measured_at"] is not None
+    # the estimate follows the utilization: the table at 50 % (102 W) plus the memory in use
+    assert power["estimated_w"] > before["estimated_w"]
+    cluster = live.get("/power")
+    assert cluster["hosts"][live.node_id]["measured_w"] == 42.5
+    assert cluster["hosts"][live.node_id]["name"] == live.docker.info()["Name"]
+    assert cluster["cluster"]["measured_w"] == 42.5 and cluster["cluster"]["measured_hosts"] == 1
+    text = _metrics(live, TOKEN).text
+    assert _sample(text, "greenswarm_host_power_measured_watts", host=live.node_id) == 42.5
