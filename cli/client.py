@@ -79,6 +79,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _common(hosts)
     hosts.set_defaults(handler=run_hosts)
 
+    events = subparsers.add_parser(
+        "events", help="print every request's typed events (placed, cut, killed, ...)",
+        description="Print the events the manager recorded, oldest first, one line each: "
+        "time, request, kind, host, reason. --follow keeps printing new ones until Ctrl-C.")
+    events.add_argument("--follow", "-f", action="store_true",
+                        help="keep printing new events (polls every second)")
+    events.add_argument("--last", type=int, default=50, metavar="N",
+                        help="start with at most the last N events (default: 50; 0: only new)")
+    events.add_argument("--json", action="store_true", help="one JSON object per line")
+    _common(events)
+    events.set_defaults(handler=run_events)
+
     stop = subparsers.add_parser(
         "stop", help="stop requests and free their resources",
         description="Stop each request named (DELETE /requests/ID): a running one is removed "
@@ -266,6 +278,45 @@ def run_stop(args: argparse.Namespace) -> int:
             continue
         print(f"{request_id}: {record['status']}")
     return 1 if failed else 0
+
+
+def _event_line(event: dict[str, Any], names: dict[str, str]) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.get("t") or 0))
+    host = event.get("host")
+    where = f"  on {names.get(host, host)}" if host else ""
+    return f"{stamp}  {event['request']:<20}  {event['kind']:<12}{where}  {event.get('reason', '')}"
+
+
+def run_events(args: argparse.Namespace) -> int:
+    api = ManagerClient(args.url, _token(args))
+    names = _host_names(api)
+    cursor = "$" if args.last <= 0 else "0"
+    if args.last > 0:  # the last N: walk from the oldest kept, keep the tail
+        tail: list[dict[str, Any]] = []
+        for _ in range(100):  # at most 100 pages of 1,000: the stream keeps about 10,000
+            page = api.get(f"/events?since={cursor}&limit=1000")
+            tail = (tail + page["events"])[-args.last:]
+            cursor = page["next"]
+            if len(page["events"]) < 1000:
+                break
+        for event in tail:
+            print(json.dumps(event) if args.json else _event_line(event, names), flush=True)
+    else:
+        cursor = api.get("/events?since=$")["next"]
+    if not args.follow:
+        return 0
+    try:
+        while True:
+            page = api.get(f"/events?since={cursor}&limit=1000")
+            cursor = page["next"]
+            for event in page["events"]:
+                if event.get("host") and event["host"] not in names:
+                    names = _host_names(api)
+                print(json.dumps(event) if args.json else _event_line(event, names), flush=True)
+            if len(page["events"]) < 1000:
+                time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
 
 
 def run_hosts(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from domain.errors import ValidationError
@@ -14,6 +16,7 @@ from web.edge import allow_only, json_body
 from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
+EVENT_CURSOR = re.compile(r"0|\$|[0-9]{1,20}-[0-9]{1,20}")
 
 
 def manager() -> Manager:
@@ -89,6 +92,24 @@ def power() -> Response:
                   for host_id, p in powers.items()},
         "cluster": manager_.power.cluster_json(powers),
     })
+
+
+@blueprint.get("/events")
+def events() -> Response:
+    """The typed events of every request as they were written, oldest first, after the cursor
+    ``since`` ("0": the oldest kept, "$": only the cursor of now), at most ``limit``."""
+    allow_only(dict(request.args), {"since", "limit"})
+    since = request.args.get("since", "0")
+    if not EVENT_CURSOR.fullmatch(since):
+        raise ValidationError("since", "must be a cursor that GET /events gave, 0 or $")
+    try:
+        limit = int(request.args.get("limit", "100"))
+    except ValueError:
+        raise ValidationError("limit", "must be an integer") from None
+    if not 1 <= limit <= 1000:
+        raise ValidationError("limit", "must be between 1 and 1000")
+    found, cursor = manager().records.events(since, limit)
+    return jsonify({"events": found, "next": cursor})
 
 
 @blueprint.get("/metrics")

@@ -511,6 +511,17 @@ def document() -> dict[str, Any]:
                 )
             },
             "/healthz": {"get": health},
+            "/events": {"get": _op(
+                "get", "every request's typed events as written, oldest first, after a cursor",
+                answer=_object({"events": _list(_object({"id": STRING, "request": STRING,
+                                                         "kind": STRING, "t": NUMBER},
+                                                        ["id", "request", "kind"])),
+                                "next": STRING}, ["events", "next"]),
+                errors=("400", "503"),
+                params=[_query("since", {"type": "string",
+                                         "pattern": "^(0|\\$|[0-9]{1,20}-[0-9]{1,20})$"}),
+                        _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000})],
+            )},
             "/metrics": {"get": metrics},
             "/power": {"get": _op("get", "each host's power, estimated and measured (RAPL), "
                                   "and the cluster's energy since the manager started",

@@ -10,6 +10,10 @@
                                     typed events are converted when read, see legacy_event)
  ``{p}:requests``                   sorted set: every request id by creation time
  ``{p}:requests:{status}``          set: the ids in one status, for ``GET /requests?status=``
+ ``{p}:events``                     stream: every history event of every request as it is
+                                    written (fields ``request`` and ``event``, its JSON), the
+                                    last ``EVENTS_KEPT`` or so, for ``GET /events``; the
+                                    stream's entry ids are the cursors
 =================================  ==============================================================
 """
 
@@ -24,10 +28,12 @@ from typing import Any
 
 import redis
 
-from domain.errors import NotFoundError
+from domain.errors import NotFoundError, ValidationError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
+
+EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class RequestRecords:
         self._redis: Any = client  # decode_responses=True: replies are str (see redis_store)
         self.prefix = prefix
 
+    @property
+    def _events_key(self) -> str:
+        return f"{self.prefix}:events"
+
     def _key(self, request_id: str) -> str:
         return f"{self.prefix}:request:{request_id}"
 
@@ -105,9 +115,37 @@ class RequestRecords:
             )
             pipe.zadd(f"{self.prefix}:requests", {request_id: now})
             pipe.sadd(self._status_key(RequestStatus.PENDING), request_id)
-            submitted = Event(EventKind.SUBMITTED, "submitted", t=now)
-            pipe.rpush(self._key(request_id) + ":history", json.dumps(submitted.to_json()))
+            submitted = json.dumps(Event(EventKind.SUBMITTED, "submitted", t=now).to_json())
+            pipe.rpush(self._key(request_id) + ":history", submitted)
+            self._stream(pipe, request_id, submitted)
             pipe.execute()
+
+    def _stream(self, pipe: Any, request_id: str, entry: str) -> None:
+        pipe.xadd(self._events_key, {"request": request_id, "event": entry},
+                  maxlen=EVENTS_KEPT, approximate=True)
+
+    def events(self, since: str = "0", limit: int = 100) -> tuple[list[dict[str, Any]], str]:
+        """Events written after the cursor ``since`` (oldest first, at most ``limit``), each
+        ``{"id", "request", ...the event}``, and the cursor to ask from next ("0": from the
+        oldest kept; "$": from now on, nothing but the cursor)."""
+        with redis_errors():
+            if since == "$":
+                last = self._redis.xrevrange(self._events_key, count=1)
+                return [], (last[0][0] if last else "0")
+            start = "-" if since == "0" else f"({since}"
+            try:
+                raw = self._redis.xrange(self._events_key, min=start, count=limit)
+            except redis.ResponseError:
+                raise ValidationError("since", "must be a cursor that GET /events gave, "
+                                      "0 or $") from None
+        out = []
+        for entry_id, fields_ in raw:
+            try:
+                event = read_event(json.loads(fields_["event"])).to_json()
+            except (KeyError, ValueError, TypeError):
+                continue  # a damaged entry is skipped, never an error
+            out.append({"id": entry_id, "request": fields_.get("request", ""), **event})
+        return out, (raw[-1][0] if raw else since)
 
     def update(
         self,
@@ -135,8 +173,9 @@ class RequestRecords:
                 pipe.sadd(self._status_key(status), request_id)
                 detail["status"] = status.value
             pipe.hset(key, mapping=mapping)
-            entry = {**replace(event, t=now).to_json(), **detail}
-            pipe.rpush(key + ":history", json.dumps(entry))
+            entry = json.dumps({**replace(event, t=now).to_json(), **detail})
+            pipe.rpush(key + ":history", entry)
+            self._stream(pipe, request_id, entry)
             pipe.execute()
 
     def get(self, request_id: str) -> RequestRecord:

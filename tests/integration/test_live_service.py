@@ -644,3 +644,33 @@ def test_the_cli_names_nodes_by_hostname_and_stops_requests(
     out, err = capsys.readouterr()
     assert "cli1: stopped" in out and "nosuch: not stopped" in err
     assert live.request("cli1")["status"] == "stopped"
+
+
+def test_events_follow_every_request_with_a_cursor(
+    live: Live, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GET /events and `greenswarm events`: every request's typed events, oldest first, and a
+    cursor that returns only what came after it."""
+    from cli.main import main
+    from tests.support.live import TOKEN
+
+    first = live.get("/events?since=0")
+    assert first["events"] == [] and live.get("/events?since=$")["events"] == []
+    live.submit("e1", 3, "service", 256, "32m")
+    page = live.get("/events?since=0")
+    kinds = [(e["request"], e["kind"]) for e in page["events"]]
+    assert kinds[:2] == [("e1", "submitted"), ("e1", "placed")]
+    cursor = page["next"]
+    assert live.get(f"/events?since={cursor}")["events"] == []  # nothing after it yet
+    live.delete("/requests/e1")
+    later = live.get(f"/events?since={cursor}")["events"]
+    assert [e["kind"] for e in later] == ["stopped"] and later[0]["request"] == "e1"
+    for bad in ("since=abc", "limit=0", "limit=x", "other=1"):
+        answer = requests.get(f"{live.url}/events?{bad}", headers=live.headers(), timeout=30)
+        assert answer.status_code == 400, bad
+    monkeypatch.setenv("GREENSWARM_TOKEN", TOKEN)
+    capsys.readouterr()
+    assert main(["events", "--url", live.url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines] == ["submitted", "placed", "stopped"]
+    assert live.docker.info()["Name"] in lines[1]  # the host by its name
