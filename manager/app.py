@@ -10,6 +10,7 @@ import host_registry.api
 import manager.api
 import task_registry.api
 from host_registry.events import Registry
+from manager import dashboard
 from manager.core import Manager, ManagerEvents
 from web import edge as web
 
@@ -21,11 +22,13 @@ def create_app(manager_: Manager) -> Flask:
     app = Flask("greenswarm.manager", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
     web.install(app, manager_.settings.token, manager_.settings.body_limits,
-                route_tokens={"/metrics": manager_.settings.metrics_token})
+                route_tokens={"/metrics": manager_.settings.metrics_token},
+                public_rules=dashboard.PUBLIC_RULES, read_cookie=dashboard.session_ok)
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
                                             manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
     app.register_blueprint(manager.api.blueprint)
+    app.register_blueprint(dashboard.blueprint)
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)
     return app

@@ -163,10 +163,12 @@ web_address=$("$DOCKER" node inspect --format '{{.Status.Addr}}' "$web_node" 2>/
 echo
 echo "== Look further (the services keep running; the jobs are done)"
 look() { printf '  %-62s # %s\n' "$1" "$2"; }
+look "$GREENSWARM_URL/dashboard" "the dashboard: log in with the token in $TOKEN_FILE"
 look "export GREENSWARM_TOKEN=\$(cat $TOKEN_FILE)" "every call but /healthz takes it"
 look "source .venv/bin/activate" "the greenswarm CLI"
 look "greenswarm status" "every request (greenswarm status $p-encode: its history)"
 look "greenswarm hosts" "regions, classes, use and bookings"
+look "greenswarm events --follow" "every request's events as they happen"
 look "curl -H \"Authorization: Bearer \$GREENSWARM_TOKEN\" $GREENSWARM_URL/hosts" "REST: /requests, /requests/<id>, /openapi.json"
 look "curl http://$web_address:18080/" "the web service (timeserver) on $web_node"
 look "$DOCKER service ls" "requests are Swarm services (gs-$p-...)"

@@ -18,7 +18,7 @@ import hmac
 import json
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -66,14 +66,19 @@ def token_ok(header: str | None, token: str) -> bool:
 
 
 def install(app: Flask, token: str, limits: BodyLimits | None = None,
-            route_tokens: Mapping[str, str] | None = None) -> None:
+            route_tokens: Mapping[str, str] | None = None,
+            public_rules: frozenset[str] = frozenset(),
+            read_cookie: Callable[[], bool] | None = None) -> None:
     """JSON errors for the whole app, the bearer token on every request but PUBLIC_RULES (an
     unknown path or method included: 401 first), and the bounds on request bodies.
     ``route_tokens``: a rule that also takes a token of its own (e.g. a read-only one for
-    ``/metrics``); an empty one adds nothing."""
+    ``/metrics``); an empty one adds nothing. ``public_rules``: more rules served without
+    the token (a login page). ``read_cookie``: True when the request carries a valid session
+    (the dashboard's), which then stands for the token on GET requests only."""
     limits = limits or BodyLimits()
     limits.validate()
     extra = {rule: value for rule, value in (route_tokens or {}).items() if value}
+    public = PUBLIC_RULES | public_rules
     app.config[TOKEN_KEY] = token
     app.config[LIMITS_KEY] = limits
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes  # werkzeug: 413 before reading
@@ -81,10 +86,13 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
     @app.before_request
     def require_token() -> None:
         rule = request.url_rule
-        if rule is not None and rule.rule in PUBLIC_RULES:
+        if rule is not None and rule.rule in public:
             return
         header = request.headers.get("Authorization")
         if rule is not None and rule.rule in extra and token_ok(header, extra[rule.rule]):
+            return
+        if (read_cookie is not None and header is None and request.method == "GET"
+                and read_cookie()):
             return
         if not token_ok(header, app.config[TOKEN_KEY]):
             raise AuthError("a valid 'Authorization: Bearer <token>' header is required")
