@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian 12 machine (run as root):
 #  - Debian packages the project needs (Docker engine, Redis, debootstrap, busybox, iproute2,
-#    and Prometheus, whose server the metrics test starts on 127.0.0.1 by itself),
+#    Prometheus, whose server the metrics test starts on 127.0.0.1 by itself, and the headless
+#    Chromium and its driver the dashboard test drives),
 #  - a virtual environment in .venv with greenswarm and its dev tools installed in editable mode.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(docker.io docker-compose redis-server debootstrap busybox-static iproute2 procps
-              prometheus)
+              prometheus chromium chromium-driver)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
