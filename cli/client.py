@@ -157,9 +157,10 @@ def run_submit(args: argparse.Namespace) -> int:
         print(json.dumps(answer, indent=2))
     else:
         decision = answer.get("decision") or {}
+        host = record.get("host")
         print(
             f"{record['id']}: {record['status']}"
-            + (f" on {record['host']}" if record.get("host") else "")
+            + (f" on {_host_names(api).get(host, host)}" if host else "")
             + (f" ({decision.get('reason')})" if decision.get("reason") else "")
         )
     if not args.wait:
