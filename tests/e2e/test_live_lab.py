@@ -15,6 +15,7 @@ import itertools
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -327,6 +328,50 @@ def test_each_monitor_reports_only_its_own_nodes_usage(cluster: Stack, lab: Lab)
 # -- tear-down --------------------------------------------------------------------------------------
 
 
+def test_the_dashboard_and_a_prometheus_see_the_labs_three_nodes(
+    cluster: Stack, lab: Lab, names: Any, tmp_path: Path
+) -> None:
+    """DESIGN 11 on the lab: a real headless Chromium logs in and sees the three hosts by name
+    and a placed request, then a request submitted through the API appears without a reload;
+    a real Prometheus scrapes the manager and finds the decisions and a host gauge per node."""
+    from selenium.webdriver.common.by import By
+
+    from tests.support.watchers import artefacts_dir, chromium, log_in, prometheus, query, wait
+
+    first, second = names("dash1"), names("dash2")
+    cluster.submit(first, 3, "service", 100, "32m")
+    hostnames = {n["name"] for n in lab.nodes}
+    with chromium() as browser:
+        browser.get(cluster.url + "/dashboard")
+        assert browser.current_url.endswith("/dashboard/login")
+        log_in(browser, "wrong")
+        wait(browser, lambda d: d.find_element(By.ID, "error").text, "the refusal")
+        assert not browser.find_elements(By.CSS_SELECTOR, ".host")  # no page
+        log_in(browser, cluster.token)
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".host")) == 3,
+             "the three hosts")
+        shown = {e.text for e in browser.find_elements(By.CSS_SELECTOR, ".host .name")}
+        assert shown == hostnames
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'.host li[data-task="{first}"]'),
+             "the placed request on its host")
+        browser.execute_script("window.greenswarmMarker = 7;")
+        cluster.submit(second, 4, "service", 100, "32m")
+        wait(browser, lambda d: d.find_elements(
+            By.CSS_SELECTOR, f'.timeline li[data-request="{second}"][data-kind="placed"]'),
+            "the new placement in the timeline")
+        assert browser.execute_script("return window.greenswarmMarker;") == 7  # not reloaded
+        shot = artefacts_dir(tmp_path) / "dashboard-lab.png"
+        assert browser.save_screenshot(str(shot))
+        print(f"screenshot: {shot}")
+    with prometheus(cluster.url, cluster.token, tmp_path) as server:
+        poll(lambda: any(float(r["value"][1]) > 0 for r in query(
+            server, "sum(greenswarm_decisions_total)")), 60, "prometheus to count decisions")
+        poll(lambda: len(query(server, "greenswarm_host_tasks")) == 3, 30,
+             "a host gauge per node")
+        names_seen = {r["metric"]["name"] for r in query(server, "greenswarm_host_tasks")}
+        assert names_seen == hostnames
+
+
 def test_stack_compose_and_lab_come_down_leaving_nothing_behind(
     stack: Stack, lab: Lab, main_engine: Any
 ) -> None:
@@ -342,3 +387,4 @@ def test_stack_compose_and_lab_come_down_leaving_nothing_behind(
     done = lab_cli("down")
     assert done.returncode == 0, done.stdout + done.stderr
     assert_lab_gone(lab, main_engine)
+

@@ -7,17 +7,18 @@ README documents, and stopped by its pid.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 
-from lab.processes import free_port, stop_child, wait_for
+from lab.processes import stop_child, wait_for
 from tests.support.live import TOKEN, Live
+from tests.support.watchers import prometheus as prometheus_server
+from tests.support.watchers import query
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 
@@ -41,41 +42,8 @@ def _sample(text: str, metric: str, **labels: str) -> float | None:
 
 @pytest.fixture
 def prometheus(live: Live, tmp_path: Path) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus is not installed (scripts/setup.sh installs Debian's package)")
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    target = live.url.removeprefix("http://")
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n  - job_name: greenswarm\n"
-        f"    authorization:\n      credentials: {SCRAPE_TOKEN}\n"
-        f"    static_configs:\n      - targets: ['{target}']\n",
-        encoding="utf-8",
-    )
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop_child(process)
-        log.close()
-
-
-def _query(prometheus: str, expr: str) -> list[dict[str, Any]]:
-    try:
-        answer = requests.get(prometheus + "/api/v1/query", params={"query": expr}, timeout=5)
-    except requests.ConnectionError:
-        return []  # not serving yet
-    if answer.status_code != 200:
-        return []
-    result: list[dict[str, Any]] = answer.json()["data"]["result"]
-    return result
+    with prometheus_server(live.url, SCRAPE_TOKEN, tmp_path) as url:
+        yield url
 
 
 def test_metrics_need_a_token_and_count_what_the_manager_did(live: Live) -> None:
@@ -110,13 +78,13 @@ def test_a_real_prometheus_scrapes_the_manager_with_its_read_token(
                          headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
     assert hosts.status_code == 401  # it reads the metrics only
     live.submit("m2", 4, "job", 256, "32m", ["sleep", "30"])
-    wait_for(lambda: [r for r in _query(prometheus, 'up{job="greenswarm"}')
+    wait_for(lambda: [r for r in query(prometheus, 'up{job="greenswarm"}')
                       if r["value"][1] == "1"], 60, "prometheus to scrape the manager")
     expr = 'greenswarm_decisions_total{outcome="placed"}'
-    wait_for(lambda: _query(prometheus, expr), 30, "the decision counter in prometheus")
-    [series] = _query(prometheus, expr)
+    wait_for(lambda: query(prometheus, expr), 30, "the decision counter in prometheus")
+    [series] = query(prometheus, expr)
     assert series["metric"]["policy"] == "energy" and float(series["value"][1]) == 1.0
-    [tasks] = _query(prometheus, "greenswarm_host_tasks")
+    [tasks] = query(prometheus, "greenswarm_host_tasks")
     assert tasks["metric"]["host"] == live.node_id and float(tasks["value"][1]) >= 0
 
 
@@ -141,3 +109,52 @@ def test_measured_power_reaches_hosts_power_and_metrics(live: Live) -> None:
     assert cluster["cluster"]["measured_w"] == 42.5 and cluster["cluster"]["measured_hosts"] == 1
     text = _metrics(live, TOKEN).text
     assert _sample(text, "greenswarm_host_power_measured_watts", host=live.node_id) == 42.5
+
+
+def test_a_monitor_reading_rapl_shows_its_power_in_hosts(live: Live, tmp_path: Path) -> None:
+    """End to end from a powercap tree to GET /hosts: a real monitor process reads a RAPL zone
+    the test writes (a file tree laid out as /sys/class/powercap is; no RAPL hardware is needed
+    and none of our code is replaced), its counter growing 2 J every 0.1 s (20 W)."""
+    import subprocess
+    import sys
+    import threading
+
+    zone = tmp_path / "powercap" / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "max_energy_range_uj").write_text("262143328850\n")
+    energy = zone / "energy_uj"
+    energy.write_text("1000000\n")
+    stop = threading.Event()
+
+    def burn() -> None:  # bounded: stops when asked, or after 120 s
+        value, deadline = 1_000_000, time.monotonic() + 120
+        while not stop.wait(0.1) and time.monotonic() < deadline:
+            value += 2_000_000
+            tmp = zone / "energy_uj.tmp"
+            tmp.write_text(f"{value}\n")
+            tmp.replace(energy)
+
+    writer = threading.Thread(target=burn, daemon=True)
+    writer.start()
+    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN}
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "monitor", "--registry-url", live.url, "--host-id", live.node_id,
+         "--address", "127.0.0.1", "--source", "psutil", "--powercap-root",
+         str(tmp_path / "powercap"), "--host-interval-s", "0.3", "--host-window-s", "0.9",
+         "--task-interval-s", "1", "--task-window-s", "3", "--threshold-pp", "0.1",
+         "--heartbeat-s", "2", "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "monitor.log").open("wb"),
+    )
+    try:
+        wait_for(lambda: monitor.poll() is not None
+                 or live.get("/hosts")[0]["power"]["measured_w"] is not None, 60,
+                 "the monitor's RAPL reading in /hosts")
+        assert monitor.poll() is None, (tmp_path / "monitor.log").read_text()
+        measured = live.get("/hosts")[0]["power"]["measured_w"]
+        assert 12.0 <= measured <= 28.0, measured  # 20 W, give or take the writer's timing
+        assert live.get("/power")["cluster"]["measured_hosts"] == 1
+    finally:
+        stop_child(monitor)
+        stop.set()
+        writer.join(timeout=5)
