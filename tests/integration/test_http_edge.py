@@ -22,6 +22,7 @@ from flask import Flask
 from domain.errors import ValidationError
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, stop_child, wait_serving
+from manager import dashboard
 from manager.agents import AgentClient
 from manager.app import create_app
 from manager.core import Manager
@@ -185,7 +186,10 @@ def test_a_route_that_reads_a_body_wants_one(apps: dict[str, Flask]) -> None:
 
 # -- item 4: every endpoint but /healthz takes the token -----------------------------------------
 
-PUBLIC = {"/healthz"}  # DESIGN 9: load balancers and health checks carry no secret
+# DESIGN 9: load balancers and health checks carry no secret; a browser must reach the
+# dashboard's login form (its page shell redirects there without a session)
+DASHBOARD_PAGES = dashboard.PUBLIC_RULES
+PUBLIC = {"/healthz", *DASHBOARD_PAGES}
 
 
 def every_route(app: Flask) -> Iterator[tuple[str, str, str]]:
@@ -216,9 +220,32 @@ def test_every_route_but_healthz_answers_401_without_the_token(apps: dict[str, F
                     assert response.get_json()["error"] == "unauthorized", (name, method, path)
     assert ("manager", "GET", "/requests") in walked
     assert ("manager", "GET", "/requests/<request_id>") in walked
+    assert ("manager", "GET", "/dashboard") in walked
     assert ("agent", "GET", "/agent/tasks") in walked
     assert ("registry", "GET", "/registry/tasks/<task_id:task_id>") in walked
     assert len(walked) > 50
+
+
+def test_the_dashboards_public_routes_give_nothing_away(apps: dict[str, Flask]) -> None:
+    """The login form, the page shell and their script and style are served without the
+    token (a browser must get to the form); the shell redirects to the form without a
+    session, and none of them carries data. A wrong token at the form is a 401."""
+    client = apps["manager"].test_client()
+    for path in ("/", "/dashboard"):
+        answer = client.get(path)
+        assert answer.status_code == 303, path
+        assert answer.headers["Location"].endswith(("/dashboard", "/dashboard/login"))
+    form = client.get("/dashboard/login")
+    assert form.status_code == 200 and b'id="token"' in form.data
+    assert client.get("/dashboard/static/dashboard.js").status_code == 200
+    assert client.get("/dashboard/static/secret.txt").status_code == 404
+    refused = client.post("/dashboard/login", json={"token": "wrong"})
+    assert refused.status_code == 401 and "Set-Cookie" not in refused.headers
+    accepted = client.post("/dashboard/login", json={"token": TOKEN})
+    assert accepted.status_code == 200 and "HttpOnly" in accepted.headers["Set-Cookie"]
+    assert client.get("/dashboard").status_code == 200  # the session now opens the page
+    assert client.get("/requests").status_code == 200  # and the reads
+    assert client.post("/requests", json={}).status_code == 401  # never a change
 
 
 def test_reads_with_the_token_still_answer(apps: dict[str, Flask]) -> None:
@@ -358,6 +385,8 @@ def test_the_document_lists_exactly_the_managers_routes(apps: dict[str, Flask]) 
                   for method in methods}
     served = set()
     for rule in apps["manager"].url_map.iter_rules():
+        if rule.rule in DASHBOARD_PAGES:  # pages for a browser (manager/dashboard.py)
+            continue
         path = rule.rule.replace("<", "{").replace(">", "}")
         path = path.replace("{task_id:task_id}", "{task_id}")
         served |= {(m, path) for m in (rule.methods or ()) if m not in ("HEAD", "OPTIONS")}
