@@ -22,6 +22,7 @@ class EventKind(StrEnum):
     SUBMITTED = "submitted"  # the request was accepted and recorded
     QUEUED = "queued"  # waits in the pending queue (asked to queue, a victim, its host left)
     PLACED = "placed"  # booked on a host and its service created
+    STARTED = "started"  # its container runs on the host it was placed on (t: when Swarm says)
     REJECTED = "rejected"  # refused at once (no pass placed it, or Swarm could not)
     START_FAILED = "start-failed"  # booked, but its service could not be created
     CUT = "cut"  # its resources shrank to make room for another request

@@ -4,9 +4,13 @@ The manager keeps no clock per request: ``GET /requests/{id}`` replays the reque
 through a :class:`domain.slo.ServiceClock` when asked. What each event means to the clock:
 
 * ``submitted``: admitted (the clock starts);
-* ``placed``, and ``swarm`` with a host: a host booked for it; its container is taken to run
-  ``alpha`` later (or at the next event, if one comes sooner) since the agents do not report
-  container starts; the first placement's allocation time is free, as for every request;
+* ``placed``, and ``swarm`` with a host: a host booked for it; the first placement's
+  allocation time is free, as for every request;
+* ``started``: its container runs (the manager saw Swarm's task running, and dates the event
+  when Swarm says it started): the allocation time is measured (DESIGN 3.11). A history with no
+  ``started`` at all (written by a manager that did not report starts, or under the ``swarm``
+  policy) takes each container to run ``alpha`` after its placement, or at the next event if
+  one comes sooner;
 * ``killed``, ``preempted``, ``host-lost``: taken off its host, waiting again (a preemption;
   a job loses the work of its run);
 * ``start-failed``: its service could not be created: waiting again, no preemption;
@@ -33,12 +37,13 @@ def service_level(
     history: Sequence[Event], *, now: float, objective: float, alpha_s: float, is_job: bool,
 ) -> ServiceLevel | None:
     """The request's figures at ``now`` (or at its end); None without a dated ``submitted``."""
-    events = [e for e in history if e.t is not None]
+    events = sorted((e for e in history if e.t is not None), key=lambda e: e.t or 0.0)
     if not events or events[0].kind is not EventKind.SUBMITTED:
         return None
     first_t = events[0].t
     assert first_t is not None
     clock = ServiceClock(first_t)
+    measured = any(e.kind is EventKind.STARTED for e in events)
     runs_at: float | None = None  # when the container of the current placement runs
     placed_ever = False
     refused = False
@@ -52,7 +57,9 @@ def service_level(
         if kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
             clock.placed(t)
             placed_ever = True
-            runs_at = t + alpha_s
+            runs_at = None if measured else t + alpha_s
+        elif kind is EventKind.STARTED:
+            clock.running(t)
         elif kind in _STOPS or kind is EventKind.START_FAILED:
             if runs_at is not None:  # taken off before its container ran
                 runs_at = None

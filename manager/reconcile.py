@@ -157,6 +157,8 @@ class SwarmSync:
             self.backend.remove(info.task_id)  # left over from an earlier run
             return
         task = self.store.task(info.task_id)
+        if info.state is TaskState.RUNNING and task is not None and not self.by_swarm:
+            self._note_start(info, record, task)
         is_job = record.spec["type"] == TaskType.JOB.value
         done = info.state in (TaskState.COMPLETE, TaskState.FAILED)
         finished = info.state is TaskState.COMPLETE and not info.exit_code
@@ -176,6 +178,28 @@ class SwarmSync:
             )
         elif self.by_swarm:
             self._follow_swarm(info, record, task)
+
+    def _note_start(self, info: ServiceInfo, record: RequestRecord, task: Task) -> None:
+        """Record, once per placement, that its container runs: the measured end of its
+        allocation time (DESIGN 3.10, 3.11), dated when Swarm saw it run, within the placement
+        and now."""
+        if info.node_id != task.host:
+            return
+        placed_t: float | None = None
+        for event in record.history:
+            if event.kind is EventKind.PLACED:
+                placed_t = event.t
+            elif event.kind is EventKind.STARTED:
+                placed_t = None  # this placement's start is already recorded
+        if placed_t is None:
+            return
+        now = self.clock()
+        started = min(now, info.running_since if info.running_since is not None else now)
+        self.records.update(
+            info.task_id,
+            Event(EventKind.STARTED, f"its container runs on {task.host}", t=max(placed_t, started),
+                  host=task.host),
+        )
 
     def _end_from_swarm(self, info: ServiceInfo, status: EndStatus) -> None:
         _, outcome = self.scheduler.task_ended(info.task_id, self.clock())

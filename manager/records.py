@@ -173,7 +173,8 @@ class RequestRecords:
                 pipe.sadd(self._status_key(status), request_id)
                 detail["status"] = status.value
             pipe.hset(key, mapping=mapping)
-            entry = json.dumps({**replace(event, t=now).to_json(), **detail})
+            moment = now if event.t is None else event.t  # a given t: when it happened
+            entry = json.dumps({**replace(event, t=moment).to_json(), **detail})
             pipe.rpush(key + ":history", entry)
             self._stream(pipe, request_id, entry)
             pipe.execute()

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -104,6 +105,7 @@ class ServiceInfo:
     node_id: str | None
     exit_code: int | None
     message: str
+    running_since: float | None = None  # RUNNING: when Swarm saw its container run (epoch s)
 
 
 @dataclass(frozen=True)
@@ -273,18 +275,43 @@ class SwarmBackend:
             return None
         newest = max(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), default=None)
         state, node_id, exit_code, message = TaskState.PENDING, None, None, ""
+        running_since = None
         if newest is not None:
             status = newest.get("Status", {})
             state = _task_state(status.get("State", ""))
             node_id = newest.get("NodeID")
             exit_code = status.get("ContainerStatus", {}).get("ExitCode")
             message = status.get("Err") or status.get("Message", "")
+            if state is TaskState.RUNNING:
+                running_since = swarm_time(status.get("Timestamp"))
         return ServiceInfo(
-            attrs["ID"], attrs["Spec"]["Name"], task_id, state, node_id, exit_code, message
+            attrs["ID"], attrs["Spec"]["Name"], task_id, state, node_id, exit_code, message,
+            running_since,
         )
 
     def close(self) -> None:
         self.client.close()
+
+
+def swarm_time(raw: object) -> float | None:
+    """A Swarm timestamp ("2026-11-26T19:20:31.123456789Z", nanoseconds and all) in epoch
+    seconds; None when absent or unreadable."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    text = raw.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    head, dot, rest = text.partition(".")
+    if dot:  # at most microseconds for datetime: cut the fraction, keep the offset
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = head + "." + rest[:min(digits, 6)] + rest[digits:]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _task_state(raw: str) -> TaskState:

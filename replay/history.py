@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from domain.events import Event, EventKind
 
 OOM_EXIT_CODE = 137  # 128 + SIGKILL: the kernel's OOM killer
-# The agent's event when a placed request's container runs (the live side's; read by its name,
-# so a history from a manager that does not report it, or names it OTHER, still reads).
-STARTED_KIND = "started"
+# The manager's event when a placed request's container runs (a history from a manager that
+# did not report it yet reads too: placements are then taken to run alpha later).
+STARTED_KIND = EventKind.STARTED.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ def classify(obj: Mapping[str, object]) -> HistoryEvent:
         beneficiary=event.by,
         pass_name=event.pass_ or event.policy,
         oom=event.oom is True,
-        started=obj.get("kind") == STARTED_KIND,
+        started=event.kind is EventKind.STARTED,
     )
 
 

@@ -7,6 +7,7 @@ The node's capacity is set by labels to 2048 shares and 4 GiB, so the class limi
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import docker.errors
 import pytest
@@ -145,6 +146,46 @@ def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> Non
     host = live.get("/hosts")[0]
     assert (host["cpu_allocated"], host["memory_allocated"], host["task_count"]) == (
         300, 64 * 2**20, 1)
+
+
+def test_each_placement_records_when_its_container_starts(live: Live) -> None:
+    """DESIGN 3.10, 3.11: alpha is measured live. Each placement gets one `started` event, dated
+    when Swarm saw its container run (between the placement and the moment it was recorded), and
+    a later placement's measured allocation time is charged as waiting (C > 0)."""
+    live.submit("timed", 3, "service", 300, "64m")
+    first = live.running("timed")
+
+    def starts() -> list[dict[str, Any]]:
+        return [e for e in live.request("timed")["history"] if e["kind"] == "started"]
+
+    poll(lambda: len(starts()) == 1, 30, "the first start to be recorded")
+    history = live.request("timed")["history"]
+    placed = [e for e in history if e["kind"] == "placed"]
+    started = starts()[0]
+    assert started["host"] == live.node_id and started["t"] >= placed[0]["t"]
+    first.reload()
+    container_start = _docker_time(first.attrs["State"]["StartedAt"])
+    assert abs(started["t"] - container_start) < 2.0, (started, container_start)
+
+    assert live.post("/registry/tasks/timed/kill", {}).status_code == 202
+    poll(lambda: len(starts()) == 2, 90, "the second placement's start to be recorded")
+    history = live.request("timed")["history"]
+    placed = [e for e in history if e["kind"] == "placed"]
+    second = starts()[1]
+    assert len(placed) == 2 and second["t"] >= placed[1]["t"] > started["t"]
+    service = live.request("timed")["service"]
+    assert service["preemptions"] == 1 and service["overhead"] > 0
+    # the measured allocation time, placement to start, is what the record charges
+    measured = second["t"] - placed[1]["t"]
+    assert service["overhead"] == pytest.approx(
+        measured / (service["executed_s"] + measured), rel=0.05, abs=1e-3)
+
+
+def _docker_time(raw: str) -> float:
+    from manager.swarm import swarm_time
+    value = swarm_time(raw)
+    assert value is not None, raw
+    return value
 
 
 def test_finished_job_frees_its_room_and_leaves_no_container_or_volume(live: Live) -> None:

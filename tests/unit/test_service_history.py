@@ -63,6 +63,36 @@ def test_taken_off_before_its_container_ran_and_no_submission_to_start_from() ->
                          is_job=False) is None
 
 
+def test_started_events_measure_each_allocation_time() -> None:
+    """The same story as the first test, with the manager's `started` events: the first start
+    (at 104, 3 s after its placement) is free; the second placement's (250 to 256) is measured,
+    not alpha; and the events are read in time order, as a started event is recorded late,
+    dated when Swarm saw the container run. e = (200 - 104) + (400 - 256) = 240;
+    p = 1 + 50 + 6 = 57; C = 6 / (240 + 6)."""
+    history = [ev(K.SUBMITTED, 100), ev(K.PLACED, 101, "a"), ev(K.CUT, 105),
+               ev(K.STARTED, 104, "a"), ev(K.KILLED, 200), ev(K.QUEUED, 200),
+               ev(K.PLACED, 250, "b"), ev(K.STARTED, 256, "b")]
+    level = service_level(history, now=400, objective=0.9, alpha_s=1.2, is_job=False)
+    assert level is not None
+    assert level.executed_s == pytest.approx(240.0)
+    assert level.pending_s == pytest.approx(57.0)
+    assert level.overhead == pytest.approx(6 / 246)
+    # placed again, not started yet: waiting, however long past alpha
+    waiting = service_level(history[:-1], now=300, objective=0.9, alpha_s=1.2, is_job=False)
+    assert waiting is not None
+    assert waiting.executed_s == pytest.approx(96.0)
+    assert waiting.pending_s == pytest.approx(1 + 50 + 50)
+
+
+def test_swarm_timestamps_are_read_to_the_microsecond() -> None:
+    from manager.swarm import swarm_time
+
+    assert swarm_time("2026-11-26T19:20:31.123456789Z") == pytest.approx(1795720831.123456)
+    assert swarm_time("2026-11-26T19:20:31Z") == 1795720831.0
+    assert swarm_time("2026-11-26T20:20:31.5+01:00") == 1795720831.5
+    assert [swarm_time(x) for x in ("", None, "yesterday", 17)] == [None] * 4
+
+
 def test_the_manager_reads_its_slo_and_allocation_time_and_refuses_bad_ones() -> None:
     from domain.errors import ValidationError
     from manager.settings import ManagerSettings
