@@ -74,8 +74,7 @@ class Manager:
                                                                         settings.redis_prefix),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
         self.metrics = ManagerMetrics(StateCollector(
-            store.all_hosts, self.host_name, store.pending, records.counts, clock, self.slo,
-            settings.allocation_s, self.power))
+            store.all_hosts, self.host_name, store.pending, records.counts, clock, self.power))
         self.effects = Effects(store, records, backend, agents, self.room_freed,
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,

@@ -33,7 +33,6 @@ from domain.errors import GreenSwarmError
 from domain.lifecycle import RequestStatus
 from domain.model import HostView
 from domain.pending import PendingEntry
-from domain.slo import SloTable, qos_metric
 from manager.power import PowerView
 from scheduler.service import Outcome
 
@@ -47,21 +46,13 @@ PendingReader = Callable[[], list[PendingEntry]]
 StatusCounter = Callable[[], dict[RequestStatus, int]]
 
 
-def queue_q(entry: PendingEntry, now: float, slo: SloTable, alpha_s: float) -> float:
-    """A waiting request's Q now (DESIGN 3.10): what it ran, and its wait so far."""
-    pending = entry.pending_s + max(0.0, now - entry.enqueued_at)
-    alpha = alpha_s if entry.executed_s > 0 or entry.preemptions > 0 else 0.0
-    return qos_metric(entry.executed_s, pending, slo.objective(entry.request.cls), alpha)
-
-
 class StateCollector(Collector):
     """The gauges, read from the registries on every scrape."""
 
     def __init__(self, hosts: HostsReader, names: Callable[[str], str], pending: PendingReader,
-                 statuses: StatusCounter, clock: Callable[[], float], slo: SloTable,
-                 alpha_s: float, power: PowerView) -> None:
+                 statuses: StatusCounter, clock: Callable[[], float], power: PowerView) -> None:
         self._hosts, self._names, self._pending, self._statuses = hosts, names, pending, statuses
-        self._clock, self._slo, self._alpha_s, self._power = clock, slo, alpha_s, power
+        self._clock, self._power = clock, power
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("greenswarm_up", "1 when the registries could be read")
@@ -122,8 +113,8 @@ class StateCollector(Collector):
                                    "the most urgent waiting request's Q (DESIGN 3.10); absent "
                                    "when the queue is empty")
         if entries:
-            lowest.add_metric([], min(queue_q(e, now, self._slo, self._alpha_s)
-                                      for e in entries))
+            # an entry's deadline is when its Q reaches 0, as the queue orders it
+            lowest.add_metric([], min(e.deadline for e in entries) - now)
         yield from (length, oldest, lowest)
         requests = GaugeMetricFamily("greenswarm_requests", "request records by status",
                                      labels=["status"])
