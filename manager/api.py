@@ -38,6 +38,17 @@ def get_request(request_id: str) -> Response:
     return jsonify(manager().request_json(check_id(request_id, "id")))
 
 
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query argument within [low, high]; 400 naming it otherwise."""
+    try:
+        value = int(request.args.get(name, str(default)))
+    except ValueError:
+        raise ValidationError(name, "must be an integer") from None
+    if not low <= value <= high:
+        raise ValidationError(name, f"must be between {low} and {high}")
+    return value
+
+
 @blueprint.get("/requests")
 def list_requests() -> Response:
     allow_only(dict(request.args), {"status", "limit"})
@@ -48,12 +59,7 @@ def list_requests() -> Response:
         except ValueError:
             choices = ", ".join(s.value for s in RequestStatus)
             raise ValidationError("status", f"must be one of {choices}") from None
-    try:
-        limit = int(request.args.get("limit", "1000"))
-    except ValueError:
-        raise ValidationError("limit", "must be an integer") from None
-    if not 1 <= limit <= 10_000:
-        raise ValidationError("limit", "must be between 1 and 10000")
+    limit = _int_arg("limit", 1000, 1, 10_000)
     manager_ = manager()
     return jsonify([manager_.request_json(request_id, history=False)
                     for request_id in manager_.records.ids(status, limit)])
@@ -102,12 +108,7 @@ def events() -> Response:
     since = request.args.get("since", "0")
     if not EVENT_CURSOR.fullmatch(since):
         raise ValidationError("since", "must be a cursor that GET /events gave, 0 or $")
-    try:
-        limit = int(request.args.get("limit", "100"))
-    except ValueError:
-        raise ValidationError("limit", "must be an integer") from None
-    if not 1 <= limit <= 1000:
-        raise ValidationError("limit", "must be between 1 and 1000")
+    limit = _int_arg("limit", 100, 1, 1000)
     found, cursor = manager().records.events(since, limit)
     return jsonify({"events": found, "next": cursor})
 

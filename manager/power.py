@@ -54,18 +54,25 @@ class PowerView:
     def meter(self, now: float, hosts: Iterable[HostView]) -> dict[str, HostPower]:
         """The cluster's power now, added to its energy; each host's, for the caller."""
         powers = self.hosts(hosts, now)
-        measured = [p.measured_w for p in powers.values() if p.measured_w is not None]
-        self.energy.add(now, sum(p.estimated_w for p in powers.values()),
-                        sum(measured) if measured else None)
+        estimated, measured, _ = _totals(powers)
+        self.energy.add(now, estimated, measured)
         return powers
 
     def cluster_json(self, powers: dict[str, HostPower]) -> dict[str, Any]:
-        measured = [p.measured_w for p in powers.values() if p.measured_w is not None]
+        estimated, measured, measured_hosts = _totals(powers)
         return {
-            "estimated_w": round(sum(p.estimated_w for p in powers.values()), 3),
-            "measured_w": round(sum(measured), 3) if measured else None,
-            "measured_hosts": len(measured),
+            "estimated_w": round(estimated, 3),
+            "measured_w": None if measured is None else round(measured, 3),
+            "measured_hosts": measured_hosts,
             "estimated_kwh": self.energy.estimated_kwh,
             "measured_kwh": self.energy.measured_kwh,
             "since": self.energy.since_s,
         }
+
+
+def _totals(powers: dict[str, HostPower]) -> tuple[float, float | None, int]:
+    """The cluster's estimated W, its measured W (None: no host measured), and how many hosts
+    were measured."""
+    measured = [p.measured_w for p in powers.values() if p.measured_w is not None]
+    return (sum(p.estimated_w for p in powers.values()),
+            sum(measured) if measured else None, len(measured))
