@@ -202,6 +202,11 @@ class Stack:
         record: dict[str, Any] = self.get(f"/requests/{name}")
         return record
 
+    def stop(self, name: str) -> None:
+        response = requests.delete(f"{self.url}/requests/{name}", headers=self.headers(),
+                                   timeout=60)
+        assert response.status_code == 200, response.text
+
     def stop_all(self) -> None:
         """Stop every request that still runs or waits (the test's own manager)."""
         for record in self.get("/requests"):

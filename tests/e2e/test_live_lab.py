@@ -223,12 +223,13 @@ def test_a_constraint_puts_a_request_on_the_labelled_node_only(
 # -- cut --------------------------------------------------------------------------------------------
 
 
-def test_a_cut_changes_the_running_containers_on_their_nodes_engine(
+def test_a_cut_changes_the_running_containers_on_their_nodes_engine_and_is_given_back(
     cluster: Stack, lab: Lab, names: Any
 ) -> None:
     """Two class-4 tasks share a host (512 shares); the other hosts hold class-1 work. A class-2
     request of 200 shares fits nowhere unchanged and only on the class-4 host with both tasks
-    cut by t(4) - t(2) = 1/3: 171 + 171 + 200 = 542 <= 597."""
+    cut by t(4) - t(2) = 1/3: 171 + 171 + 200 = 542 <= 597. When it is stopped, the host is
+    class 4 again (limit 768) and both cuts are given back in the same containers (3.8)."""
     t1, t2 = names("tol1"), names("tol2")
     cluster.submit(t1, 4, "service", 256, "96m")
     host = cluster.submit(t2, 4, "service", 256, "96m")["request"]["host"]
@@ -254,6 +255,18 @@ def test_a_cut_changes_the_running_containers_on_their_nodes_engine(
         assert record["cut_received"] == "1/3"
     host_view = cluster.host(host)
     assert (host_view["class"], host_view["cpu_allocated"]) == (2, 542)
+
+    cluster.stop(names("api"))
+    for task in (t1, t2):  # docker inspect on the node again: the originals, in place
+        poll(_runs_with(node, task, (256, 96 * 2**20)), 30,
+             f"{task}'s cut to be given back on {node['name']}")
+        assert task_containers(node, task)[0]["Id"] == before[task], "replaced, not updated"
+        record = cluster.request(task)
+        assert record["current"] == record["original"] and record["cut_received"] == "0"
+        assert [(e["host"], e["applied"]) for e in record["history"]
+                if e["kind"] == "restored"] == [(host, True)]
+    host_view = cluster.host(host)
+    assert (host_view["class"], host_view["cpu_allocated"]) == (4, 512)
 
 
 # -- kill -------------------------------------------------------------------------------------------
