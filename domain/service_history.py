@@ -5,7 +5,8 @@ through a :class:`domain.slo.ServiceClock` when asked. What each event means to 
 
 * ``submitted``: admitted (the clock starts);
 * ``placed``, and ``swarm`` with a host: a host booked for it; the first placement's
-  allocation time is free, as for every request;
+  allocation time is free, as for every request, and when it is placed on its arrival (no
+  ``queued`` before), the decision's own time since ``submitted`` is part of it;
 * ``started``: its container runs (the manager saw Swarm's task running, and dates the event
   when Swarm says it started): the allocation time is measured (DESIGN 3.11). A history with no
   ``started`` at all (written by a manager that did not report starts, or under the ``swarm``
@@ -16,7 +17,8 @@ through a :class:`domain.slo.ServiceClock` when asked. What each event means to 
 * ``start-failed``: its service could not be created: waiting again, no preemption;
 * ``rejected``, ``ended``, ``stopped``, ``vanished``: over. A request refused at once received
   nothing: availability 0, an SLO miss (as in the reports);
-* the rest (``queued``, ``cut``, ``restored``, ``exited``, ``other``) change nothing: a cut task
+* ``queued``: waiting (it was already, from its admission or its removal);
+* the rest (``cut``, ``restored``, ``exited``, ``other``) change nothing: a cut task
   runs, and Swarm restarts an exited service's container in place.
 
 Pure: the moment to evaluate at is given.
@@ -46,6 +48,7 @@ def service_level(
     measured = any(e.kind is EventKind.STARTED for e in events)
     runs_at: float | None = None  # when the container of the current placement runs
     placed_ever = False
+    waited = False  # it waited in the queue (its first placement was not on its arrival)
     refused = False
     for event in events[1:]:
         t = event.t
@@ -54,8 +57,10 @@ def service_level(
             clock.running(runs_at)
             runs_at = None
         kind = event.kind
-        if kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
-            clock.placed(t)
+        if kind is EventKind.QUEUED or (kind is EventKind.SWARM and not event.host):
+            waited = True  # in our queue, or in Swarm's (the 'swarm' policy)
+        elif kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
+            clock.placed(t, on_arrival=not waited)
             placed_ever = True
             runs_at = None if measured else t + alpha_s
         elif kind is EventKind.STARTED:

@@ -162,10 +162,17 @@ class ServiceClock:
             self.allocation_s += dt
         self.since_s = max(self.since_s, t)
 
-    def placed(self, t: float) -> None:
+    def placed(self, t: float, *, on_arrival: bool = False) -> None:
+        """A host booked for it. ``on_arrival``: by the decision on its arrival (it never
+        waited in the queue): the time that decision took, from its admission, is part of its
+        first allocation, which is free (live, the round trip and the decision; in the
+        simulator, no time at all)."""
         if self.phase is Phase.DONE:
             return
-        self._advance(t)
+        if on_arrival and self.phase is Phase.NEW and self.placements == 0:
+            self.since_s = max(self.since_s, t)
+        else:
+            self._advance(t)
         self.placements += 1
         self.phase = Phase.ALLOCATING
 

@@ -436,6 +436,7 @@ class MetricsRecorder:
             task = _Task(request_class, TaskType(task_type))
             self._admit(task, t)
             self._tasks[request_id] = task
+        on_arrival = not task.queued  # placed, if at all, by the decision on its arrival
         task.queued = False
         if delay_ms is None:
             delay_ms = decision_ms or 0.0
@@ -465,7 +466,7 @@ class MetricsRecorder:
             task.host_id = host_id
             name = pass_name or "unknown"
             self._passes[name] = self._passes.get(name, 0) + 1
-            self._placed(task, t)
+            self._placed(task, t, on_arrival=on_arrival)
         else:
             del self._tasks[request_id]
             self._over(request_id, task, t, RequestStatus.REFUSED)
@@ -585,7 +586,7 @@ class MetricsRecorder:
             task.clock.running(task.start_at)
             task.start_at = None
 
-    def _placed(self, task: _Task, t: float) -> None:
+    def _placed(self, task: _Task, t: float, *, on_arrival: bool = False) -> None:
         """A placement: its container runs at once, or ``allocation_s`` later when it ran
         before (its first allocation is charged to no one, DESIGN 3.10), unless the driver
         says when it runs (:meth:`on_started`) before anything else happens to it. The start
@@ -595,7 +596,7 @@ class MetricsRecorder:
         clock = task.clock
         assert clock is not None
         self._start_due(task, t)
-        clock.placed(t)
+        clock.placed(t, on_arrival=on_arrival)
         task.start_at = t + self.allocation_s if clock.placements > 1 else t
 
     def _stopped(self, task: _Task, t: float) -> None:

@@ -458,12 +458,13 @@ def test_a_kill_no_decision_made_still_counts() -> None:
 
 
 def test_service_levels_come_from_the_histories_and_a_seen_start_is_the_allocation() -> None:
-    """j is submitted at 0 and placed when the answer comes (2 trace s: waiting until then),
-    runs until it is killed at 100 (a host lost), waits until placed again at 150, and its
-    container is seen running at 155 (5 s of allocation, waiting); it ends at 300.
-    e = 98 + 145, p = 2 + 50 + 5: A = 243 / 300. Without the 'started' event the allocation
-    is the configured one (here none): A = 248 / 300."""
-    for started, availability in ((True, 243 / 300), (False, 248 / 300)):
+    """j is submitted at 0 and placed when the answer comes (2 trace s: the decision on its
+    arrival, part of its first allocation, which is free: DESIGN 3.10), runs until it is
+    killed at 100 (a host lost), waits until placed again at 150, and its container is seen
+    running at 155 (5 s of allocation, waiting); it ends at 300.
+    e = 98 + 145, p = 50 + 5: A = 243 / 298. Without the 'started' event the allocation
+    is the configured one (here none): A = 248 / 298."""
+    for started, availability in ((True, 243 / 298), (False, 248 / 298)):
         world = World(job("j", makespan=100.0))
         world.answer("j", 0.0, rtt_s=0.2)
         world.event("j", 100.0, "killed: its host nodeA left the Swarm", kills=1)

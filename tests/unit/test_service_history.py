@@ -15,13 +15,13 @@ def ev(kind: EventKind, t: float, host: str | None = None) -> Event:
 
 
 def test_a_service_killed_once_and_placed_again() -> None:
-    """Submitted at 100, placed at 101 (its first allocation, 1.2 s, is free: it runs from
+    """Submitted at 100 and queued, placed at 101 (its first allocation, 1.2 s, is free: it runs from
     102.2), killed at 200, queued, placed again at 250 (runs from 251.2: its 1.2 s are
     charged), asked about at 400. e = (200 - 102.2) + (400 - 251.2) = 246.6;
     p = 1 (waiting before its first placement) + 50 + 1.2 = 52.2; A = 246.6 / 298.8.
     SLO 0.9: Q = 246.6 / 0.9 - 298.8 - 1.2 = -26.0 (behind)."""
-    history = [ev(K.SUBMITTED, 100), ev(K.PLACED, 101, "a"), ev(K.KILLED, 200),
-               ev(K.QUEUED, 200), ev(K.PLACED, 250, "b")]
+    history = [ev(K.SUBMITTED, 100), ev(K.QUEUED, 100), ev(K.PLACED, 101, "a"),
+               ev(K.KILLED, 200), ev(K.QUEUED, 200), ev(K.PLACED, 250, "b")]
     level = service_level(history, now=400, objective=0.9, alpha_s=1.2, is_job=False)
     assert level is not None
     assert level.executed_s == pytest.approx(246.6)
@@ -69,7 +69,7 @@ def test_started_events_measure_each_allocation_time() -> None:
     not alpha; and the events are read in time order, as a started event is recorded late,
     dated when Swarm saw the container run. e = (200 - 104) + (400 - 256) = 240;
     p = 1 + 50 + 6 = 57; C = 6 / (240 + 6)."""
-    history = [ev(K.SUBMITTED, 100), ev(K.PLACED, 101, "a"), ev(K.CUT, 105),
+    history = [ev(K.SUBMITTED, 100), ev(K.QUEUED, 100), ev(K.PLACED, 101, "a"), ev(K.CUT, 105),
                ev(K.STARTED, 104, "a"), ev(K.KILLED, 200), ev(K.QUEUED, 200),
                ev(K.PLACED, 250, "b"), ev(K.STARTED, 256, "b")]
     level = service_level(history, now=400, objective=0.9, alpha_s=1.2, is_job=False)
@@ -82,6 +82,20 @@ def test_started_events_measure_each_allocation_time() -> None:
     assert waiting is not None
     assert waiting.executed_s == pytest.approx(96.0)
     assert waiting.pending_s == pytest.approx(1 + 50 + 50)
+
+
+def test_placed_on_arrival_its_decision_is_part_of_the_free_first_allocation() -> None:
+    """Class 1, SLO 1: submitted at 0, placed by the decision on its arrival at 0.3 (the
+    manager's decision and the service's creation), running at 1.5. It never waited: it meets
+    an objective of 1, as it does in the simulator, where a decision takes no time."""
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0.3, "a"), ev(K.STARTED, 1.5, "a")]
+    level = service_level(history, now=100, objective=1.0, alpha_s=1.2, is_job=False)
+    assert level is not None
+    assert (level.pending_s, level.availability, level.met) == (0.0, 1.0, True)
+    # one that waited in the queue first had that wait counted
+    queued = [ev(K.SUBMITTED, 0), ev(K.QUEUED, 0), *history[1:]]
+    level = service_level(queued, now=100, objective=1.0, alpha_s=1.2, is_job=False)
+    assert level is not None and level.pending_s == pytest.approx(0.3) and not level.met
 
 
 def test_swarm_timestamps_are_read_to_the_microsecond() -> None:
