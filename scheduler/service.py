@@ -165,6 +165,13 @@ class Scheduler:
         self._restore(outcome)
         return outcome
 
+    def preview(self, request: Request, now: float) -> Decision:
+        """The decision the policy takes for ``request`` now, applied nowhere (the store is
+        unchanged): what ``submit`` would do with it, but for a round policy's queue (it
+        decides the new request directly here) and a random policy's draws (this one uses
+        one). The federation asks it before it forwards a request (federation.offload)."""
+        return self._decide(request, Outcome(), now=now)
+
     # -- tasks that must move -------------------------------------------------------------
 
     def reschedule(self, tasks: list[Task], now: float, reason: PendingReason) -> Outcome:
