@@ -5,18 +5,63 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from domain.classes import ClassTable
 from domain.energy import PowerModel
+from domain.errors import ValidationError
 from domain.regions import RegionBounds
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
+from federation.offload import OffloadWhen
 from measure.results import PolicyResult
 from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig
 
 MIB = 1024**2
 DEFAULT_MEMORY_CUT_MARGIN_BYTES = 32 * MIB
+
+
+class FederationMode(StrEnum):
+    """How several clusters of one simulation deal with a request its home cluster does not
+    place (DESIGN 12)."""
+
+    NONE = "none"  # separate Swarms: the home cluster's decision is final
+    OFFLOAD = "offload"  # federated Swarms: it may go to a peer (federation.offload)
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    """The trace's hosts split into clusters, each with its own store and scheduler.
+
+    ``sizes``: how many hosts each cluster takes, in the trace's host order (``(5, 5)``: the
+    first five hosts are cluster c1, the next five c2). A request's home cluster is given
+    round-robin in arrival order: the i-th arrival (counting from 0, trace requests and probes
+    alike) belongs to cluster i mod N, the same in a separate and in a federated run."""
+
+    sizes: tuple[int, ...]
+    federation: FederationMode = FederationMode.NONE
+    offload_when: OffloadWhen = OffloadWhen.UNPLACED
+    # the marginal price of powering an empty host on counts its idle watts
+    wake_counts_idle: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.sizes or any(size < 1 for size in self.sizes):
+            raise ValidationError("clusters", "need at least one cluster, each of >= 1 host")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f"c{index + 1}" for index in range(len(self.sizes)))
+
+    def describe(self) -> str:
+        split = " + ".join(f"{name}: {size} hosts" for name, size in
+                           zip(self.names, self.sizes, strict=True))
+        if self.federation is FederationMode.NONE:
+            return f"{split}; separate (a request its home cluster does not place stays there)"
+        what = ("does not place" if self.offload_when is OffloadWhen.UNPLACED
+                else "does not place, or places only by killing,")
+        return (f"{split}; federated: a request its home cluster {what} goes to the peer "
+                "with the lowest marginal energy price that has room (federation.offload)")
 
 
 @dataclass(frozen=True)
@@ -50,6 +95,8 @@ class SimConfig:
     allocation_s: float = DEFAULT_ALLOCATION_S
     # One line per request in the result (requests.jsonl); a very long run may do without.
     keep_requests: bool = True
+    # Several clusters over the trace's hosts (DESIGN 12); None: one cluster, as always.
+    clusters: ClusterSetup | None = None
 
 
 @dataclass(frozen=True)
@@ -74,9 +121,42 @@ class SimStats:
     pending_max: int
     pending_at_end: int
     running_at_end: int
+    # with several clusters (SimConfig.clusters): per cluster, its counters (ClusterStats)
+    clusters: tuple[ClusterStats, ...] = ()
+
+    @property
+    def offloads(self) -> int:
+        return sum(cluster.offloaded_out for cluster in self.clusters)
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if self.clusters:
+            out["clusters"] = [cluster.to_json() for cluster in self.clusters]
+            out["offloads"] = self.offloads
+        else:
+            del out["clusters"]  # one cluster: the file as it always was
+        return out
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """One cluster of a run with several (SimConfig.clusters)."""
+
+    name: str
+    hosts: tuple[str, ...]
+    arrivals: int  # new requests (and probes) whose home it is
+    offloaded_out: int  # of those, forwarded to a peer
+    offloaded_in: int  # requests of other homes forwarded here
+    offloaded_in_unplaced: int  # of those, not placed here at once (refused, or queued)
+    # its own requests it would have forwarded but no peer advertised room for: decided here
+    no_peer: int
+    energy_kwh: float  # its hosts' energy (all on)
+    energy_kwh_switch_off: float  # an empty host switched off
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: (list(value) if isinstance(value, tuple) else value)
+                for name in self.__dataclass_fields__
+                for value in (getattr(self, name),)}
 
 
 @dataclass(frozen=True)

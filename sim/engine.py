@@ -33,7 +33,9 @@ clock).
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
 import random
 import time
@@ -43,15 +45,19 @@ from fractions import Fraction
 from typing import Any
 
 from domain.decision import Decision
+from domain.energy import PowerModel
+from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import Request
+from federation.offload import advertise, choose_peer, should_offload
 from host_registry.memory import MemoryStore
 from measure.recorder import Cut, MetricsRecorder
+from measure.results import HostSummary
 from monitor.core import UtilSample
 from scheduler import registry
 from scheduler.plugin import LoadAware, RoundPolicy
 from scheduler.service import Outcome, Scheduler
-from sim.config import SimConfig, SimResult, SimStats
+from sim.config import ClusterStats, FederationMode, SimConfig, SimResult, SimStats
 from sim.contention import share_cpu
 from sim.model import Host, Run, serve
 from sim.monitor_model import (
@@ -76,8 +82,34 @@ _INF = math.inf
 ProgressCallback = Callable[[float, float], None]
 
 
+class _Cluster:
+    """One Swarm of the simulation (DESIGN 12): its own store and scheduler (with its own
+    policy instance), its hosts, its pending requests, and its federation counters."""
+
+    __slots__ = ("arrivals", "hosts", "name", "no_peer", "offloaded_in",
+                 "offloaded_in_unplaced", "offloaded_out", "pending", "scheduler", "store")
+
+    def __init__(self, name: str, store: MemoryStore, scheduler: Scheduler) -> None:
+        self.name = name
+        self.store = store
+        self.scheduler = scheduler
+        self.hosts: list[str] = []
+        self.pending: set[str] = set()
+        self.arrivals = 0
+        self.offloaded_out = 0
+        self.offloaded_in = 0
+        self.offloaded_in_unplaced = 0
+        self.no_peer = 0
+
+
 class Simulation:
-    """One policy over one trace. ``run()`` once; see the module docstring."""
+    """One policy over one trace. ``run()`` once; see the module docstring.
+
+    With ``SimConfig.clusters`` the trace's hosts form several clusters, each with its own
+    store and scheduler, under one clock, one world model and one recorder (so the report's
+    numbers are over all clusters): a new request goes to its home cluster (round-robin in
+    arrival order), and when the clusters are federated, to a peer if its home does not place
+    it (federation.offload). Kill victims and waiting requests stay in their cluster."""
 
     def __init__(
         self,
@@ -94,14 +126,32 @@ class Simulation:
         self.profiles = profiles
         self.progress = progress
         self._arrivals: Iterator[tuple[TraceRequest, bool]] = iter(requests)
-        self.store = MemoryStore(config.classes, config.bounds)
+        setup = config.clusters
+        sizes = setup.sizes if setup is not None else (len(header.hosts),)
+        if sum(sizes) != len(header.hosts):
+            raise ValidationError("clusters", f"the clusters take {sum(sizes)} hosts, the "
+                                  f"trace has {len(header.hosts)}")
         plugin = registry.plugin(config.policy, simulated=True)
-        policy = plugin.make(config.options.get(config.policy), config.seed)
-        self.scheduler = Scheduler(
-            self.store, policy, skip_unchanged=config.skip_unchanged_retries,
-            admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
-            slo=config.slo, alpha_s=config.allocation_s,
-        )
+        self._clusters: list[_Cluster] = []
+        for index, name in enumerate(setup.names if setup is not None else ("c1",)):
+            store = MemoryStore(config.classes, config.bounds)
+            # each cluster its own policy instance (a random policy: its own seed)
+            scheduler = Scheduler(
+                store, plugin.make(config.options.get(config.policy), config.seed + index),
+                skip_unchanged=config.skip_unchanged_retries,
+                admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
+                slo=config.slo, alpha_s=config.allocation_s,
+            )
+            self._clusters.append(_Cluster(name, store, scheduler))
+        self._by_name = {cluster.name: cluster for cluster in self._clusters}
+        self._federated = (setup is not None and len(self._clusters) > 1
+                           and setup.federation is FederationMode.OFFLOAD)
+        self._power = config.power_model or PowerModel.named()
+        self._arrived = 0
+        # the first cluster (the only one, unless config.clusters says otherwise)
+        self.store = self._clusters[0].store
+        self.scheduler = self._clusters[0].scheduler
+        policy = self.scheduler.policy
         # A load-aware policy reads dated utilization and load windows (DESIGN 3.12).
         monitor = config.monitor
         dated = monitor.dated or (isinstance(policy, LoadAware) and policy.predicts_recent)
@@ -119,12 +169,21 @@ class Simulation:
         self._seq = 0
         self._hosts: dict[str, Host] = {}
         rng = random.Random(config.seed)
+        self._cluster_of: dict[str, _Cluster] = {}
+        bounds = list(itertools.accumulate(sizes))
+        for index, spec in enumerate(header.hosts):
+            cluster = self._clusters[bisect.bisect_right(bounds, index)]
+            cluster.hosts.append(spec.id)
+            self._cluster_of[spec.id] = cluster
         # What placement constraints see of a trace's host (DESIGN 4): its id, its labels.
-        self.scheduler.set_node_facts({spec.id: spec.facts() for spec in header.hosts})
+        for cluster in self._clusters:
+            cluster.scheduler.set_node_facts({spec.id: spec.facts() for spec in header.hosts
+                                              if self._cluster_of[spec.id] is cluster})
         for spec in header.hosts:
-            self.store.add_host(spec)
+            store = self._cluster_of[spec.id].store
+            store.add_host(spec)
             if dated:  # registration carries the first (idle) sample
-                self.store.update_host_load(spec.id, 0.0)
+                store.update_host_load(spec.id, 0.0)
             # Monitors start at independent moments: a random phase of the host window.
             phase = rng.random() * monitor.host_window_s
             host = Host(spec.id, spec.cpu_capacity, spec.memory_capacity, phase, monitor, 0.0)
@@ -137,7 +196,6 @@ class Simulation:
             self._push(self._watchdog_s, _ROUND, None)
         self._runs: dict[str, Run] = {}
         self._requests: dict[str, TraceRequest] = {}  # placed or waiting, by id
-        self._pending: set[str] = set()
         self._queued_new: set[str] = set()  # of those, new requests never placed yet
         self._touched: dict[str, Host] = {}
         self._dirty: dict[str, Host] = {}
@@ -210,7 +268,8 @@ class Simulation:
         elif kind == _HOST_WINDOW:
             self._on_host_window(t, obj)
         else:
-            self._follow(self.scheduler.retry_pending(t), t)
+            for cluster in self._clusters:
+                self._follow(cluster, cluster.scheduler.retry_pending(t), t)
             self._push(t + self._watchdog_s, _ROUND, None)
 
     # ------------------------------------------------------------------ requests
@@ -218,17 +277,47 @@ class Simulation:
     def _arrive(self, t: float, request: TraceRequest, probe: bool) -> None:
         self.recorder.on_submit_request(request, t=t, probe=probe)
         self._requests[request.id] = request
-        outcome = self.scheduler.submit(
-            Request(request.id, request.request_class, request.type, request.cpu_shares,
-                    request.memory_bytes, request.constraints),
-            t,
-            queue=self.config.queue_new,
-        )
-        self._follow(outcome, t, request.id)
+        new = Request(request.id, request.request_class, request.type, request.cpu_shares,
+                      request.memory_bytes, request.constraints)
+        home = self._clusters[0] if len(self._clusters) == 1 else self._home()
+        cluster = self._route(home, new, t) if self._federated else home
+        outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
+        if cluster is not home and not any(d.request.id == new.id for d in outcome.applied):
+            cluster.offloaded_in_unplaced += 1
+        self._follow(cluster, outcome, t, request.id)
 
-    def _follow(self, outcome: Outcome, t: float, new_id: str | None = None) -> None:
-        """Mirror what the scheduler applied, in its order, and tell the recorder."""
+    def _home(self) -> _Cluster:
+        """The home cluster of the next arrival: round-robin in arrival order."""
+        home = self._clusters[self._arrived % len(self._clusters)]
+        self._arrived += 1
+        home.arrivals += 1
+        return home
+
+    def _route(self, home: _Cluster, request: Request, t: float) -> _Cluster:
+        """Where a new request of ``home`` is submitted, federated (DESIGN 12): at home,
+        unless its home would not place it (or, by the setup, only by killing) and a peer
+        advertises room; then at the cheapest such peer. Submitted exactly once."""
+        setup = self.config.clusters
+        assert setup is not None
+        if not should_offload(home.scheduler.preview(request, t), setup.offload_when):
+            return home
+        adverts = [advertise(c.name, c.store, self._power,
+                             wake_counts_idle=setup.wake_counts_idle)
+                   for c in self._clusters if c is not home]
+        peer = choose_peer(request, adverts, home=home.name)
+        if peer is None:
+            home.no_peer += 1
+            return home
+        home.offloaded_out += 1
+        self._by_name[peer].offloaded_in += 1
+        return self._by_name[peer]
+
+    def _follow(
+        self, cluster: _Cluster, outcome: Outcome, t: float, new_id: str | None = None
+    ) -> None:
+        """Mirror what ``cluster``'s scheduler applied, in its order, and tell the recorder."""
         recorder = self.recorder
+        pending = cluster.pending
         queued = self._queued_new
         placed_now: set[str] = set()
         new_decided = False
@@ -246,7 +335,7 @@ class Simulation:
                 self._apply(decision, t)
                 cuts = self._cuts_of(decision)
                 pass_name = decision.pass_ or decision.policy
-                self._pending.discard(request_id)
+                pending.discard(request_id)
                 placed_now.add(request_id)
                 if request_id == new_id or request_id in queued:
                     queued.discard(request_id)
@@ -272,17 +361,19 @@ class Simulation:
         # A round may queue a request and place it, or place one and preempt it back into
         # the queue, within one outcome: the store says where each ended up.
         for request_id in {*(entry.request.id for entry in outcome.queued), *placed_now}:
-            if self.store.is_pending(request_id):
-                self._pending.add(request_id)
+            if cluster.store.is_pending(request_id):
+                pending.add(request_id)
             else:
-                self._pending.discard(request_id)
-        if (new_id is not None and not new_decided and new_id in self._pending
+                pending.discard(request_id)
+        if (new_id is not None and not new_decided and new_id in pending
                 and new_id not in queued):
             # queued by a round policy without being tried in the round (more urgent requests
             # came first): a new request waiting for its first place all the same
             queued.add(new_id)
             recorder.on_queued(t, new_id)
-        self._pending_max = max(self._pending_max, len(self._pending))
+        waiting = (len(pending) if len(self._clusters) == 1
+                   else sum(len(c.pending) for c in self._clusters))
+        self._pending_max = max(self._pending_max, waiting)
         for restore in outcome.restored:  # after every decision, as the scheduler made them
             self._restore(self._runs[restore.task], restore.cpu_shares, restore.memory)
             recorder.on_restore(t, restore.task, restore.cpu_shares, restore.memory)
@@ -417,8 +508,9 @@ class Simulation:
             t, run.id, status, makespan_s=t - run.start_t,
             expected_makespan_s=run.request.makespan_s if run.is_job else None,
         )
-        _, outcome = self.scheduler.task_ended(run.id, t)
-        self._follow(outcome, t)
+        cluster = self._cluster_of[run.host.id]
+        _, outcome = cluster.scheduler.task_ended(run.id, t)
+        self._follow(cluster, outcome, t)
 
     def _oom_kill(self, t: float, run: Run) -> None:
         key = f"{run.request.workload.value} class {run.request.request_class}"
@@ -426,8 +518,9 @@ class Simulation:
         self._remove(run)
         self._requests.pop(run.id, None)
         self.recorder.on_oom_kill(t, run.host.id, run.id)
-        _, outcome = self.scheduler.task_ended(run.id, t)
-        self._follow(outcome, t)
+        cluster = self._cluster_of[run.host.id]
+        _, outcome = cluster.scheduler.task_ended(run.id, t)
+        self._follow(cluster, outcome, t)
 
     # ------------------------------------------------------------------ monitor events
 
@@ -436,20 +529,22 @@ class Simulation:
         update = host.monitor.window_closed(t)
         if update is None:
             return
+        cluster = self._cluster_of[host.id]
+        store = cluster.store
         if not update.has_values:  # a heartbeat: the values held are still current
             self._host_heartbeats += 1
-            self.store.update_host_load(host.id, t, update.windows)
+            store.update_host_load(host.id, t, update.windows)
             return
         sent = host.monitor.held
         assert sent is not None
         self._host_pushes += 1
-        before = self.store.host(host.id)
-        self.store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util,
-                                           update.measured_at, update.windows)
+        before = store.host(host.id)
+        store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util,
+                                      update.measured_at, update.windows)
         # "A utilization drop" frees room for the waiting (DESIGN 3.7).
-        if self._pending and (sent.cpu_util < before.cpu_util
-                              or sent.memory_util < before.memory_util):
-            self._follow(self.scheduler.retry_pending(t), t)
+        if cluster.pending and (sent.cpu_util < before.cpu_util
+                                or sent.memory_util < before.memory_util):
+            self._follow(cluster, cluster.scheduler.retry_pending(t), t)
 
     def _on_task_window(self, t: float, host: Host) -> None:
         self._push(t + self._monitor.task_window_s, _TASK_WINDOW, host)
@@ -459,8 +554,9 @@ class Simulation:
             if average is not None:
                 averages[run.id] = average
         batch = close_task_window(host.task_tracker, averages)
+        store = self._cluster_of[host.id].store
         for task in batch.tasks:
-            self.store.update_task_utilization(task.task_id, task.cpu_util, task.memory_util)
+            store.update_task_utilization(task.task_id, task.cpu_util, task.memory_util)
         self._task_pushes += len(batch.tasks)
 
     # ------------------------------------------------------------------ hosts
@@ -575,8 +671,14 @@ class Simulation:
 
     def check_books(self) -> None:
         """The simulator's tasks are exactly the store's, with the same resources, and every
-        host's allocation is the sum of its tasks' (raises RuntimeError otherwise)."""
-        store_tasks = {task.id: task for task in self.store.tasks()}
+        host's allocation is the sum of its tasks' (raises RuntimeError otherwise). With
+        several clusters, no task is in two of their stores (never placed twice)."""
+        store_tasks = {}
+        for cluster in self._clusters:
+            for task in cluster.store.tasks():
+                if task.id in store_tasks:
+                    raise RuntimeError(f"task {task.id} is placed in two clusters")
+                store_tasks[task.id] = task
         if set(store_tasks) != set(self._runs):
             only_sim = sorted(set(self._runs) - set(store_tasks))[:5]
             only_store = sorted(set(store_tasks) - set(self._runs))[:5]
@@ -589,7 +691,7 @@ class Simulation:
             ):
                 raise RuntimeError(f"task {run.id} booked differently")
         for host in self._hosts.values():
-            view = self.store.host(host.id)
+            view = self._cluster_of[host.id].store.host(host.id)
             cpu = sum(r.cpu_shares for r in host.runs.values())
             memory = sum(r.memory for r in host.runs.values())
             if (view.cpu_allocated, view.memory_allocated, view.task_count) != (
@@ -600,9 +702,10 @@ class Simulation:
                 raise RuntimeError(f"host {host.id} uses more memory than it has")
             if host.served > host.cap_cores * (1 + 1e-9):
                 raise RuntimeError(f"host {host.id} serves more CPU than it has")
-        pending = {entry.request.id for entry in self.store.pending()}
-        if pending != self._pending:
-            raise RuntimeError("pending queues differ")
+        for cluster in self._clusters:
+            pending = {entry.request.id for entry in cluster.store.pending()}
+            if pending != cluster.pending:
+                raise RuntimeError("pending queues differ")
 
     def _finish(self, wall_s: float) -> SimResult:
         end_s = self.end_s
@@ -630,10 +733,29 @@ class Simulation:
             monitor_host_heartbeats=self._host_heartbeats,
             monitor_task_pushes=self._task_pushes,
             pending_max=self._pending_max,
-            pending_at_end=len(self._pending),
+            pending_at_end=sum(len(c.pending) for c in self._clusters),
             running_at_end=len(self._runs),
+            clusters=self._cluster_stats(result.hosts) if self.config.clusters else (),
         )
         return SimResult(result, stats)
+
+    def _cluster_stats(self, hosts: Iterable[HostSummary]) -> tuple[ClusterStats, ...]:
+        energy = {host.host_id: host for host in hosts}
+        return tuple(
+            ClusterStats(
+                name=cluster.name,
+                hosts=tuple(cluster.hosts),
+                arrivals=cluster.arrivals,
+                offloaded_out=cluster.offloaded_out,
+                offloaded_in=cluster.offloaded_in,
+                offloaded_in_unplaced=cluster.offloaded_in_unplaced,
+                no_peer=cluster.no_peer,
+                energy_kwh=math.fsum(energy[h].energy_kwh for h in cluster.hosts),
+                energy_kwh_switch_off=math.fsum(energy[h].energy_kwh_switch_off
+                                                for h in cluster.hosts),
+            )
+            for cluster in self._clusters
+        )
 
 
 def simulate(

@@ -165,3 +165,20 @@ def render_summary(results: Sequence[SimResult], *, thesis: bool) -> str:
             lines.append("| of each class | " + " | ".join(
                 fulfilment_by_class(r.result) for r in results) + " |")
     return "\n".join(lines) + "\n"
+
+
+def render_clusters(results: Sequence[SimResult]) -> str:
+    """Per policy, each cluster's counters (a run with several clusters, DESIGN 12): the
+    report's other numbers are over all of them."""
+    lines = ["", "Clusters (the numbers above are over all of them):", "",
+             "| policy | cluster | hosts | arrivals (home) | offloaded out | offloaded in "
+             "| of those not placed there | no peer had room | kWh (all on) | kWh (empty off) |",
+             "|---" * 10 + "|"]
+    for result in results:
+        for c in result.stats.clusters:
+            lines.append(
+                f"| {result.stats.policy} | {c.name} | {len(c.hosts)} | {c.arrivals:,} "
+                f"| {c.offloaded_out:,} | {c.offloaded_in:,} | {c.offloaded_in_unplaced:,} "
+                f"| {c.no_peer:,} | {c.energy_kwh:.3f} | {c.energy_kwh_switch_off:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
