@@ -63,3 +63,19 @@ def seed_list(text: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise argparse.ArgumentTypeError(f"a seed is given twice in {text!r}")
     return seeds
+
+
+def cluster_sizes(text: str) -> tuple[int, ...]:
+    """Hosts per cluster, e.g. ``5,5``: whole numbers >= 1, in the trace's host order."""
+    sizes: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            size = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a host count: {part!r} (write e.g. 5,5 for two clusters of 5 hosts)"
+            ) from None
+        if size < 1:
+            raise argparse.ArgumentTypeError(f"a cluster needs at least 1 host, got {part!r}")
+        sizes.append(size)
+    return tuple(sizes)

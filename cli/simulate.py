@@ -5,14 +5,16 @@
         [--policies energy,spread,binpack,random] [--hosts SPEC] [--duration-s S] [--drain-s S]
         [--power-table NAME] [--profiles FILE] [--no-probes] [--slo C=V,...] [--allocation-s S]
         [--overbooking-model thesis|label|none] [--empty-hosts last|lee] [--lee-below U]
-        [--eed-above U] [--queue-new] [--jobs N] [--no-plots] [--progress]
+        [--eed-above U] [--queue-new] [--clusters SIZES [--federation none|offload]
+        [--offload-when unplaced|kills]] [--jobs N] [--no-plots] [--progress]
     greenswarm bench profile [--out FILE] [--docker URL] [--workloads ffmpeg,redis,dl,timeserver]
         [--makespan-s 30] [--service-s 40] [--rates 20,40,80]
 
 ``simulate`` writes ``DIR/<policy>/result.json`` + ``host_series.csv`` + ``requests.jsonl``
 (every request's service level; measure.result_files),
 ``DIR/<policy>/simulation.json`` (the simulator's own counters), ``DIR/simulation.md`` (the
-side-by-side table, with the thesis's numbers for the thesis workload), then the report
+side-by-side table, with the thesis's numbers for the thesis workload; with ``--clusters``
+the clusters' counters too), then the report
 (``DIR/summary.md``, ``summary.json``, PNG plots). With ``--seeds`` each seed's run goes into
 ``DIR/seed-N/`` as above, and ``DIR/seeds.md`` and ``DIR/seeds.json`` hold every number's mean,
 min and max over the seeds, per policy (sim.seeds).
@@ -31,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from cli.argtypes import positive_float, positive_int, seed_list
+from cli.argtypes import cluster_sizes, positive_float, positive_int, seed_list
 from domain.errors import ValidationError
 from workloads.cluster import THESIS_HOSTS_SPEC
 from workloads.outfiles import out_directory
@@ -39,7 +41,7 @@ from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC, QosValidationTes
 
 if TYPE_CHECKING:
     from measure.report import ReportFiles
-    from sim.config import SimResult
+    from sim.config import ClusterSetup, SimResult
     from sim.profiles import Profiles
     from workloads.trace import TraceRequest
 
@@ -182,6 +184,25 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "successful once placed, its wait in the scheduling delay; those still "
                         "waiting at the end are undecided (not in the success rate: see "
                         "'queued, still waiting at the end')")
+    parser.add_argument("--clusters", type=cluster_sizes, default=None, metavar="SIZES",
+                        help="split the hosts into clusters (DESIGN 12), e.g. 5,5 with --hosts "
+                        "10x8c12g: the first 5 hosts are cluster c1, the next 5 c2, each with its "
+                        "own store and scheduler; the sizes must add up to the host count. A "
+                        "request's home cluster is round-robin in arrival order (the i-th "
+                        "arrival, probes included, belongs to cluster i mod N). The report's "
+                        "numbers are over all clusters; simulation.md and "
+                        "<policy>/simulation.json add each cluster's counters (default: one "
+                        "cluster, as without federation)")
+    parser.add_argument("--federation", choices=["none", "offload"], default="none",
+                        help="with --clusters: none: separate Swarms, a request its home "
+                        "cluster does not place is refused there (or queued there, as the policy "
+                        "does); offload: federated Swarms, it goes to the peer whose advert says "
+                        "it fits at the lowest marginal energy price (federation/offload.py), "
+                        "and that peer's scheduler decides; never placed twice (default: none)")
+    parser.add_argument("--offload-when", choices=["unplaced", "kills"], default="unplaced",
+                        help="with --federation offload: unplaced: offload what the home "
+                        "cluster does not place; kills: also what it would place only by "
+                        "killing (default: unplaced)")
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -205,6 +226,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise ValidationError("seed", f"--workload {args.workload} needs --seed N or --seeds LIST")
     if args.hosts is not None:
         parse_hosts_spec(args.hosts)  # a bad SPEC is refused before anything is written
+    if args.clusters is None and (args.federation != "none" or args.offload_when != "unplaced"):
+        raise ValidationError("federation", "--federation and --offload-when need --clusters")
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
     out = out_directory(args.out, create=False)  # checked now, created once the run starts
     if args.seeds is None:
@@ -237,7 +260,7 @@ def _simulate_seed(
     from measure.result_files import save_result
     from sim.config import SimConfig
     from sim.runner import TraceInput, qos_validation_input, run_policies, thesis_input
-    from sim.summary import render_summary
+    from sim.summary import render_clusters, render_summary
     from workloads.cluster import format_hosts_spec, parse_hosts_spec
     from workloads.qos_validation import QosValidationConfig
     from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
@@ -277,6 +300,7 @@ def _simulate_seed(
         trace = TraceInput(header, stream)
         seed = seed if seed is not None else (header.seed or 0)
     arrivals_s = args.duration_s or trace.header.duration_s
+    setup = _cluster_setup(args, len(trace.header.hosts))
     cluster = policy_options.cluster_options(args)
     slo = slo_table(args)
     sim_config = SimConfig(
@@ -291,6 +315,7 @@ def _simulate_seed(
         queue_new=True if args.queue_new else None,  # None: as each policy admits
         slo=slo,
         allocation_s=args.allocation_s,
+        clusters=setup,
     )
     # the validation tests are the paper's workloads alone: no probe jobs among them
     validation = args.workload not in (None, THESIS_WORKLOAD)
@@ -319,14 +344,31 @@ def _simulate_seed(
         + (f"Trace notes: {header.notes}\n\n" if header.notes else "")
         + f"Scheduling: {policy_options.describe(args, args.policies)}; new requests no pass "
         f"places {_new_requests(args)}.\n\n"
-        f"Service levels (DESIGN 3.10): SLO {slo.describe()}; allocation time "
+        + (f"Clusters (DESIGN 12): {setup.describe()}.\n\n" if setup is not None else "")
+        + f"Service levels (DESIGN 3.10): SLO {slo.describe()}; allocation time "
         f"{args.allocation_s:g} s charged on every placement after a request's first; per "
         "class in summary.md, one line per request in <policy>/requests.jsonl.\n\n"
         + render_summary(results, thesis=thesis)
+        + (render_clusters(results) if setup is not None else "")
     )
     (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
     files = write_report(out, plots=not args.no_plots)
     return _SeedRun(results, text, files, thesis)
+
+
+def _cluster_setup(args: argparse.Namespace, hosts: int) -> ClusterSetup | None:
+    """The clusters of --clusters over ``hosts`` hosts (None: one cluster, as always)."""
+    from federation.offload import OffloadWhen
+    from sim.config import ClusterSetup, FederationMode
+
+    if args.clusters is None:
+        return None
+    if sum(args.clusters) != hosts:
+        raise ValidationError("clusters", f"--clusters {','.join(map(str, args.clusters))} "
+                              f"takes {sum(args.clusters)} hosts, the cluster has {hosts} "
+                              "(see --hosts)")
+    return ClusterSetup(args.clusters, FederationMode(args.federation),
+                        OffloadWhen(args.offload_when))
 
 
 def _simulate_seeds(
@@ -344,7 +386,7 @@ def _simulate_seeds(
                              title=f"seed {seed} ({count}/{len(seeds)})")
         thesis = run.thesis
         runs.append((seed, run.results))
-        rates = ", ".join(f"{r.stats.policy} {_rate(r)}" for r in run.results)
+        rates = ", ".join(f"{r.stats.policy} {_rate(r)}" + _offloads(r) for r in run.results)
         print(f"seed {seed}: success rate {rates}; wrote {out / f'seed-{seed}'}", flush=True)
     summary = summarize_seeds(runs, queue_new=args.queue_new, thesis=thesis)
     source = (f"the {args.workload} workload, generated with each seed"
@@ -367,6 +409,10 @@ def _simulate_seeds(
     sys.stdout.write("\n" + text)
     print(f"wrote {out / SEEDS_SUMMARY} and {out / SEEDS_FILE}")
     return 0
+
+
+def _offloads(result: SimResult) -> str:
+    return f" ({result.stats.offloads} offloaded)" if result.stats.clusters else ""
 
 
 def _rate(result: SimResult) -> str:
