@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from lab.errors import CommandFailedError
 from lab.model import NodeRecord
 from lab.proc import run
 
@@ -56,9 +57,16 @@ def ensure_bridge(name: str, cidr: str) -> bool:
 
 
 def delete_link(name: str) -> bool:
+    """Delete a link; False when there was none. A link that goes away between the check and
+    the delete (a veth whose peer's namespace was just removed: the kernel deletes the pair a
+    moment later) counts as deleted."""
     if not link_exists(name):
         return False
-    run(["ip", "link", "del", name])
+    try:
+        run(["ip", "link", "del", name])
+    except CommandFailedError:
+        if link_exists(name):
+            raise
     return True
 
 
