@@ -46,35 +46,28 @@ def service_level(
     assert first_t is not None
     clock = ServiceClock(first_t)
     measured = any(e.kind is EventKind.STARTED for e in events)
-    runs_at: float | None = None  # when the container of the current placement runs
     placed_ever = False
     waited = False  # it waited in the queue (its first placement was not on its arrival)
     refused = False
     for event in events[1:]:
         t = event.t
         assert t is not None
-        if runs_at is not None and runs_at <= t:
-            clock.running(runs_at)
-            runs_at = None
+        clock.settle(t)
         kind = event.kind
         if kind is EventKind.QUEUED or (kind is EventKind.SWARM and not event.host):
             waited = True  # in our queue, or in Swarm's (the 'swarm' policy)
         elif kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
-            clock.placed(t, on_arrival=not waited)
+            clock.placed(t, on_arrival=not waited, starts_after_s=None if measured else alpha_s)
             placed_ever = True
-            runs_at = None if measured else t + alpha_s
         elif kind is EventKind.STARTED:
             clock.running(t)
         elif kind in _STOPS or kind is EventKind.START_FAILED:
-            if runs_at is not None:  # taken off before its container ran
-                runs_at = None
             clock.stopped(t, preempted=kind in _STOPS, work_lost=is_job)
         elif kind in _ENDS:
             refused = kind is EventKind.REJECTED and not placed_ever
             clock.ended(t)
             break
-    if runs_at is not None and runs_at <= now:
-        clock.running(runs_at)
+    clock.settle(now)
     level = clock.at(max(now, clock.since_s), objective, alpha_s)
     if refused:  # refused at once: it received nothing
         return ServiceLevel(0.0, level.pending_s, 0.0, objective, level.qos, 0.0, 0, 0.0)

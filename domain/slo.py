@@ -132,9 +132,11 @@ class ServiceClock:
     """The service one request received, from its admission at ``admitted_s``.
 
     Call, in time order: :meth:`placed` when a host is booked for it, :meth:`running` when its
-    container runs (at once if that is not measured), :meth:`stopped` when it leaves its host
-    (killed, preempted, its host lost: it waits again), :meth:`ended` when it is over (finished,
-    failed, stopped by its client, refused). Ask :meth:`at` for the figures at any moment.
+    container runs, :meth:`stopped` when it leaves its host (killed, preempted, its host lost:
+    it waits again), :meth:`ended` when it is over (finished, failed, stopped by its client,
+    refused). Where a start is not measured, :meth:`placed` says when the container is taken to
+    run (``starts_after_s``); each call, and :meth:`settle`, applies that start once time has
+    passed it. Ask :meth:`at` for the figures at any moment (after :meth:`settle`).
     """
 
     admitted_s: float
@@ -147,6 +149,7 @@ class ServiceClock:
     preemptions: int = 0
     run_started_s: float | None = None  # its current run's start (work since it is lost on a kill)
     lost_s: float = 0.0  # run time lost to kills (a killed job restarts from scratch)
+    starts_at_s: float | None = None  # when the current placement's container is taken to run
 
     def __post_init__(self) -> None:
         self.since_s = self.admitted_s
@@ -162,13 +165,24 @@ class ServiceClock:
             self.allocation_s += dt
         self.since_s = max(self.since_s, t)
 
-    def placed(self, t: float, *, on_arrival: bool = False) -> None:
+    def settle(self, t: float) -> None:
+        """Time reached ``t``: the expected start of the current placement, if it is due by
+        then, happens (at its own moment)."""
+        if self.starts_at_s is not None and self.starts_at_s <= t:
+            self.running(self.starts_at_s)
+
+    def placed(
+        self, t: float, *, on_arrival: bool = False, starts_after_s: float | None = None
+    ) -> None:
         """A host booked for it. ``on_arrival``: by the decision on its arrival (it never
         waited in the queue): the time that decision took, from its admission, is part of its
         first allocation, which is free (live, the round trip and the decision; in the
-        simulator, no time at all)."""
+        simulator, no time at all). ``starts_after_s``: its container is taken to run that
+        long after ``t`` (None: :meth:`running` will say when)."""
+        self.settle(t)
         if self.phase is Phase.DONE:
             return
+        self.starts_at_s = None if starts_after_s is None else t + starts_after_s
         if on_arrival and self.phase is Phase.NEW and self.placements == 0:
             self.since_s = max(self.since_s, t)
         else:
@@ -179,12 +193,15 @@ class ServiceClock:
     def running(self, t: float) -> None:
         if self.phase is not Phase.ALLOCATING:
             return
+        self.starts_at_s = None
         self._advance(t)
         self.phase = Phase.RUNNING
         self.run_started_s = t
 
     def stopped(self, t: float, *, preempted: bool = True, work_lost: bool = True) -> None:
         """It left its host and waits to run again (a kill, a preemption, its host lost)."""
+        self.settle(t)
+        self.starts_at_s = None
         if self.phase is Phase.DONE:
             return
         self._advance(t)
@@ -196,6 +213,8 @@ class ServiceClock:
         self.run_started_s = None
 
     def ended(self, t: float) -> None:
+        self.settle(t)
+        self.starts_at_s = None
         if self.phase is Phase.DONE:
             return
         self._advance(t)

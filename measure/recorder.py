@@ -160,7 +160,7 @@ class Cut(NamedTuple):
 
 class _Task:
     __slots__ = ("awaiting", "clock", "cores", "expected_s", "host_id", "placed", "probe",
-                 "queued", "request_class", "run_start", "running", "seq", "start_at",
+                 "queued", "request_class", "run_start", "running", "seq",
                  "submit_t", "type", "workload")
 
     def __init__(self, request_class: int, task_type: TaskType) -> None:
@@ -182,7 +182,6 @@ class _Task:
         self.clock: ServiceClock | None = None
         self.seq = 0
         self.cores = 0.0
-        self.start_at: float | None = None
 
 
 _END_STATUS = {
@@ -547,7 +546,6 @@ class MetricsRecorder:
         task = self._tasks.get(request_id)
         if task is None or task.clock is None or task.clock.phase is not Phase.ALLOCATING:
             return
-        task.start_at = None
         task.clock.running(max(t, task.clock.since_s))
 
     # ------------------------------------------------------------------ service levels
@@ -568,7 +566,7 @@ class MetricsRecorder:
         for task in self._tasks.values():
             if task.clock is None or task.probe:
                 continue
-            self._start_due(task, t)
+            task.clock.settle(t)
             cls = task.request_class
             sample[cls].append(task.clock.at(t, self.slo.objective(cls)).availability)
         self._service.add_interval(sample)
@@ -579,32 +577,22 @@ class MetricsRecorder:
         self._seq += 1
         task.seq = self._seq
 
-    def _start_due(self, task: _Task, t: float) -> None:
-        """Its container runs by ``t``: the clock counts it from its start."""
-        if task.start_at is not None and task.start_at <= t:
-            assert task.clock is not None
-            task.clock.running(task.start_at)
-            task.start_at = None
-
     def _placed(self, task: _Task, t: float, *, on_arrival: bool = False) -> None:
         """A placement: its container runs at once, or ``allocation_s`` later when it ran
         before (its first allocation is charged to no one, DESIGN 3.10), unless the driver
-        says when it runs (:meth:`on_started`) before anything else happens to it. The start
-        is applied when time passes it (``_start_due``)."""
+        says when it runs (:meth:`on_started`) before anything else happens to it. The clock
+        applies the start when time passes it."""
         if task.clock is None:
             self._admit(task, t)
         clock = task.clock
         assert clock is not None
-        self._start_due(task, t)
-        clock.placed(t, on_arrival=on_arrival)
-        task.start_at = t + self.allocation_s if clock.placements > 1 else t
+        clock.placed(t, on_arrival=on_arrival,
+                     starts_after_s=self.allocation_s if clock.placements > 0 else 0.0)
 
     def _stopped(self, task: _Task, t: float) -> None:
         """Taken off its host (a kill, a preemption): it waits again; a job's run is lost."""
         if task.clock is None:
             return
-        self._start_due(task, t)
-        task.start_at = None
         task.clock.stopped(t, work_lost=task.type is TaskType.JOB)
 
     def _over(self, request_id: str, task: _Task, t: float, status: RequestStatus) -> None:
@@ -612,8 +600,6 @@ class MetricsRecorder:
         clock = task.clock
         if clock is None or task.probe:
             return
-        self._start_due(task, t)
-        task.start_at = None
         clock.ended(t)
         self._account(request_id, task, t, status)
 
@@ -976,7 +962,7 @@ class MetricsRecorder:
         for request_id, task in self._tasks.items():
             if task.clock is None or task.probe:
                 continue
-            self._start_due(task, t_end)
+            task.clock.settle(t_end)
             running = task.clock.phase in (Phase.RUNNING, Phase.ALLOCATING)
             self._account(request_id, task, t_end,
                           RequestStatus.RUNNING if running else RequestStatus.WAITING)

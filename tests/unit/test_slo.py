@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from domain.errors import ValidationError
 from domain.slo import (
+    Phase,
     ServiceClock,
     SloTable,
     availability,
@@ -59,6 +60,25 @@ def test_a_clock_counts_e_and_p_and_spares_the_first_allocation() -> None:
     assert level.overhead == pytest.approx(3 / 83)
     assert (level.preemptions, level.lost_s) == (1, 50.0)
     assert clock.at(500.0, 0.8) == level  # nothing counts once it is over
+
+
+def test_an_expected_start_happens_when_time_passes_it_and_never_after_a_stop() -> None:
+    """Placed again at 10 with its container taken to run 2 s later: at 11 it still waits;
+    any later call (here a settle at 13) starts it at 12, not at 13. Placed again at 20 and
+    stopped at 21, before its expected start at 22: it never ran there."""
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(0.0, on_arrival=True, starts_after_s=0.0)
+    clock.stopped(5.0)  # ran 0-5
+    clock.placed(10.0, starts_after_s=2.0)
+    clock.settle(11.0)
+    assert clock.phase is Phase.ALLOCATING
+    clock.settle(13.0)
+    assert (clock.phase, clock.run_started_s, clock.pending_s) == (Phase.RUNNING, 12.0, 7.0)
+    clock.stopped(15.0)
+    clock.placed(20.0, starts_after_s=2.0)
+    clock.stopped(21.0)
+    clock.settle(30.0)
+    assert clock.phase is Phase.WAITING and clock.executed_s == 5.0 + 3.0
 
 
 def test_a_new_request_starts_at_q_zero_and_loses_a_second_per_second() -> None:
