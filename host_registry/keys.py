@@ -30,12 +30,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from domain.capacity import room
 from domain.load import LoadWindows
 from domain.model import HostView, Request, TaskType
 from domain.pending import PendingEntry, PendingReason
 from domain.regions import Region
-from domain.rooms import RoomKey, RoomKind, all_room_keys
+from domain.rooms import ROOM_KEYS, RoomKey, RoomKind
 from domain.tally import TALLY_FIELDS
 from host_registry.task_keys import constraints_field, constraints_from_field
 
@@ -74,6 +73,10 @@ def room_fields(key: RoomKey) -> tuple[str, str]:
     return f"room_{name}_cpu", f"room_{name}_memory"
 
 
+LIMIT_FIELDS = tuple((f"cpu_limit_{cls}", f"memory_limit_{cls}") for cls in (1, 2, 3, 4))
+ROOM_FIELDS = tuple(room_fields(key) for key in ROOM_KEYS)  # names made once: every write
+
+
 def host_to_hash(view: HostView) -> dict[str, str]:
     fields = {
         "id": view.id,
@@ -88,12 +91,13 @@ def host_to_hash(view: HostView) -> dict[str, str]:
         "windows": "" if view.windows is None else json.dumps(view.windows.to_json()),
     }
     fields.update(zip(TALLY_FIELDS, map(str, view.tally), strict=True))
-    for cls in (1, 2, 3, 4):
-        fields[f"cpu_limit_{cls}"] = str(view.cpu_limits[cls - 1])
-        fields[f"memory_limit_{cls}"] = str(view.memory_limits[cls - 1])
-    for key in all_room_keys():
-        cpu_field, memory_field = room_fields(key)
-        fields[cpu_field], fields[memory_field] = map(str, room(view, key))
+    for (cpu_field, memory_field), cpu, memory in zip(
+        LIMIT_FIELDS, view.cpu_limits, view.memory_limits, strict=True
+    ):
+        fields[cpu_field], fields[memory_field] = str(cpu), str(memory)
+    # view.rooms holds room(view, key) for every key of ROOM_KEYS, in that order
+    for (cpu_field, memory_field), (cpu, memory) in zip(ROOM_FIELDS, view.rooms, strict=True):
+        fields[cpu_field], fields[memory_field] = str(cpu), str(memory)
     return fields
 
 
