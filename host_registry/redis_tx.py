@@ -63,11 +63,20 @@ local allowed = {HSET = true, HDEL = true, DEL = true, ZADD = true, ZREM = true}
 for _, op in ipairs(request.ops) do
   if op[1] == 'RAISE' then
     -- {'RAISE', bound hash, field, value, ...}: raise known bounds, leave unknown ones unknown
-    for i = 3, #op, 2 do
-      local current = tonumber(redis.call('HGET', op[2], op[i]))
-      if current ~= nil and tonumber(op[i + 1]) > current then
-        redis.call('HSET', op[2], op[i], op[i + 1])
+    -- (one HMGET of them all and one HSET of those raised)
+    local fields = {}
+    for i = 3, #op, 2 do fields[#fields + 1] = op[i] end
+    if #fields > 0 then
+      local bounds = redis.call('HMGET', op[2], unpack(fields))
+      local raised = {}
+      for j = 1, #fields do
+        local current, value = tonumber(bounds[j]), op[2 * j + 2]
+        if current ~= nil and tonumber(value) > current then
+          raised[#raised + 1] = fields[j]
+          raised[#raised + 1] = value
+        end
       end
+      if #raised > 0 then redis.call('HSET', op[2], unpack(raised)) end
     end
   elseif allowed[op[1]] then
     redis.call(unpack(op))

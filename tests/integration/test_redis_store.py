@@ -20,6 +20,7 @@ from domain.store import ClusterStore
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
+from host_registry.redis_tx import CAS_LUA, Batch
 from lab.processes import RedisServer
 from scheduler.registry import make_policy
 from scheduler.service import Scheduler
@@ -361,3 +362,16 @@ def test_constraints_and_load_fields_survive_the_round_trip(store: RedisStore) -
     store.push_pending(PendingEntry(Request("w", 2, TaskType.SERVICE, 64, 2**20, constraints),
                                     PendingReason.QUEUED, 1.0, 99.0))
     assert store.pending()[0].request.constraints == constraints
+
+
+# -- what the round-trip savings must not change ----------------------------------------------
+
+def test_raise_bounds_raises_known_bounds_only(store: RedisStore) -> None:
+    bound = store.host_keys.bound(Region.LEE, 2)
+    store.client.hset(bound, mapping={"room_simple_cpu": "10", "room_simple_memory": "5"})
+    batch = Batch()
+    batch.raise_bounds(bound, {"room_simple_cpu": "7", "room_simple_memory": "9",
+                               "room_cut1_cpu": "3"})
+    cas = store.client.register_script(CAS_LUA)
+    assert cas(keys=[store.host_keys.stamp_counter], args=[batch.to_json()]) == 1
+    assert store.client.hgetall(bound) == {"room_simple_cpu": "10", "room_simple_memory": "9"}
