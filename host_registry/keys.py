@@ -197,13 +197,15 @@ while segment <= segments do
     skip = cpu ~= nil and memory ~= nil and (cpu < need_cpu or memory < need_memory)
   end
   local best_cpu, best_memory = -1, -1
+  local chunk = math.min(math.max(2 * (limit - count), 8), 256)  -- ids per read, growing
   while not skip do
     local ids
     if descending then
-      ids = redis.call('ZREVRANGE', list_key, index, index + 255)
+      ids = redis.call('ZREVRANGE', list_key, index, index + chunk - 1)
     else
-      ids = redis.call('ZRANGE', list_key, index, index + 255)
+      ids = redis.call('ZRANGE', list_key, index, index + chunk - 1)
     end
+    chunk = math.min(chunk * 4, 256)
     if #ids == 0 then
       if cpu_field ~= '' and whole then
         redis.call('HSET', bound_key, cpu_field, best_cpu, memory_field, best_memory)

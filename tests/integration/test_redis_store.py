@@ -16,7 +16,8 @@ from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
 from domain.restore import TaskRestore
-from domain.store import ClusterStore
+from domain.rooms import ROOM_KEYS
+from domain.store import ClusterStore, Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
@@ -375,3 +376,20 @@ def test_raise_bounds_raises_known_bounds_only(store: RedisStore) -> None:
     cas = store.client.register_script(CAS_LUA)
     assert cas(keys=[store.host_keys.stamp_counter], args=[batch.to_json()]) == 1
     assert store.client.hgetall(bound) == {"room_simple_cpu": "10", "room_simple_memory": "9"}
+
+
+def test_candidates_walk_long_filtered_lists_like_the_memory_store(store: RedisStore) -> None:
+    """Lists longer than any read of ids, filtered by room, in both directions and pages."""
+    memory = MemoryStore()
+    rng = random.Random(7)
+    for target in (store, memory):
+        for i in range(300):
+            spec = HostSpec(f"h{i:03d}", 1000 + (i * 37) % 500, 1000 + (i * 11) % 700)
+            target.add_host(spec, 0.05 + (i % 97) / 1000, 0.0)
+    region = memory.host("h000").region
+    for _ in range(12):
+        need = (rng.randint(1000, 1500), rng.randint(1000, 1700))
+        segments = [Segment(region, None, ascending, ROOM_KEYS[0], need)
+                    for ascending in (True, False)]
+        walked = [(i, h) for i, h in store.candidates(segments)]
+        assert walked == list(memory.candidates(segments)), need
