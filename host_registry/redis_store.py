@@ -210,7 +210,7 @@ class RedisStore:
             )
             batch = Batch().check(key, fields)
             batch.zadd(self.host_keys.all, spec.id, 0.0)
-            self._stage_host(batch, old, view)
+            self._stage_host(batch, old, view, fields)
             return view, batch
 
         return self._optimistic(attempt)
@@ -320,7 +320,7 @@ class RedisStore:
                 self._stage_task_removal(batch, victim)
             for task in (*booking.cut, booking.placed):
                 self._stage_task(batch, task)
-            self._stage_host(batch, host, booking.host)
+            self._stage_host(batch, host, booking.host, host_fields)
             return list(booking.killed), batch
 
         return self._optimistic(attempt)
@@ -338,7 +338,7 @@ class RedisStore:
             batch = Batch().check(host_key, host_fields).check(task_key, task_fields)
             self._stage_task(batch, task)
             tally = combine(host.tally, contribution(task, self._classes))
-            self._stage_host(batch, host, replace(host, tally=tally))
+            self._stage_host(batch, host, replace(host, tally=tally), host_fields)
             return None, batch
 
         self._optimistic(attempt)
@@ -375,7 +375,7 @@ class RedisStore:
             else:
                 self._stage_task(batch, new)
                 tally = combine(tally, contribution(new, self._classes))
-            self._stage_host(batch, host, replace(host, tally=tally))
+            self._stage_host(batch, host, replace(host, tally=tally), host_fields)
             return (task, new), batch
 
         return self._optimistic(attempt)
@@ -414,7 +414,7 @@ class RedisStore:
             view, restored = apply_restores(host, tasks, restores, self._classes)
             for task in restored:
                 self._stage_task(batch, task)
-            self._stage_host(batch, host, view)
+            self._stage_host(batch, host, view, host_fields)
             return list(restores), batch
 
         return self._optimistic(attempt)
@@ -503,9 +503,14 @@ class RedisStore:
             raise NotFoundError(f"no host {host_id!r}")
         return fields, host_from_hash(fields)
 
-    def _stage_host(self, batch: Batch, old: HostView | None, new: HostView) -> None:
+    def _stage_host(
+        self, batch: Batch, old: HostView | None, new: HostView, stored: dict[str, str]
+    ) -> None:
+        """Write the host's hash, given as ``stored`` when read (the batch checks its stamp,
+        so only the fields that differ need writing), and move it to its list."""
         fields = host_to_hash(new)
-        batch.hset(self.host_keys.host(new.id), fields)
+        changed = {name: value for name, value in fields.items() if stored.get(name) != value}
+        batch.hset(self.host_keys.host(new.id), changed)
         self._stage_list_move(batch, old, new, fields)
 
     def _stage_list_move(

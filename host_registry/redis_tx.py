@@ -24,7 +24,9 @@ class Batch:
         return self
 
     def hset(self, key: str, mapping: dict[str, str]) -> None:
-        self.ops.append(["HSET", key, *(item for pair in mapping.items() for item in pair)])
+        """Set these fields (none: only give the key a fresh stamp)."""
+        if mapping:
+            self.ops.append(["HSET", key, *(item for pair in mapping.items() for item in pair)])
         if key in self.stamped:
             self.stamped.remove(key)
         self.stamped.append(key)

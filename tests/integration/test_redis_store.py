@@ -19,6 +19,7 @@ from domain.restore import TaskRestore
 from domain.rooms import ROOM_KEYS
 from domain.store import ClusterStore, Segment
 from domain.tally import EMPTY_TALLY, combine
+from host_registry.keys import host_to_hash
 from host_registry.memory import MemoryStore
 from host_registry.redis_store import RedisStore
 from host_registry.redis_tx import CAS_LUA, Batch
@@ -366,6 +367,30 @@ def test_constraints_and_load_fields_survive_the_round_trip(store: RedisStore) -
 
 
 # -- what the round-trip savings must not change ----------------------------------------------
+
+def stored_hosts(store: RedisStore) -> dict[str, dict[str, str]]:
+    """Every host hash as stored, without its stamp."""
+    hashes = {}
+    for host in store.all_hosts():
+        fields = store.client.hgetall(store.host_keys.host(host.id))
+        fields.pop("stamp")
+        hashes[host.id] = fields
+    return hashes
+
+
+def test_host_hashes_hold_every_field_after_partial_writes(store: RedisStore) -> None:
+    """Writes send only the fields that changed; the hash still equals the whole record."""
+    build(H("h", 0.3, [T("c3", 3, cpu=1000, mem=10), T("c4", 4, cpu=500, mem=10)]),
+          H("e", 0.6), store=store)
+    scheduler = Scheduler(store, make_policy("energy"))
+    scheduler.submit(req(2, cpu=100, mem=10, id="n"), now=1.0)
+    store.update_host_utilization("e", 0.1, 0.2)
+    store.resize_task("c4", 300, 10)
+    store.end_task("n")
+    store.restore_cuts("h")
+    for host_id, fields in stored_hosts(store).items():
+        assert fields == host_to_hash(store.host(host_id)), host_id
+
 
 def test_raise_bounds_raises_known_bounds_only(store: RedisStore) -> None:
     bound = store.host_keys.bound(Region.LEE, 2)
