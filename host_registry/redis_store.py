@@ -4,7 +4,9 @@ Every change runs as one optimistic transaction: read what it depends on (one pi
 trip), compute in Python with the same domain code as the in-memory store, then one Lua call
 (``CAS_LUA``, :mod:`host_registry.redis_tx`) that writes everything only if none of those keys'
 stamps changed meanwhile, or else retries. A host therefore moves between (region, class) lists
-atomically and a reader never sees it twice or not at all. Candidate lists are filtered inside
+atomically and a reader never sees it twice or not at all. ``apply`` first skips the read: it
+starts from the hashes the decision has just read, which the same stamps check (one round trip
+per apply when nothing changed in between). Candidate lists are filtered inside
 Redis by a Lua script that compares the stored room of each host with the request, so the
 scheduler receives only hosts that can take it, a few at a time, in the order of DESIGN 3.4-3.6.
 """
@@ -51,6 +53,7 @@ T = TypeVar("T")
 Pipeline = Any
 MAX_RETRIES = 100
 FIRST_PAGE, LAST_PAGE = 1, 256  # most decisions take the first candidate
+SEEN_LIMIT = 4096  # hashes kept from reads for the apply that usually follows (see _seen)
 
 
 @contextlib.contextmanager
@@ -87,6 +90,11 @@ class RedisStore:
         self._candidates = client.register_script(CANDIDATES_LUA)
         self._tasks_on = client.register_script(TASKS_ON_LUA)
         self._cas = client.register_script(CAS_LUA)
+        # Host and task hashes as a decision last read them (candidates, host, tasks_on), by
+        # key: apply's first attempt starts from these instead of reading them again. They
+        # are only a guess: the write checks each one's stamp, and a stale guess costs one
+        # failed write, after which apply reads as ever.
+        self._seen: dict[str, dict[str, str]] = {}
 
     @classmethod
     def from_url(
@@ -139,7 +147,10 @@ class RedisStore:
                 )
             for number, fields in zip(flat[::2], flat[1::2], strict=True):
                 if fields:  # a listed host always has its hash; skip one that does not
-                    yield int(number) - 1, host_from_hash(_as_dict(fields))
+                    read = _as_dict(fields)
+                    view = host_from_hash(read)
+                    self._remember(self.host_keys.host(view.id), read)
+                    yield int(number) - 1, view
             page = min(page * 4, LAST_PAGE)
 
     def all_hosts(self) -> Iterator[HostView]:
@@ -151,11 +162,14 @@ class RedisStore:
             yield from (view for view in views if view is not None)
 
     def host(self, host_id: str) -> HostView:
+        key = self.host_keys.host(host_id)
         with redis_errors():
-            fields = self._redis.hgetall(self.host_keys.host(host_id))
+            fields = self._redis.hgetall(key)
         if not fields:
             raise NotFoundError(f"no host {host_id!r}")
-        return host_from_hash(fields)
+        view = host_from_hash(fields)
+        self._remember(key, fields)
+        return view
 
     def tasks_on(self, host_id: str) -> list[Task]:
         keys = [self.host_keys.host(host_id)]
@@ -164,7 +178,14 @@ class RedisStore:
             hashes = self._tasks_on(keys=keys, args=[self.task_keys.task("")])
         if hashes is None:
             raise NotFoundError(f"no host {host_id!r}")
-        return [task_from_hash(_as_dict(fields)) for fields in hashes if fields]
+        tasks = []
+        for fields in hashes:
+            if fields:
+                read = _as_dict(fields)
+                task = task_from_hash(read)
+                self._remember(self.task_keys.task(task.id), read)
+                tasks.append(task)
+        return tasks
 
     def task(self, task_id: str) -> Task | None:
         with redis_errors():
@@ -298,10 +319,11 @@ class RedisStore:
         new_key = self.task_keys.task(decision.request.id)
         touched_keys = [self.task_keys.task(task_id) for task_id in touched]
 
-        def attempt() -> tuple[list[Task], Batch]:
-            host_fields, new_fields, *task_fields = self._read_hashes(
-                [host_key, new_key, *touched_keys]
-            )
+        def plan(
+            host_fields: dict[str, str],
+            new_fields: dict[str, str],
+            task_fields: list[dict[str, str]],
+        ) -> tuple[list[Task], Batch]:
             if not host_fields:
                 raise NotFoundError(f"no host {host_id!r}")
             if new_fields:
@@ -323,7 +345,18 @@ class RedisStore:
             self._stage_host(batch, host, booking.host, host_fields)
             return list(booking.killed), batch
 
-        return self._optimistic(attempt)
+        def attempt() -> tuple[list[Task], Batch]:
+            host_fields, new_fields, *task_fields = self._read_hashes(
+                [host_key, new_key, *touched_keys]
+            )
+            return plan(host_fields, new_fields, task_fields)
+
+        # The decision has just read the host and any task it cuts or kills: first try to
+        # write from those (the new task must not exist: an empty stamp checks that), and
+        # read them again only if one changed meanwhile.
+        seen = self._take_seen([host_key, *touched_keys])
+        guess = None if seen is None else (lambda: plan(seen[0], {}, seen[1:]))
+        return self._optimistic(attempt, guess)
 
     def load_task(self, task: Task) -> None:
         host_key, task_key = self.host_keys.host(task.host), self.task_keys.task(task.id)
@@ -476,17 +509,43 @@ class RedisStore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _optimistic(self, attempt: Callable[[], tuple[T, Batch | None]]) -> T:
+    def _optimistic(
+        self,
+        attempt: Callable[[], tuple[T, Batch | None]],
+        guess: Callable[[], tuple[T, Batch]] | None = None,
+    ) -> T:
         """Read, compute, then write only if nothing read has changed; retry otherwise. An
-        attempt without a batch has nothing to write."""
-        for _ in range(MAX_RETRIES):
-            result, batch = attempt()
-            if batch is None:
+        attempt without a batch has nothing to write. A ``guess`` computes from hashes read
+        earlier instead: it is tried once, first, and kept only if its write succeeds."""
+        if guess is not None:
+            result, batch = guess()
+            if self._write(batch):
                 return result
-            with redis_errors():
-                if self._cas(keys=[self.host_keys.stamp_counter], args=[batch.to_json()]) == 1:
-                    return result
+        for _ in range(MAX_RETRIES):
+            result, maybe = attempt()
+            if maybe is None or self._write(maybe):
+                return result
         raise UnavailableError(f"gave up after {MAX_RETRIES} conflicting concurrent writes")
+
+    def _write(self, batch: Batch) -> bool:
+        """CAS_LUA: write the batch if no checked key changed; False (nothing written) else."""
+        with redis_errors():
+            return bool(
+                self._cas(keys=[self.host_keys.stamp_counter], args=[batch.to_json()]) == 1
+            )
+
+    def _remember(self, key: str, fields: dict[str, str]) -> None:
+        if "stamp" not in fields:  # without a stamp a write could not tell it is stale
+            return
+        if len(self._seen) >= SEEN_LIMIT:
+            self._seen.clear()
+        self._seen[key] = fields
+
+    def _take_seen(self, keys: Sequence[str]) -> list[dict[str, str]] | None:
+        """The hashes last read of ``keys``, forgotten now (a write is about to change them);
+        None unless every one was read."""
+        seen = [self._seen.pop(key, None) for key in keys]
+        return None if any(fields is None for fields in seen) else [f for f in seen if f]
 
     def _read_hashes(self, keys: Sequence[str]) -> list[dict[str, str]]:
         if not keys:
@@ -562,6 +621,7 @@ class RedisStore:
 
     def flush(self) -> None:
         """Delete every key of this store's prefix (tests and ``--reset`` only)."""
+        self._seen.clear()  # stamps start again from 1: an old hash could match a new stamp
         with redis_errors():
             batch: list[Any] = []
             for key in self._redis.scan_iter(match=f"{self.host_keys.prefix}:*", count=1000):

@@ -12,6 +12,7 @@ import pytest
 
 from domain.books import contribution
 from domain.classes import ClassTable
+from domain.errors import ConflictError
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
@@ -390,6 +391,32 @@ def test_host_hashes_hold_every_field_after_partial_writes(store: RedisStore) ->
     store.restore_cuts("h")
     for host_id, fields in stored_hosts(store).items():
         assert fields == host_to_hash(store.host(host_id)), host_id
+
+
+def test_apply_after_the_host_changed_since_the_decision(
+    store: RedisStore, redis_srv: RedisServer
+) -> None:
+    """apply first writes from the hashes the decision read; when one changed meanwhile (here
+    the host's utilization, by another process) it reads again: the result is the same as
+    the memory store's, and a task booked meanwhile by another process is still a conflict."""
+    other = RedisStore.from_url(redis_srv.url, prefix=store.host_keys.prefix)
+    results = []
+    for target, writer in ((store, other), (MemoryStore(), None)):
+        build(H("h", 0.3, [T("c4", 4, cpu=800, mem=100)]), H("g", 0.5, cpu=100, mem=100),
+              store=target)
+        policy = make_policy("energy")
+        decision = policy.decide(req(1, cpu=600, mem=100, id="cutter"), target)
+        assert decision.host == "h" and decision.cuts
+        (writer or target).update_host_utilization("h", 0.45, 0.2)
+        target.apply(decision, now=1.0)
+        second = policy.decide(req(2, cpu=100, mem=10, id="twice"), target)
+        (writer or target).apply(second, now=2.0)
+        with pytest.raises(ConflictError):
+            target.apply(second, now=3.0)
+        results.append((target.tasks(), list(target.all_hosts())))
+    assert results[0] == results[1]
+    assert set(lists_of(store)) == {"h", "g"}
+    assert_books(store)
 
 
 def test_raise_bounds_raises_known_bounds_only(store: RedisStore) -> None:
