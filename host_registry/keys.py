@@ -249,3 +249,17 @@ for i = 2, #KEYS do
 end
 return tasks
 """
+
+
+# A task and its host in one round trip: KEYS[1] is the task's hash, ARGV[1] the host key
+# prefix. Returns {task hash, host hash}, each as HGETALL gives it (empty when absent; the host
+# is not looked up without a task).
+TASK_AND_HOST_LUA = """
+local task = redis.call('HGETALL', KEYS[1])
+if #task == 0 then return {task, {}} end
+local host = ''
+for i = 1, #task, 2 do
+  if task[i] == 'host' then host = task[i + 1] end
+end
+return {task, redis.call('HGETALL', ARGV[1] .. host)}
+"""

@@ -34,6 +34,7 @@ from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.keys import (
     CANDIDATES_LUA,
+    TASK_AND_HOST_LUA,
     TASKS_ON_LUA,
     HostKeys,
     host_from_hash,
@@ -89,6 +90,7 @@ class RedisStore:
         self.task_keys = TaskKeys(prefix)
         self._candidates = client.register_script(CANDIDATES_LUA)
         self._tasks_on = client.register_script(TASKS_ON_LUA)
+        self._task_and_host = client.register_script(TASK_AND_HOST_LUA)
         self._cas = client.register_script(CAS_LUA)
         # Host and task hashes as a decision last read them (candidates, host, tasks_on), by
         # key: apply's first attempt starts from these instead of reading them again. They
@@ -394,12 +396,18 @@ class RedisStore:
         task_key = self.task_keys.task(task_id)
 
         def attempt() -> tuple[tuple[Task, Task | None], Batch]:
-            (task_fields,) = self._read_hashes([task_key])
+            with redis_errors():  # the task and its host: one round trip, not two
+                flat_task, flat_host = self._task_and_host(
+                    keys=[task_key], args=[self.host_keys.host_prefix]
+                )
+            task_fields, host_fields = _as_dict(flat_task), _as_dict(flat_host)
             if not task_fields:
                 raise NotFoundError(f"no task {task_id!r}")
             task = task_from_hash(task_fields)
             new = change(task)
-            host_fields, host = self._read_host(task.host)
+            if not host_fields:
+                raise NotFoundError(f"no host {task.host!r}")
+            host = host_from_hash(host_fields)
             batch = Batch().check(task_key, task_fields)
             batch.check(self.host_keys.host(task.host), host_fields)
             tally = combine(host.tally, contribution(task, self._classes), -1)

@@ -12,7 +12,7 @@ import pytest
 
 from domain.books import contribution
 from domain.classes import ClassTable
-from domain.errors import ConflictError
+from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
@@ -445,3 +445,20 @@ def test_candidates_walk_long_filtered_lists_like_the_memory_store(store: RedisS
                     for ascending in (True, False)]
         walked = [(i, h) for i, h in store.candidates(segments)]
         assert walked == list(memory.candidates(segments)), need
+
+
+def test_end_and_resize_read_the_task_and_its_host_together(store: RedisStore) -> None:
+    """One script reads a task and its host; the errors are those of two separate reads."""
+    build(H("h", 0.3, [T("a", 2, cpu=300, mem=10), T("b", 3, cpu=200, mem=10)]), store=store)
+    with pytest.raises(NotFoundError, match="no task 'nope'"):
+        store.end_task("nope")
+    with pytest.raises(NotFoundError, match="no task 'nope'"):
+        store.resize_task("nope", 1, 1)
+    resized = store.resize_task("a", 250, 8)
+    assert (resized.cpu_shares, resized.memory, resized.host) == (250, 8, "h")
+    assert store.end_task("b").id == "b"
+    assert [t.id for t in store.tasks_on("h")] == ["a"]
+    assert_books(store)
+    store.client.delete(store.host_keys.host("h"))  # a task left without its host's hash
+    with pytest.raises(NotFoundError, match="no host 'h'"):
+        store.end_task("a")
