@@ -255,6 +255,9 @@ def test_agent_restart_loses_no_task(live: Live) -> None:
 def test_manager_restart_loses_no_request(live: Live) -> None:
     live.submit("keep", 2, "service", 1500, "64m")
     live.submit("waiting", 1, "job", 1000, "16m", ["sleep", "20"], queue=True)
+    # settled first: the reconciliation records keep's container start a moment later
+    poll(lambda: any(e["kind"] == "started" for e in live.request("keep")["history"]), 30,
+         "keep's start to be recorded")
     before = {name: live.request(name) for name in ("keep", "waiting")}
     assert before["waiting"]["status"] == "pending"
     live.stop_manager()
