@@ -1,6 +1,7 @@
 """`greenswarm lab ...`: the local multi-node Swarm of DESIGN 6.
 
     greenswarm lab up [--nodes N] [--node-cpus C] [--node-memory M] [--images all|minimal|none]
+                      [--clusters K] [--inter-cluster-latency-ms MS]
     greenswarm lab down [--purge]
     greenswarm lab status [--json]
     greenswarm lab images [--force] [--images all|minimal]
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 DEFAULT_NODES = 3
 DEFAULT_CPUS = "1"
 DEFAULT_MEMORY = "2g"
+DEFAULT_CLUSTERS = 1
+DEFAULT_LATENCY_MS = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +47,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--images", choices=[str(s) for s in ImageSet], default=str(ImageSet.ALL),
                     help="images to build and load into the nodes: all (default), minimal "
                          "(busybox only) or none")
+    up.add_argument("--clusters", type=int, default=DEFAULT_CLUSTERS,
+                    help="number of Swarms (default 1): cluster 1 is managed by the main engine, "
+                         "each further one has its own bridge, manager engine and --nodes "
+                         "workers (DESIGN 12)")
+    up.add_argument("--inter-cluster-latency-ms", type=float, default=DEFAULT_LATENCY_MS,
+                    help="delay each way between clusters, by netem on their bridges "
+                         f"(default {DEFAULT_LATENCY_MS:g}; 0 for none)")
     up.set_defaults(handler=_up)
 
     down = commands.add_parser("down", help="remove everything the lab created")
@@ -82,6 +92,7 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     settings = _settings().with_size(args.nodes, parse_cpus(args.node_cpus),
                                      parse_node_memory(args.node_memory))
+    settings = settings.with_clusters(args.clusters, args.inter_cluster_latency_ms)
     lab.up(settings, ImageSet(args.images), _report)
     print(status.render(status.collect(settings)))
     print(f"lab: up in {time.monotonic() - started:.1f}s; state in {settings.paths.state_file}")

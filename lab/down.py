@@ -16,9 +16,9 @@ from typing import Any
 from lab import cgroups, daemons, engine, mounts, network
 from lab.cgroups import CgroupLayout
 from lab.errors import LabError, LabUnavailableError
-from lab.model import LABEL_NODE, LabState, NodeRecord, node_record
+from lab.model import LABEL_NODE, LabState, NodeRecord, manager_record, node_record
 from lab.proc import daemon_pid, pids_mentioning, stop_pids
-from lab.settings import LabSettings
+from lab.settings import MAX_CLUSTERS, LabSettings
 from lab.store import lab_lock, load_state, remove_state, require_root
 
 Report = Callable[[str], None]
@@ -67,7 +67,7 @@ def down(settings: LabSettings, purge: bool, report: Report) -> DownSummary:
 
         steps: list[Callable[[], object]] = [
             swarm,
-            lambda: removed.extend(_down_network(settings)),
+            lambda: removed.extend(_down_network(settings, state)),
             lambda: _remove_lab_cgroups(layout, settings),
             main_engine,
             lambda: mounts.unmount_all([settings.paths.run_dir, settings.paths.nodes_cache]),
@@ -90,16 +90,42 @@ def _remove_lab_cgroups(layout: CgroupLayout, settings: LabSettings) -> None:
 
 
 def _known_nodes(settings: LabSettings, state: LabState | None) -> list[NodeRecord]:
-    """Nodes from the state file plus any the naming conventions reveal (netns, run dirs)."""
-    known = {n.name: n for n in (state.nodes if state else ())}
+    """Engines from the state file (every cluster's nodes and managers) plus any the naming
+    conventions reveal (netns, run dirs)."""
+    known = {n.name: n for n in (state.all_nodes() if state else ())}
     names = set(network.list_netns(settings.paths.netns_dir))
     if settings.paths.run_dir.is_dir():
         names |= {p.name for p in settings.paths.run_dir.iterdir() if p.is_dir()}
-    for name in sorted(names):
-        suffix = name.removeprefix(settings.node_prefix)
-        if name != suffix and suffix.isdigit() and name not in known:
-            known[name] = node_record(settings, int(suffix))
+    for name in sorted(names - known.keys()):
+        record = record_of_name(settings, name)
+        if record is not None:
+            known[name] = record
     return sorted(known.values(), key=lambda n: n.index)
+
+
+def record_of_name(settings: LabSettings, name: str) -> NodeRecord | None:
+    """The lab engine a name stands for: ``gs-node<i>`` (cluster 1), ``gs-node-c<k>-<i>`` and
+    ``gs-node-c<k>-mgr`` (cluster k); None for any other name."""
+    suffix = name.removeprefix(settings.node_prefix)
+    if name != suffix and suffix.isdigit():
+        return node_record(settings, int(suffix))
+    for cluster in range(2, MAX_CLUSTERS + 1):
+        rest = name.removeprefix(settings.cluster_node_prefix(cluster))
+        if rest == name:
+            continue
+        if rest == "mgr":
+            return manager_record(settings, cluster)
+        if rest.isdigit():
+            return node_record(settings, int(rest), cluster)
+    return None
+
+
+def lab_bridges(settings: LabSettings, state: LabState | None) -> list[str]:
+    """Every bridge the lab may have made: cluster 1's, the state's, and those of clusters
+    2..MAX_CLUSTERS by their names (a lab whose state file is gone)."""
+    names = [settings.cluster_bridge(k) for k in range(1, MAX_CLUSTERS + 1)]
+    names += [c.bridge for c in (state.clusters if state else ())]
+    return list(dict.fromkeys(names))
 
 
 def teardown_nodes(settings: LabSettings, layout: CgroupLayout, main: Any,
@@ -212,12 +238,18 @@ def _down_swarm(settings: LabSettings, state: LabState | None, main: Any,
     return removed
 
 
-def _down_network(settings: LabSettings) -> list[str]:
+def _down_network(settings: LabSettings, state: LabState | None) -> list[str]:
+    """Forward rules, bridges (their delay qdiscs go with them), IPv4 forwarding if the lab
+    turned it on."""
     removed: list[str] = []
     if network.remove_forward_rules():
         removed.append("forward rule")
-    if network.delete_link(settings.bridge):
-        removed.append(f"bridge {settings.bridge}")
+    for bridge in lab_bridges(settings, state):
+        if network.delete_link(bridge):
+            removed.append(f"bridge {bridge}")
+    if state is not None and state.ip_forward_enabled_by_lab:
+        network.disable_ip_forward()
+        removed.append("ip forwarding")
     return removed
 
 
@@ -247,8 +279,7 @@ def leftovers_of(settings: LabSettings, layout: CgroupLayout) -> list[str]:
     prefix = settings.node_prefix
     found += [f"netns {n}" for n in network.list_netns(settings.paths.netns_dir)
               if n.startswith(prefix)]
-    if network.link_exists(settings.bridge):
-        found.append(f"bridge {settings.bridge}")
+    found += [f"bridge {b}" for b in lab_bridges(settings, None) if network.link_exists(b)]
     found += [f"mount {p}" for p in mounts.mounts_under([settings.paths.run_dir,
                                                          settings.paths.nodes_cache])]
     found += [f"cgroup {d}" for d in cgroups.tree_dirs(layout, f"/{settings.cgroup_name}")]

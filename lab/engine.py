@@ -193,6 +193,25 @@ def label_node(cli: Any, node_id: str, labels: dict[str, str]) -> bool:
     return True
 
 
+def drain_node(cli: Any, node_id: str) -> bool:
+    """Set the Swarm node's availability to ``drain`` (no tasks); True if it changed."""
+    with translating(f"cannot drain swarm node {node_id}"):
+        raw = cli.api.inspect_node(node_id)
+        spec = dict(raw["Spec"])
+        if spec.get("Availability") == "drain":
+            return False
+        spec["Availability"] = "drain"
+        cli.api.update_node(node_id, raw["Version"]["Index"], spec)
+    return True
+
+
+def swarm_id(cli: Any) -> str:
+    """The id of the swarm the engine manages."""
+    with translating("cannot read the swarm's id"):
+        cli.swarm.reload()
+        return str(cli.swarm.attrs["ID"])
+
+
 def remove_node(cli: Any, node_id: str) -> bool:
     try:
         with translating(f"cannot remove swarm node {node_id}"):

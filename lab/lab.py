@@ -3,6 +3,11 @@
 `up` reconciles the machine with the settings (nodes added, resized or removed) and writes the
 state file after every step, so an interrupted `up` can be completed by another `up` or undone
 by `down` (:mod:`lab.down`, whose teardown of a node `up` uses to remove one).
+
+With ``clusters`` > 1 (DESIGN 12), cluster 1 is the lab as above and every further cluster gets
+its own bridge and subnet, a manager engine (a lab node of index 0 that runs `swarm init` on its
+own address and is drained) and its own worker nodes; the host routes between the bridges and
+delays what crosses from one cluster to another (:func:`lab.network.ensure_delay`).
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ from lab.cgroups import CgroupLayout
 from lab.down import GWBRIDGE, is_ours, stop_leftover_processes, teardown_nodes
 from lab.errors import LabError, LabUnavailableError
 from lab.model import (
+    ClusterRecord,
     ImageSet,
     LabState,
+    LatencyState,
     NodeRecord,
     SwarmState,
     empty_state,
     node_path_dirs,
 )
-from lab.plan import check_compatible, plan_nodes
+from lab.plan import check_compatible, other_subnets, plan_clusters, plan_nodes
 from lab.proc import wait_until
 from lab.settings import LabSettings
 from lab.store import lab_lock, load_state, require_root, save_state
@@ -62,6 +69,25 @@ class _Up:
         others = [n for n in self.state.nodes if n.name != node.name]
         self.save(nodes=tuple(sorted([*others, node], key=lambda n: n.index)))
 
+    def set_cluster(self, cluster: ClusterRecord) -> None:
+        others = [c for c in self.state.clusters if c.index != cluster.index]
+        self.save(clusters=tuple(sorted([*others, cluster], key=lambda c: c.index)))
+
+    def cluster(self, index: int) -> ClusterRecord:
+        found = self.state.cluster(index)
+        if found is None:
+            raise LabError(f"cluster {index} is not in the state file")
+        return found
+
+    def set_cluster_node(self, index: int, node: NodeRecord) -> None:
+        cluster = self.cluster(index)
+        if node.index == 0:
+            self.set_cluster(replace(cluster, manager=node))
+            return
+        others = [n for n in cluster.nodes if n.name != node.name]
+        self.set_cluster(replace(cluster, nodes=tuple(sorted([*others, node],
+                                                             key=lambda n: n.index))))
+
 
 def up(settings: LabSettings, image_set: ImageSet, report: Report) -> LabState:
     """Bring the lab to ``settings``: main engine, bridge, swarm, nodes, images."""
@@ -89,8 +115,12 @@ def up(settings: LabSettings, image_set: ImageSet, report: Report) -> LabState:
         nodes = [_ensure_node(run, node) for node in plan.desired]
         _wait_engines(settings, nodes)
         nodes = _join_nodes(run, nodes)
-        _wait_ready(run, nodes)
-        _forget_stale_swarm_nodes(run, nodes)
+        _wait_ready(run, run.main, nodes)
+        _forget_stale_swarm_nodes(run, run.main, nodes)
+        for cluster in plan_clusters(settings, run.state.clusters):
+            nodes += _ensure_cluster(run, cluster)
+        _ensure_routing(run)
+        _ensure_latency(run)
         _ensure_images(run, nodes, image_set)
         if not run.changed:
             report("lab: already up, nothing changed")
@@ -133,14 +163,21 @@ def _ensure_swarm(run: _Up) -> None:
 
 
 def _ensure_node(run: _Up, wanted: NodeRecord) -> NodeRecord:
+    """A node of cluster 1 (:func:`_ensure_engine`), recorded in the state."""
+    node = _ensure_engine(run, wanted, run.settings.bridge, run.state.node(wanted.name))
+    run.set_node(node)
+    return node
+
+
+def _ensure_engine(run: _Up, wanted: NodeRecord, bridge: str,
+                   old: NodeRecord | None) -> NodeRecord:
     """Namespace, veth, cgroup with the node's size, UTS namespace, engine (started if down)."""
     settings = run.settings
-    network.ensure_node_network(wanted, settings.bridge, settings.network.prefixlen,
+    network.ensure_node_network(wanted, bridge, settings.network.prefixlen,
                                 settings.paths.netns_dir)
     dirs = cgroups.ensure_node_cgroup(run.layout, wanted.cgroup_parent, wanted.cpus,
                                       wanted.memory_bytes)
     node = replace(wanted, cgroup_dirs=dirs)
-    old = run.state.node(node.name)
     if old is not None and (old.cpus, old.memory_bytes) != (node.cpus, node.memory_bytes):
         run.change(f"lab: {node.name} resized to {node.cpus:g} cpu, {node.memory_bytes} bytes")
     daemons.ensure_uts_namespace(node)
@@ -151,9 +188,7 @@ def _ensure_node(run: _Up, wanted: NodeRecord) -> NodeRecord:
         run.fresh.add(node.name)
         run.change(f"lab: {node.name} engine started (pid {pid}, {node.address}, "
                    f"{node.cpus:g} cpu, {node.memory_bytes // 2**20} MiB)")
-    node = replace(node, pid=pid)
-    run.set_node(node)
-    return node
+    return replace(node, pid=pid)
 
 
 def _prepare_fresh_start(run: _Up, node: NodeRecord) -> None:
@@ -182,45 +217,145 @@ def _wait_engines(settings: LabSettings, nodes: Sequence[NodeRecord]) -> None:
 
 
 def _join_nodes(run: _Up, nodes: Sequence[NodeRecord]) -> list[NodeRecord]:
+    return _join(run, run.main, run.settings.gateway, nodes, run.set_node)
+
+
+def _join(run: _Up, manager: Any, manager_address: str, nodes: Sequence[NodeRecord],
+          record: Callable[[NodeRecord], None]) -> list[NodeRecord]:
+    """Join ``nodes`` to the swarm of ``manager`` (advertised on ``manager_address``)."""
     settings = run.settings
-    token = engine.worker_token(run.main)
-    manager_ids = {n.node_id for n in engine.manager_nodes(run.main)}
+    token = engine.worker_token(manager)
+    manager_ids = {n.node_id for n in engine.manager_nodes(manager)}
     joined: list[NodeRecord] = []
     for node in nodes:
         node_cli = engine.connect(node.socket_url, settings.timeouts.api_s)
         if node.name in run.fresh:
             engine.remove_all_containers(node_cli)
-        node_id, now = engine.ensure_joined(node_cli, manager_ids, settings.gateway, token,
+        node_id, now = engine.ensure_joined(node_cli, manager_ids, manager_address, token,
                                             node.address)
-        engine.label_node(run.main, node_id, node.labels())
+        engine.label_node(manager, node_id, node.labels())
         if now:
-            run.change(f"lab: {node.name} joined the swarm as {node_id}")
+            run.change(f"lab: {node.name} joined the swarm of {manager_address} as {node_id}")
         node = replace(node, swarm_node_id=node_id)
-        run.set_node(node)
+        record(node)
         joined.append(node)
     return joined
 
 
-def _wait_ready(run: _Up, nodes: Sequence[NodeRecord]) -> None:
+def _wait_ready(run: _Up, manager: Any, nodes: Sequence[NodeRecord]) -> None:
     ids = {n.swarm_node_id for n in nodes if n.swarm_node_id}
 
     def all_ready() -> bool | None:
-        states = {n.node_id: n.state for n in engine.manager_nodes(run.main)}
+        states = {n.node_id: n.state for n in engine.manager_nodes(manager)}
         return True if all(states.get(i) is SwarmState.READY for i in ids) else None
 
     wait_until(all_ready, what="every lab node to be Ready in the swarm",
                timeout_s=run.settings.timeouts.node_ready_s, interval_s=0.5)
 
 
-def _forget_stale_swarm_nodes(run: _Up, nodes: Sequence[NodeRecord]) -> None:
+def _forget_stale_swarm_nodes(run: _Up, manager: Any, nodes: Sequence[NodeRecord]) -> None:
     """Remove swarm nodes of earlier incarnations of the lab's nodes (down, replaced)."""
     current = {n.swarm_node_id for n in nodes}
-    for swarm_node in engine.manager_nodes(run.main):
+    for swarm_node in engine.manager_nodes(manager):
         if (swarm_node.node_id not in current and is_ours(swarm_node, run.settings)
                 and swarm_node.state is not SwarmState.READY):
-            engine.remove_node(run.main, swarm_node.node_id)
+            engine.remove_node(manager, swarm_node.node_id)
             run.change(f"lab: removed stale swarm node {swarm_node.node_id} "
                        f"({swarm_node.hostname})")
+
+
+def _ensure_cluster(run: _Up, cluster: ClusterRecord) -> list[NodeRecord]:
+    """Cluster k >= 2: bridge, manager engine with its own swarm, worker nodes; the workers."""
+    settings, k = run.settings, cluster.index
+    prefixlen = settings.cluster_network(k).prefixlen
+    cidr = f"{cluster.gateway}/{prefixlen}"
+    created = network.ensure_bridge(cluster.bridge, cidr)
+    rule = network.ensure_forward_rule(cluster.bridge)
+    if created:
+        run.change(f"lab: cluster {k}: bridge {cluster.bridge} {cidr}")
+    run.set_cluster(replace(cluster, bridge_created_by_lab=cluster.bridge_created_by_lab
+                            or created))
+    run.save(forward_rule_added=run.state.forward_rule_added or rule)
+
+    wanted = replace(cluster.manager, cpus=settings.node_cpus,
+                     memory_bytes=settings.node_memory_bytes)
+    manager = _ensure_engine(run, wanted, cluster.bridge, cluster.manager)
+    run.set_cluster_node(k, manager)
+    _wait_engines(settings, [manager])
+    manager_cli = engine.connect(manager.socket_url, settings.timeouts.api_s)
+    if manager.name in run.fresh:
+        engine.remove_all_containers(manager_cli)
+    if engine.ensure_manager(manager_cli, manager.address):
+        run.change(f"lab: cluster {k}: swarm initialised on {manager.name}, advertised on "
+                   f"{manager.address}")
+    manager = replace(manager, swarm_node_id=engine.swarm_info(manager_cli).node_id)
+    engine.drain_node(manager_cli, manager.swarm_node_id or "")
+    run.set_cluster(replace(run.cluster(k), manager=manager,
+                            swarm_id=engine.swarm_id(manager_cli)))
+
+    plan = plan_nodes(settings, run.cluster(k).nodes, k)
+    for node in plan.remove:
+        run.change(f"lab: removing {node.name} (cluster {k} now has {settings.nodes} node(s))")
+        problems = teardown_nodes(settings, run.layout, manager_cli, [node], run.report)
+        if problems:
+            raise LabError(f"could not remove {node.name}: " + "; ".join(problems))
+        current = run.cluster(k)
+        run.set_cluster(replace(current, nodes=tuple(n for n in current.nodes
+                                                     if n.name != node.name)))
+    nodes: list[NodeRecord] = []
+    for node in plan.desired:
+        node = _ensure_engine(run, node, cluster.bridge, run.cluster(k).node(node.name))
+        run.set_cluster_node(k, node)
+        nodes.append(node)
+    _wait_engines(settings, nodes)
+    nodes = _join(run, manager_cli, manager.address, nodes,
+                  lambda node: run.set_cluster_node(k, node))
+    _wait_ready(run, manager_cli, nodes)
+    _forget_stale_swarm_nodes(run, manager_cli, [manager, *nodes])
+    return nodes
+
+
+def _ensure_routing(run: _Up) -> None:
+    """Several clusters: the host forwards between their bridges, every namespace routes the
+    other clusters' subnets through its own bridge's gateway."""
+    settings = run.settings
+    if settings.clusters < 2:
+        return
+    if network.ensure_ip_forward():
+        run.change("lab: IPv4 forwarding turned on (the clusters route through this host)")
+        run.save(ip_forward_enabled_by_lab=True)
+    bridges = [settings.cluster_bridge(k) for k in range(1, settings.clusters + 1)]
+    added = [network.ensure_forward_rule(a, b) for a in bridges for b in bridges if a != b]
+    if any(added):
+        run.change(f"lab: forwarding between {', '.join(bridges)}")
+        run.save(forward_rule_added=True)
+    members = [(1, n) for n in run.state.nodes] + [
+        (c.index, n) for c in run.state.clusters for n in (c.manager, *c.nodes)]
+    for k, node in members:
+        network.ensure_routes(node, other_subnets(settings, k), settings.cluster_gateway(k))
+
+
+def _ensure_latency(run: _Up) -> None:
+    """netem on every cluster bridge for packets from the other clusters (none for one)."""
+    settings = run.settings
+    if settings.clusters < 2:
+        return
+    delay_ms = settings.inter_cluster_latency_ms
+    results = {network.ensure_delay(settings.cluster_bridge(k), other_subnets(settings, k),
+                                    delay_ms) for k in range(1, settings.clusters + 1)}
+    latency = (LatencyState.UNAVAILABLE if LatencyState.UNAVAILABLE in results
+               else LatencyState.APPLIED if LatencyState.APPLIED in results
+               else LatencyState.NONE)
+    if latency is LatencyState.UNAVAILABLE:
+        for k in range(1, settings.clusters + 1):
+            network.remove_delay(settings.cluster_bridge(k))
+    if (latency, delay_ms) != (run.state.latency, run.state.inter_cluster_latency_ms):
+        if latency is LatencyState.UNAVAILABLE:
+            run.change("lab: WARNING: this kernel has no netem qdisc (sch_netem); the "
+                       f"{delay_ms:g} ms between clusters is NOT applied")
+        elif latency is LatencyState.APPLIED:
+            run.change(f"lab: {delay_ms:g} ms each way between clusters (netem)")
+        run.save(latency=latency, inter_cluster_latency_ms=delay_ms)
 
 
 def _ensure_images(run: _Up, nodes: Sequence[NodeRecord], image_set: ImageSet) -> None:

@@ -53,6 +53,14 @@ class SwarmState(StrEnum):
             return cls.UNKNOWN
 
 
+class LatencyState(StrEnum):
+    """Whether the delay between clusters is in place (DESIGN 12)."""
+
+    NONE = "none"  # one cluster, or 0 ms asked for
+    APPLIED = "applied"  # a netem qdisc on every cluster bridge
+    UNAVAILABLE = "unavailable"  # the kernel has no netem: clusters talk without delay
+
+
 class ImageSet(StrEnum):
     """Which images `lab up` builds and loads into the nodes."""
 
@@ -120,17 +128,34 @@ class NodeRecord:
             raise LabError(f"state file: bad node record: {exc}") from exc
 
 
-def node_record(settings: LabSettings, index: int) -> NodeRecord:
-    """The node of 1-based ``index`` with the size of ``settings``."""
-    name = f"{settings.node_prefix}{index}"
+def node_record(settings: LabSettings, index: int, cluster: int = 1) -> NodeRecord:
+    """The node of 1-based ``index`` of ``cluster`` with the size of ``settings``.
+
+    Cluster 1's nodes are ``gs-node1``... on ``gsbr0`` (veth ``gsbr0v1``); cluster k's are
+    ``gs-node-c<k>-1``... on its own bridge (veth ``gsbr0c<k>v1``).
+    """
+    return _record(settings, f"{settings.cluster_node_prefix(cluster)}{index}", index, cluster)
+
+
+def manager_record(settings: LabSettings, cluster: int) -> NodeRecord:
+    """The Swarm manager engine of cluster ``cluster`` >= 2: a node of index 0 named
+    ``gs-node-c<k>-mgr`` (cluster 1's manager is the machine's main engine)."""
+    if cluster < 2:
+        raise LabError("cluster 1's manager is the main engine, not a lab node")
+    return _record(settings, f"{settings.cluster_node_prefix(cluster)}mgr", 0, cluster)
+
+
+def _record(settings: LabSettings, name: str, index: int, cluster: int) -> NodeRecord:
+    veth = (f"{settings.bridge[:6]}v{index}" if cluster == 1
+            else f"{settings.bridge[:5]}c{cluster}v{index}")
     paths = settings.paths
     run_dir = paths.run_dir / name
     return NodeRecord(
         index=index,
         name=name,
-        address=settings.node_address(index),
+        address=settings.node_address(index, cluster),
         netns=name,
-        veth_host=f"{settings.bridge[:6]}v{index}",
+        veth_host=veth,
         socket=str(paths.run_dir / f"{name}.sock"),
         run_dir=str(run_dir),
         pidfile=str(run_dir / "dockerd.pid"),
@@ -142,6 +167,52 @@ def node_record(settings: LabSettings, index: int) -> NodeRecord:
         cpus=settings.node_cpus,
         memory_bytes=settings.node_memory_bytes,
     )
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """A further Swarm of the lab (cluster 2, 3...): its bridge and subnet, its manager engine
+    (a lab node of its own, index 0) and its worker nodes."""
+
+    index: int
+    bridge: str
+    subnet: str
+    gateway: str
+    manager: NodeRecord
+    nodes: tuple[NodeRecord, ...] = ()
+    swarm_id: str | None = None
+    bridge_created_by_lab: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"c{self.index}"
+
+    def node(self, name: str) -> NodeRecord | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["manager"] = self.manager.to_dict()
+        data["nodes"] = [n.to_dict() for n in self.nodes]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterRecord:
+        values = dict(data)
+        try:
+            values["manager"] = NodeRecord.from_dict(data["manager"])
+            values["nodes"] = tuple(NodeRecord.from_dict(n) for n in data.get("nodes", []))
+            return cls(**values)
+        except (KeyError, TypeError) as exc:
+            raise LabError(f"state file: bad cluster record: {exc}") from exc
+
+
+def cluster_record(settings: LabSettings, cluster: int) -> ClusterRecord:
+    """Cluster ``cluster`` >= 2 as the settings want it (no nodes yet)."""
+    net = settings.cluster_network(cluster)
+    return ClusterRecord(index=cluster, bridge=settings.cluster_bridge(cluster), subnet=str(net),
+                         gateway=settings.cluster_gateway(cluster),
+                         manager=manager_record(settings, cluster))
 
 
 @dataclass(frozen=True)
@@ -162,14 +233,48 @@ class LabState:
     forward_rule_added: bool = False
     nodes: tuple[NodeRecord, ...] = ()
     version: int = STATE_VERSION
+    # Clusters 2.. (DESIGN 12); empty for the one-Swarm lab, whose files have no such keys.
+    clusters: tuple[ClusterRecord, ...] = ()
+    inter_cluster_latency_ms: float = 0.0
+    latency: LatencyState = LatencyState.NONE
+    ip_forward_enabled_by_lab: bool = False
 
     def node(self, name: str) -> NodeRecord | None:
         return next((n for n in self.nodes if n.name == name), None)
+
+    def cluster(self, index: int) -> ClusterRecord | None:
+        return next((c for c in self.clusters if c.index == index), None)
+
+    def all_nodes(self) -> tuple[NodeRecord, ...]:
+        """Every lab engine: cluster 1's nodes, then each further cluster's manager and nodes."""
+        return self.nodes + tuple(n for c in self.clusters for n in (c.manager, *c.nodes))
+
+    def swarms(self) -> list[dict[str, Any]]:
+        """One entry per Swarm, cluster 1 first, in one shape (``swarms`` in the state file):
+        what a greenswarm manager per cluster needs (its manager engine's socket and address,
+        the bridge and the host's address on it, the worker nodes)."""
+        def entry(index: int, socket: str, address: str, bridge: str, subnet: str,
+                  gateway: str, nodes: tuple[NodeRecord, ...]) -> dict[str, Any]:
+            return {
+                "cluster": index, "name": f"c{index}", "manager_socket": socket,
+                "manager_address": address, "bridge": bridge, "subnet": subnet,
+                "gateway": gateway,
+                "nodes": [{"name": n.name, "address": n.address, "socket": n.socket,
+                           "swarm_node_id": n.swarm_node_id} for n in nodes],
+            }
+
+        first = entry(1, self.main_socket, self.gateway, self.bridge, self.subnet, self.gateway,
+                      self.nodes)
+        return [first] + [entry(c.index, c.manager.socket, c.manager.address, c.bridge,
+                                c.subnet, c.gateway, c.nodes) for c in self.clusters]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["cgroup_version"] = str(self.cgroup_version)
         data["nodes"] = [n.to_dict() for n in self.nodes]
+        data["clusters"] = [c.to_dict() for c in self.clusters]
+        data["latency"] = str(self.latency)
+        data["swarms"] = self.swarms()  # derived, for readers; ignored when read back
         return data
 
     @classmethod
@@ -177,9 +282,12 @@ class LabState:
         if data.get("version") != STATE_VERSION:
             raise LabError(f"state file: unsupported version {data.get('version')!r}")
         values = dict(data)
+        values.pop("swarms", None)
         values["nodes"] = tuple(NodeRecord.from_dict(n) for n in data.get("nodes", []))
+        values["clusters"] = tuple(ClusterRecord.from_dict(c) for c in data.get("clusters", []))
         try:
             values["cgroup_version"] = CgroupVersion(data["cgroup_version"])
+            values["latency"] = LatencyState(data.get("latency", LatencyState.NONE))
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise LabError(f"state file: {exc}") from exc

@@ -1,25 +1,39 @@
-"""The lab's network: one Linux bridge, one namespace + veth pair per node, one forward rule.
+"""The lab's network: one Linux bridge per cluster, one namespace + veth pair per node, forward
+rules, and the delay between clusters.
 
 Nodes get no default route, so they can reach each other and the host's bridge address (the
-Swarm manager at the gateway) and nothing else. The only firewall change is one rule that lets
-frames between ports of the lab bridge pass the host's FORWARD chain (br_netfilter sends bridged
-frames through iptables, and Docker sets that chain's policy to DROP); it is tagged with a
-comment and removed by `down`.
+Swarm manager at the gateway) and nothing else; with several clusters, also a route to each other
+cluster's subnet through their own bridge's gateway (the host forwards between the bridges). The
+only firewall changes are rules that let frames between ports of a lab bridge, and packets
+between two lab bridges, pass the host's FORWARD chain (br_netfilter sends bridged frames through
+iptables, and Docker sets that chain's policy to DROP); they are tagged with a comment and
+removed by `down`.
+
+The delay between clusters (DESIGN 12) is a ``netem`` qdisc on the egress of every cluster
+bridge, reached only by packets whose source is another cluster's subnet: a packet from cluster
+1 to cluster 2 waits once, on its way into ``gsbr1``, and the answer once, on its way into
+``gsbr0``. Traffic inside a cluster never crosses a bridge's own egress (bridged frames leave by
+the ports' veths), and the host's own packets carry the bridge's address as their source, so
+neither is delayed.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lab.errors import CommandFailedError
-from lab.model import NodeRecord
+from lab.model import LatencyState, NodeRecord
 from lab.proc import run
 
 RULE_COMMENT = "greenswarm-lab"
 BR_NETFILTER_SYSCTL = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+IP_FORWARD_SYSCTL = Path("/proc/sys/net/ipv4/ip_forward")
+DELAY_CLASS = "1:2"
+HTB_RATE = "10gbit"  # the classes only sort packets; nothing near this rate crosses a bridge
 
 
 def _ip_json(argv: list[str]) -> list[dict[str, Any]]:
@@ -111,21 +125,108 @@ def delete_node_network(node: NodeRecord, netns_dir: Path) -> None:
     delete_link(node.veth_host)
 
 
+def ensure_routes(node: NodeRecord, subnets: Sequence[str], gateway: str) -> None:
+    """Routes from the node's namespace to other clusters' ``subnets`` via its bridge's
+    ``gateway`` (the host); idempotent (``route replace``)."""
+    for subnet in subnets:
+        run(["ip", "-n", node.netns, "route", "replace", subnet, "via", gateway, "dev", "eth0"])
+
+
+def ensure_ip_forward() -> bool:
+    """Let the host route between the cluster bridges; True if forwarding was off and is on now."""
+    try:
+        if IP_FORWARD_SYSCTL.read_text().strip() == "1":
+            return False
+        IP_FORWARD_SYSCTL.write_text("1\n")
+    except OSError as exc:
+        raise CommandFailedError(["write", str(IP_FORWARD_SYSCTL)], 1, str(exc)) from exc
+    return True
+
+
+def disable_ip_forward() -> None:
+    try:
+        IP_FORWARD_SYSCTL.write_text("0\n")
+    except OSError as exc:
+        raise CommandFailedError(["write", str(IP_FORWARD_SYSCTL)], 1, str(exc)) from exc
+
+
+def delay_commands(bridge: str, from_subnets: Sequence[str], delay_ms: float) -> list[list[str]]:
+    """The tc commands (pure): an htb root whose default class passes packets straight on, and
+    a second class with a netem leaf that packets from ``from_subnets`` are filtered into."""
+    dev = ["dev", bridge]
+    argvs = [
+        ["tc", "qdisc", "replace", *dev, "root", "handle", "1:", "htb", "default", "1"],
+        ["tc", "class", "replace", *dev, "parent", "1:", "classid", "1:1", "htb",
+         "rate", HTB_RATE],
+        ["tc", "class", "replace", *dev, "parent", "1:", "classid", DELAY_CLASS, "htb",
+         "rate", HTB_RATE],
+        ["tc", "qdisc", "replace", *dev, "parent", DELAY_CLASS, "handle", "2:", "netem",
+         "delay", f"{delay_ms:g}ms"],
+    ]
+    argvs += [["tc", "filter", "replace", *dev, "parent", "1:", "protocol", "ip",
+               "prio", str(prio), "u32", "match", "ip", "src", subnet, "flowid", DELAY_CLASS]
+              for prio, subnet in enumerate(from_subnets, start=1)]
+    return argvs
+
+
+def delay_in_place(bridge: str, delay_ms: float) -> bool:
+    """True when the bridge already has the lab's netem qdisc with this delay."""
+    done = run(["tc", "-j", "qdisc", "show", "dev", bridge], check=False)
+    try:
+        qdiscs = json.loads(done.stdout) if done.returncode == 0 else []
+    except json.JSONDecodeError:
+        return False
+    for qdisc in qdiscs if isinstance(qdiscs, list) else []:
+        if qdisc.get("kind") == "netem":
+            delay = qdisc.get("options", {}).get("delay", {}).get("delay")
+            return isinstance(delay, int | float) and abs(delay * 1000 - delay_ms) < 1e-3
+    return False
+
+
+def ensure_delay(bridge: str, from_subnets: Sequence[str], delay_ms: float) -> LatencyState:
+    """Delay packets entering ``bridge`` from ``from_subnets`` by ``delay_ms``.
+
+    Returns UNAVAILABLE (and leaves the bridge without a qdisc of ours) when the kernel has no
+    ``netem``; NONE when no delay is wanted.
+    """
+    if delay_ms <= 0 or not from_subnets:
+        remove_delay(bridge)
+        return LatencyState.NONE
+    if delay_in_place(bridge, delay_ms):
+        return LatencyState.APPLIED
+    for argv in delay_commands(bridge, from_subnets, delay_ms):
+        done = run(argv, check=False)
+        if done.returncode == 0:
+            continue
+        remove_delay(bridge)
+        if "netem" in argv and ("unknown" in done.stderr or "Invalid qdisc" in done.stderr):
+            return LatencyState.UNAVAILABLE
+        raise CommandFailedError(argv, done.returncode, done.stderr)
+    return LatencyState.APPLIED
+
+
+def remove_delay(bridge: str) -> None:
+    """Drop the bridge's root qdisc (its classes, filters and netem go with it)."""
+    if link_exists(bridge):
+        run(["tc", "qdisc", "del", "dev", bridge, "root"], check=False)
+
+
 def _iptables() -> str | None:
     return shutil.which("iptables")
 
 
-def forward_rule(bridge: str) -> list[str]:
-    return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "comment",
+def forward_rule(bridge: str, out_bridge: str | None = None) -> list[str]:
+    return ["FORWARD", "-i", bridge, "-o", out_bridge or bridge, "-m", "comment",
             "--comment", RULE_COMMENT, "-j", "ACCEPT"]
 
 
-def ensure_forward_rule(bridge: str) -> bool:
-    """Accept frames between the lab's own bridge ports; True if the rule was added now."""
+def ensure_forward_rule(bridge: str, out_bridge: str | None = None) -> bool:
+    """Accept frames between the lab's own bridge ports (or, with ``out_bridge``, packets routed
+    from one lab bridge to another); True if the rule was added now."""
     iptables = _iptables()
     if iptables is None:
         return False
-    rule = forward_rule(bridge)
+    rule = forward_rule(bridge, out_bridge)
     if run([iptables, "-w", "5", "-C", *rule], check=False).returncode == 0:
         return False
     run([iptables, "-w", "5", "-I", *rule])

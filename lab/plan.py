@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lab.errors import LabConflictError
-from lab.model import LabState, NodeRecord, node_record
+from lab.model import ClusterRecord, LabState, NodeRecord, cluster_record, node_record
 from lab.settings import LabSettings
 
 
@@ -40,6 +40,19 @@ def check_compatible(settings: LabSettings, state: LabState) -> None:
         )
         if old != new
     ]
+    if len(state.clusters) + 1 > settings.clusters:
+        mismatches.append(f"the lab has {len(state.clusters) + 1} clusters, settings say "
+                          f"{settings.clusters} (`up` adds clusters, never removes one)")
+    for cluster in state.clusters:
+        if cluster.index > settings.clusters:
+            continue
+        wanted = cluster_record(settings, cluster.index)
+        mismatches += [
+            f"cluster {cluster.index}'s {what} is {old!r}, settings say {new!r}"
+            for what, old, new in (("bridge", cluster.bridge, wanted.bridge),
+                                   ("subnet", cluster.subnet, wanted.subnet))
+            if old != new
+        ]
     if mismatches:
         raise LabConflictError(
             "a lab with other settings is up (" + "; ".join(mismatches)
@@ -47,14 +60,29 @@ def check_compatible(settings: LabSettings, state: LabState) -> None:
         )
 
 
-def plan_nodes(settings: LabSettings, existing: Sequence[NodeRecord]) -> NodePlan:
-    """Nodes 1..N of the settings' size; existing nodes keep their ids and pids."""
+def plan_clusters(settings: LabSettings,
+                  existing: Sequence[ClusterRecord]) -> tuple[ClusterRecord, ...]:
+    """Clusters 2..N: the recorded ones as they are (their nodes, ids, pids), new ones empty."""
+    by_index = {c.index: c for c in existing}
+    return tuple(by_index.get(k) or cluster_record(settings, k)
+                 for k in range(2, settings.clusters + 1))
+
+
+def other_subnets(settings: LabSettings, cluster: int) -> list[str]:
+    """The subnets of every cluster but ``cluster``: routed to through the host, and delayed."""
+    return [str(settings.cluster_network(k)) for k in range(1, settings.clusters + 1)
+            if k != cluster]
+
+
+def plan_nodes(settings: LabSettings, existing: Sequence[NodeRecord],
+               cluster: int = 1) -> NodePlan:
+    """Nodes 1..N of ``cluster`` of the settings' size; existing nodes keep their ids and pids."""
     by_index = {n.index: n for n in existing}
     add: list[NodeRecord] = []
     keep: list[NodeRecord] = []
     resize: list[NodeRecord] = []
     for index in range(1, settings.nodes + 1):
-        wanted = node_record(settings, index)
+        wanted = node_record(settings, index, cluster)
         old = by_index.get(index)
         if old is None:
             add.append(wanted)

@@ -19,6 +19,8 @@ from domain.units import parse_memory
 
 GIB = 1024**3
 MAX_NODES = 50
+MAX_CLUSTERS = 8
+MAX_LATENCY_MS = 1000.0
 MIN_NODE_MEMORY_BYTES = 64 * 1024**2
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Linux interface names are at most 15 characters; "<prefix><n>" must also be a hostname.
@@ -123,6 +125,12 @@ class LabSettings:
     first_node_host: int = 10  # node i (1-based) gets host number first_node_host + i
     node_prefix: str = "gs-node"
     cgroup_name: str = "greenswarm-lab"
+    # Several Swarms (DESIGN 12): cluster 1 is the lab above; cluster k >= 2 gets its own bridge,
+    # subnet (``cluster_subnets[k - 2]``, else the (k-1)-th block of ``subnet``'s size after it),
+    # manager engine and ``nodes`` workers. Traffic between clusters is delayed this long each way.
+    clusters: int = 1
+    cluster_subnets: tuple[str, ...] = ()
+    inter_cluster_latency_ms: float = 10.0
     suite: str = "bookworm"
     mirror: str = DEFAULT_MIRROR
     paths: LabPaths = field(default_factory=LabPaths)
@@ -141,6 +149,25 @@ class LabSettings:
         network = self.network
         if self.first_node_host + self.nodes >= network.num_addresses - 1:
             raise ValidationError("nodes", f"too many nodes for subnet {self.subnet}")
+        self._check_clusters()
+
+    def _check_clusters(self) -> None:
+        if not 1 <= self.clusters <= MAX_CLUSTERS:
+            raise ValidationError("clusters", f"must be between 1 and {MAX_CLUSTERS}")
+        if not (math.isfinite(self.inter_cluster_latency_ms)
+                and 0 <= self.inter_cluster_latency_ms <= MAX_LATENCY_MS):
+            raise ValidationError("inter_cluster_latency_ms",
+                                  f"must be between 0 and {MAX_LATENCY_MS:g} ms")
+        networks: list[ipaddress.IPv4Network] = []
+        for cluster in range(1, self.clusters + 1):
+            net = self.cluster_network(cluster)
+            if cluster > 1 and not net.is_private:
+                raise ValidationError("cluster_subnets", f"{net} is not a private subnet")
+            if self.first_node_host + self.nodes >= net.num_addresses - 1:
+                raise ValidationError("nodes", f"too many nodes for subnet {net}")
+            if any(net.overlaps(other) for other in networks):
+                raise ValidationError("cluster_subnets", f"{net} overlaps another cluster's")
+            networks.append(net)
 
     @property
     def network(self) -> ipaddress.IPv4Network:
@@ -151,8 +178,45 @@ class LabSettings:
         """The bridge's address on the host: the main engine advertises the swarm here."""
         return str(self.network.network_address + 1)
 
-    def node_address(self, index: int) -> str:
-        return str(self.network.network_address + self.first_node_host + index)
+    def node_address(self, index: int, cluster: int = 1) -> str:
+        """Node ``index`` (1-based) of ``cluster``; index 0 is a further cluster's manager."""
+        net = self.cluster_network(cluster)
+        return str(net.network_address + self.first_node_host + index)
+
+    def cluster_network(self, cluster: int) -> ipaddress.IPv4Network:
+        """Cluster 1's subnet is ``subnet``; cluster k's the next free blocks of the same size."""
+        if cluster == 1:
+            return self.network
+        if cluster - 2 < len(self.cluster_subnets):
+            try:
+                return ipaddress.IPv4Network(self.cluster_subnets[cluster - 2], strict=True)
+            except ValueError as exc:
+                raise ValidationError("cluster_subnets", str(exc)) from exc
+        base = self.network
+        start = int(base.network_address) + (cluster - 1) * base.num_addresses
+        if start + base.num_addresses > 2**32:
+            raise ValidationError("clusters", f"no room after {self.subnet} for cluster {cluster}")
+        return ipaddress.IPv4Network((start, base.prefixlen))
+
+    def cluster_gateway(self, cluster: int) -> str:
+        """The host's address on the cluster's bridge."""
+        return str(self.cluster_network(cluster).network_address + 1)
+
+    def cluster_bridge(self, cluster: int) -> str:
+        """``gsbr0`` for cluster 1, then ``gsbr1``, ``gsbr2``...: the bridge's trailing number
+        (0 when it has none) plus cluster - 1."""
+        if cluster == 1:
+            return self.bridge
+        stem = self.bridge.rstrip("0123456789")
+        number = int(self.bridge[len(stem):] or "0")
+        return f"{stem}{number + cluster - 1}"
+
+    def cluster_node_prefix(self, cluster: int) -> str:
+        """Names of cluster k's nodes: ``gs-node-c2-1``...; cluster 1 keeps ``gs-node1``."""
+        return self.node_prefix if cluster == 1 else f"{self.node_prefix}-c{cluster}-"
+
+    def with_clusters(self, clusters: int, latency_ms: float) -> LabSettings:
+        return replace(self, clusters=clusters, inter_cluster_latency_ms=latency_ms)
 
     def with_size(self, nodes: int, cpus: float, memory_bytes: int) -> LabSettings:
         return replace(self, nodes=nodes, node_cpus=cpus, node_memory_bytes=memory_bytes)
@@ -247,6 +311,9 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> LabSettings:
         subnet=env.get("GREENSWARM_LAB_SUBNET", LabSettings.subnet),
         node_prefix=env.get("GREENSWARM_LAB_NODE_PREFIX", LabSettings.node_prefix),
         cgroup_name=env.get("GREENSWARM_LAB_CGROUP", LabSettings.cgroup_name),
+        cluster_subnets=tuple(s.strip() for s in
+                              env.get("GREENSWARM_LAB_CLUSTER_SUBNETS", "").split(",")
+                              if s.strip()),
         suite=suite, mirror=mirror, paths=paths, engine=engine,
     )
 

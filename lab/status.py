@@ -9,7 +9,15 @@ from typing import Any
 from domain.units import format_bytes
 from lab import cgroups, engine
 from lab.errors import LabError
-from lab.model import DaemonState, EngineState, LabState, NodeRecord, SwarmState
+from lab.model import (
+    ClusterRecord,
+    DaemonState,
+    EngineState,
+    LabState,
+    LatencyState,
+    NodeRecord,
+    SwarmState,
+)
 from lab.proc import daemon_pid
 from lab.settings import LabSettings
 from lab.store import load_state
@@ -32,6 +40,35 @@ class NodeStatus:
     memory_used_bytes: int | None
 
 
+def _node_dict(node: NodeStatus) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, DaemonState | EngineState | SwarmState) else v)
+            for k, v in asdict(node).items()}
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """A further Swarm (cluster 2...): its manager engine, as a node, and its workers."""
+
+    index: int
+    bridge: str
+    gateway: str
+    swarm: str  # the manager engine's swarm state: active, inactive, unknown...
+    swarm_id: str | None
+    manager: NodeStatus
+    nodes: tuple[NodeStatus, ...]
+
+    @property
+    def up(self) -> bool:
+        return (self.manager.engine is EngineState.ANSWERING and bool(self.nodes)
+                and all(n.swarm is SwarmState.READY for n in self.nodes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.index, "bridge": self.bridge, "gateway": self.gateway,
+                "swarm": self.swarm, "swarm_id": self.swarm_id, "up": self.up,
+                "manager": _node_dict(self.manager),
+                "nodes": [_node_dict(n) for n in self.nodes]}
+
+
 @dataclass(frozen=True)
 class LabStatus:
     up: bool
@@ -39,6 +76,7 @@ class LabStatus:
     main_swarm: str
     state: LabState | None
     nodes: tuple[NodeStatus, ...]
+    clusters: tuple[ClusterStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,8 +84,8 @@ class LabStatus:
             "main_engine": str(self.main_engine),
             "main_swarm": self.main_swarm,
             "state": None if self.state is None else self.state.to_dict(),
-            "nodes": [{k: (str(v) if isinstance(v, DaemonState | EngineState | SwarmState)
-                           else v) for k, v in asdict(n).items()} for n in self.nodes],
+            "nodes": [_node_dict(n) for n in self.nodes],
+            "clusters": [c.to_dict() for c in self.clusters],
         }
 
 
@@ -65,9 +103,31 @@ def collect(settings: LabSettings) -> LabStatus:
             main_swarm = "unknown"
     layout = _layout()
     nodes = tuple(_node_status(n, swarm_states, layout) for n in (state.nodes if state else ()))
-    up = bool(nodes) and all(n.swarm is SwarmState.READY for n in nodes)
+    clusters = tuple(_cluster_status(settings, c, layout)
+                     for c in (state.clusters if state else ()))
+    up = (bool(nodes) and all(n.swarm is SwarmState.READY for n in nodes)
+          and all(c.up for c in clusters))
     return LabStatus(up, EngineState.ANSWERING if main_ok else EngineState.SILENT, main_swarm,
-                     state, nodes)
+                     state, nodes, clusters)
+
+
+def _cluster_status(settings: LabSettings, cluster: ClusterRecord,
+                    layout: cgroups.CgroupLayout | None) -> ClusterStatus:
+    swarm, swarm_states = "unknown", {}
+    if engine.ping(cluster.manager.socket_url, timeout_s=2):
+        cli = engine.connect(cluster.manager.socket_url, settings.timeouts.api_s)
+        try:
+            swarm = engine.swarm_info(cli).local_state
+            swarm_states = {n.node_id: n.state for n in engine.manager_nodes(cli)}
+        except LabError:
+            swarm = "unknown"
+        finally:
+            cli.close()
+    return ClusterStatus(
+        index=cluster.index, bridge=cluster.bridge, gateway=cluster.gateway, swarm=swarm,
+        swarm_id=cluster.swarm_id,
+        manager=_node_status(cluster.manager, swarm_states, layout),
+        nodes=tuple(_node_status(n, swarm_states, layout) for n in cluster.nodes))
 
 
 def _layout() -> cgroups.CgroupLayout | None:
@@ -100,10 +160,7 @@ def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
     )
 
 
-def render(status: LabStatus) -> str:
-    """A human table: one line per node, then the main engine."""
-    if status.state is None:
-        return (f"lab: not up (main engine {status.main_engine}, swarm {status.main_swarm})")
+def _table(nodes: tuple[NodeStatus, ...]) -> list[str]:
     head = ("NODE", "SWARM ID", "ADDRESS", "ENGINE", "SWARM", "CPUS", "MEMORY", "CPU USED",
             "MEM USED", "SOCKET")
     rows = [head] + [(
@@ -113,14 +170,42 @@ def render(status: LabStatus) -> str:
         "-" if n.cpu_used_s is None else f"{n.cpu_used_s:.1f}s",
         "-" if n.memory_used_bytes is None else format_bytes(n.memory_used_bytes),
         n.socket,
-    ) for n in status.nodes]
+    ) for n in nodes]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def render(status: LabStatus) -> str:
+    """A human table: one line per node, then the main engine; then each further cluster."""
+    if status.state is None:
+        return (f"lab: not up (main engine {status.main_engine}, swarm {status.main_swarm})")
+    lines = _table(status.nodes)
     state = status.state
     lines.append("")
     lines.append(f"lab {'up' if status.up else 'NOT READY'}: bridge {state.bridge} "
                  f"({state.gateway}), main engine {status.main_engine} on {state.main_socket}, "
                  f"swarm {status.main_swarm}, cgroups {state.cgroup_version} "
                  f"/{state.cgroup_name}/<node>")
+    for cluster in status.clusters:
+        lines.append("")
+        lines += _table(cluster.nodes)
+        manager = cluster.manager
+        lines.append(f"cluster {cluster.index} {'up' if cluster.up else 'NOT READY'}: bridge "
+                     f"{cluster.bridge} ({cluster.gateway}), manager {manager.name} "
+                     f"{manager.engine} at {manager.address} on {manager.socket}, swarm "
+                     f"{cluster.swarm} {(cluster.swarm_id or '-')[:12]}")
+    if status.clusters:
+        lines.append("")
+        lines.append(_latency_line(state))
     return "\n".join(lines)
+
+
+def _latency_line(state: LabState) -> str:
+    ms = f"{state.inter_cluster_latency_ms:g} ms"
+    if state.latency is LatencyState.APPLIED:
+        return f"between clusters: {ms} each way (netem), routed through this host"
+    if state.latency is LatencyState.UNAVAILABLE:
+        return (f"between clusters: routed through this host WITHOUT the {ms} delay "
+                "(no netem in this kernel)")
+    return "between clusters: routed through this host, no delay"
