@@ -61,7 +61,17 @@ class Lab:
         return list(self.state["nodes"])
 
     def node(self, name: str) -> dict[str, Any]:
-        return next(n for n in self.nodes if n["name"] == name)
+        return next(n for n in self.all_nodes if n["name"] == name)
+
+    @property
+    def clusters(self) -> list[dict[str, Any]]:
+        """Clusters 2... (DESIGN 12); empty for the one-Swarm lab."""
+        return list(self.state.get("clusters", []))
+
+    @property
+    def all_nodes(self) -> list[dict[str, Any]]:
+        """Every engine of the lab: cluster 1's nodes, each further cluster's manager and nodes."""
+        return self.nodes + [n for c in self.clusters for n in (c["manager"], *c["nodes"])]
 
 
 @pytest.fixture(scope="module")
@@ -116,18 +126,20 @@ def assert_lab_gone(lab: Lab, main_engine: Any) -> None:
     mounts, cgroups, the forward rule, Swarm nodes, the swarm it initialised, the state)."""
     settings = lab.settings
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not [n for n in lab.nodes if n["netns"] in netns.split()]
+    assert not [n for n in lab.all_nodes if n["netns"] in netns.split()]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert settings.bridge not in links
-    assert not [n for n in lab.nodes if n["veth_host"] in links]
-    for pid in (n["pid"] for n in lab.nodes):
+    assert not [c["bridge"] for c in lab.clusters if f" {c['bridge']}:" in links]
+    assert not [n for n in lab.all_nodes if n["veth_host"] in links]
+    for pid in (n["pid"] for n in lab.all_nodes):
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     mounts = Path("/proc/self/mountinfo").read_text()
     assert str(settings.paths.run_dir) not in mounts
     assert str(settings.paths.nodes_cache) not in mounts
-    for node in lab.nodes:
+    for node in lab.all_nodes:
         assert not [d for d in node["cgroup_dirs"].values() if Path(d).exists()]
+        assert not Path(node["socket"]).exists()
     assert not list(Path("/sys/fs/cgroup").glob(f"*/{settings.cgroup_name}"))
     assert not Path("/sys/fs/cgroup", settings.cgroup_name).exists()
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
