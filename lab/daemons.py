@@ -5,13 +5,24 @@ when none runs. Started detached, found again and stopped only through their pid
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import engine
 from lab.errors import LabUnavailableError
 from lab.model import NodeRecord
-from lab.proc import daemon_pid, pid_alive, read_pidfile, run, spawn_daemon, stop_pids
+from lab.proc import (
+    cmdline,
+    daemon_pid,
+    pid_alive,
+    read_pidfile,
+    run,
+    spawn_daemon,
+    stop_pids,
+    tail,
+    wait_until,
+)
 from lab.settings import LabSettings
 
 # Swarm workers try to pull a service's image first; with no registry that only costs time and
@@ -135,4 +146,51 @@ def stop_main_engine(settings: LabSettings) -> bool:
     survivors = stop_daemons([pidfile], settings.timeouts.engine_stop_s)
     if survivors:
         raise LabUnavailableError(f"the main engine (pid {survivors[0]}) did not stop")
+    return True
+
+
+def delay_argv(settings: LabSettings, delay_ms: float) -> list[str]:
+    """The userspace delay between clusters (lab/delay.py) with this interpreter (pure)."""
+    return [sys.executable, "-m", "lab.delay", "--queue", str(settings.delay_queue),
+            "--delay-ms", f"{delay_ms:g}", "--pidfile", str(settings.paths.delay_pidfile)]
+
+
+def delay_daemon_pid(settings: LabSettings) -> int | None:
+    return daemon_pid(settings.paths.delay_pidfile)
+
+
+def ensure_delay_daemon(settings: LabSettings, delay_ms: float) -> bool:
+    """Run lab/delay.py with ``delay_ms`` (restarted if it runs with another); True if started.
+
+    It writes its pid file only once its queue is bound, so this waits for that file.
+    """
+    pid = delay_daemon_pid(settings)
+    if pid is not None and cmdline(pid) == delay_argv(settings, delay_ms):
+        return False
+    stop_delay_daemon(settings)
+    settings.paths.delay_pidfile.parent.mkdir(parents=True, exist_ok=True)
+    env = {**daemon_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = spawn_daemon(delay_argv(settings, delay_ms), settings.paths.delay_log, env)
+    log = settings.paths.delay_log
+
+    def started() -> bool | None:
+        if delay_daemon_pid(settings) is not None:
+            return True
+        if not pid_alive(child):
+            raise LabUnavailableError(f"the delay between clusters did not start: {tail(log)}")
+        return None
+
+    wait_until(started, what="the delay between clusters (lab/delay.py) to bind its queue",
+               timeout_s=settings.timeouts.engine_start_s)
+    return True
+
+
+def stop_delay_daemon(settings: LabSettings) -> bool:
+    """Stop lab/delay.py through its pid file; True if one was running."""
+    pidfile = settings.paths.delay_pidfile
+    if daemon_pid(pidfile) is None:
+        return False
+    survivors = stop_daemons([pidfile], settings.timeouts.engine_stop_s)
+    if survivors:
+        raise LabUnavailableError(f"the delay between clusters (pid {survivors[0]}) did not stop")
     return True

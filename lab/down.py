@@ -65,8 +65,13 @@ def down(settings: LabSettings, purge: bool, report: Report) -> DownSummary:
             if purge:
                 removed.extend(_purge(settings, report))
 
+        def delay() -> None:
+            if daemons.stop_delay_daemon(settings):
+                removed.append("delay between clusters")
+
         steps: list[Callable[[], object]] = [
             swarm,
+            delay,
             lambda: removed.extend(_down_network(settings, state)),
             lambda: _remove_lab_cgroups(layout, settings),
             main_engine,
@@ -285,6 +290,9 @@ def leftovers_of(settings: LabSettings, layout: CgroupLayout) -> list[str]:
     found += [f"cgroup {d}" for d in cgroups.tree_dirs(layout, f"/{settings.cgroup_name}")]
     if network.lab_rules_present():
         found.append("iptables rule")
+    delay_pid = daemons.delay_daemon_pid(settings)
+    if delay_pid is not None:
+        found.append(f"delay daemon pid {delay_pid}")
     run_dir = settings.paths.run_dir
     if run_dir.is_dir():
         found += [f"daemon pid {pid}" for pid in

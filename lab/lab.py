@@ -7,7 +7,8 @@ by `down` (:mod:`lab.down`, whose teardown of a node `up` uses to remove one).
 With ``clusters`` > 1 (DESIGN 12), cluster 1 is the lab as above and every further cluster gets
 its own bridge and subnet, a manager engine (a lab node of index 0 that runs `swarm init` on its
 own address and is drained) and its own worker nodes; the host routes between the bridges and
-delays what crosses from one cluster to another (:func:`lab.network.ensure_delay`).
+delays what crosses from one cluster to another (:func:`lab.network.ensure_delay`, or
+:mod:`lab.delay` where the kernel has no netem).
 """
 
 from __future__ import annotations
@@ -336,26 +337,48 @@ def _ensure_routing(run: _Up) -> None:
 
 
 def _ensure_latency(run: _Up) -> None:
-    """netem on every cluster bridge for packets from the other clusters (none for one)."""
+    """The delay between clusters: netem on every cluster bridge for packets from the other
+    clusters; where the kernel has no netem, the lab's userspace queue (lab/delay.py) on the
+    packets routed between cluster bridges. Nothing for one cluster."""
     settings = run.settings
     if settings.clusters < 2:
         return
     delay_ms = settings.inter_cluster_latency_ms
-    results = {network.ensure_delay(settings.cluster_bridge(k), other_subnets(settings, k),
-                                    delay_ms) for k in range(1, settings.clusters + 1)}
-    latency = (LatencyState.UNAVAILABLE if LatencyState.UNAVAILABLE in results
-               else LatencyState.APPLIED if LatencyState.APPLIED in results
-               else LatencyState.NONE)
-    if latency is LatencyState.UNAVAILABLE:
-        for k in range(1, settings.clusters + 1):
-            network.remove_delay(settings.cluster_bridge(k))
+    bridges = [settings.cluster_bridge(k) for k in range(1, settings.clusters + 1)]
+    results = {network.ensure_delay(bridge, other_subnets(settings, k), delay_ms)
+               for k, bridge in enumerate(bridges, start=1)}
+    latency = LatencyState.NETEM if LatencyState.NETEM in results else LatencyState.NONE
+    if LatencyState.UNAVAILABLE in results:
+        for bridge in bridges:
+            network.remove_delay(bridge)
+        latency = _queue_delay(run, bridges, delay_ms)
+    elif run.state.latency is LatencyState.NFQUEUE:
+        network.remove_forward_rules(tables=("mangle",))
+        daemons.stop_delay_daemon(settings)
     if (latency, delay_ms) != (run.state.latency, run.state.inter_cluster_latency_ms):
         if latency is LatencyState.UNAVAILABLE:
-            run.change("lab: WARNING: this kernel has no netem qdisc (sch_netem); the "
+            run.change("lab: WARNING: this kernel has neither netem nor NFQUEUE; the "
                        f"{delay_ms:g} ms between clusters is NOT applied")
-        elif latency is LatencyState.APPLIED:
-            run.change(f"lab: {delay_ms:g} ms each way between clusters (netem)")
+        elif latency.delayed:
+            run.change(f"lab: {delay_ms:g} ms each way between clusters ({latency})")
         run.save(latency=latency, inter_cluster_latency_ms=delay_ms)
+
+
+def _queue_delay(run: _Up, bridges: Sequence[str], delay_ms: float) -> LatencyState:
+    """The userspace queue: its daemon first, then the rules that feed it."""
+    settings = run.settings
+    try:
+        if daemons.ensure_delay_daemon(settings, delay_ms):
+            run.report(f"lab: no netem in this kernel: lab/delay.py holds packets between "
+                       f"clusters (pid {daemons.delay_daemon_pid(settings)}, log "
+                       f"{settings.paths.delay_log})")
+        network.ensure_queue_rules(bridges, settings.delay_queue)
+    except LabError as exc:
+        run.report(f"lab: WARNING: the userspace delay failed: {exc}")
+        network.remove_forward_rules(tables=("mangle",))
+        daemons.stop_delay_daemon(settings)
+        return LatencyState.UNAVAILABLE
+    return LatencyState.NFQUEUE
 
 
 def _ensure_images(run: _Up, nodes: Sequence[NodeRecord], image_set: ImageSet) -> None:

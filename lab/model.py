@@ -57,8 +57,13 @@ class LatencyState(StrEnum):
     """Whether the delay between clusters is in place (DESIGN 12)."""
 
     NONE = "none"  # one cluster, or 0 ms asked for
-    APPLIED = "applied"  # a netem qdisc on every cluster bridge
-    UNAVAILABLE = "unavailable"  # the kernel has no netem: clusters talk without delay
+    NETEM = "netem"  # a netem qdisc on every cluster bridge
+    NFQUEUE = "nfqueue"  # no netem: the lab's userspace queue (lab/delay.py) holds the packets
+    UNAVAILABLE = "unavailable"  # neither works here: clusters talk without delay
+
+    @property
+    def delayed(self) -> bool:
+        return self in (LatencyState.NETEM, LatencyState.NFQUEUE)
 
 
 class ImageSet(StrEnum):

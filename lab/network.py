@@ -14,7 +14,9 @@ bridge, reached only by packets whose source is another cluster's subnet: a pack
 1 to cluster 2 waits once, on its way into ``gsbr1``, and the answer once, on its way into
 ``gsbr0``. Traffic inside a cluster never crosses a bridge's own egress (bridged frames leave by
 the ports' veths), and the host's own packets carry the bridge's address as their source, so
-neither is delayed.
+neither is delayed. Where the kernel has no netem, mangle-table rules send the packets routed
+between two cluster bridges to the NFQUEUE of :mod:`lab.delay` instead (same places, same
+effect: each direction waits once).
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def ensure_delay(bridge: str, from_subnets: Sequence[str], delay_ms: float) -> L
         remove_delay(bridge)
         return LatencyState.NONE
     if delay_in_place(bridge, delay_ms):
-        return LatencyState.APPLIED
+        return LatencyState.NETEM
     for argv in delay_commands(bridge, from_subnets, delay_ms):
         done = run(argv, check=False)
         if done.returncode == 0:
@@ -202,7 +204,7 @@ def ensure_delay(bridge: str, from_subnets: Sequence[str], delay_ms: float) -> L
         if "netem" in argv and ("unknown" in done.stderr or "Invalid qdisc" in done.stderr):
             return LatencyState.UNAVAILABLE
         raise CommandFailedError(argv, done.returncode, done.stderr)
-    return LatencyState.APPLIED
+    return LatencyState.NETEM
 
 
 def remove_delay(bridge: str) -> None:
@@ -233,18 +235,39 @@ def ensure_forward_rule(bridge: str, out_bridge: str | None = None) -> bool:
     return True
 
 
-def remove_forward_rules() -> int:
+def queue_rule(bridge: str, out_bridge: str, queue: int) -> list[str]:
+    """Packets routed from one cluster bridge to another go to the delay's queue first (mangle
+    runs before the filter table's ACCEPT); with no reader they pass (``--queue-bypass``)."""
+    return ["FORWARD", "-i", bridge, "-o", out_bridge, "-m", "comment", "--comment",
+            RULE_COMMENT, "-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass"]
+
+
+def ensure_queue_rules(bridges: Sequence[str], queue: int) -> bool:
+    """A queue rule for every ordered pair of ``bridges``; True if one was added now."""
+    iptables = _iptables()
+    if iptables is None:
+        raise CommandFailedError(["iptables"], 1, "iptables is not installed")
+    added = False
+    for rule in (queue_rule(a, b, queue) for a in bridges for b in bridges if a != b):
+        if run([iptables, "-w", "5", "-t", "mangle", "-C", *rule], check=False).returncode:
+            run([iptables, "-w", "5", "-t", "mangle", "-A", *rule])
+            added = True
+    return added
+
+
+def remove_forward_rules(tables: Sequence[str] = ("filter", "mangle")) -> int:
     """Delete every FORWARD rule carrying the lab's comment; return how many."""
     iptables = _iptables()
     if iptables is None:
         return 0
-    listing = run([iptables, "-w", "5", "-S", "FORWARD"], check=False).stdout
     removed = 0
-    for line in listing.splitlines():
-        words = line.split()
-        if len(words) > 2 and words[0] == "-A" and RULE_COMMENT in words:
-            run([iptables, "-w", "5", "-D", *_unquote(words[1:])], check=False)
-            removed += 1
+    for table in tables:
+        listing = run([iptables, "-w", "5", "-t", table, "-S", "FORWARD"], check=False).stdout
+        for line in listing.splitlines():
+            words = line.split()
+            if len(words) > 2 and words[0] == "-A" and RULE_COMMENT in _unquote(words):
+                run([iptables, "-w", "5", "-t", table, "-D", *_unquote(words[1:])], check=False)
+                removed += 1
     return removed
 
 
@@ -252,8 +275,8 @@ def lab_rules_present() -> bool:
     iptables = _iptables()
     if iptables is None:
         return False
-    listing = run([iptables, "-w", "5", "-S"], check=False).stdout
-    return RULE_COMMENT in listing
+    return any(RULE_COMMENT in run([iptables, "-w", "5", "-t", table, "-S"], check=False).stdout
+               for table in ("filter", "mangle"))
 
 
 def _unquote(words: list[str]) -> list[str]:

@@ -54,6 +54,15 @@ class LabPaths:
         return self.log_dir / "dockerd.log"
 
     @property
+    def delay_pidfile(self) -> Path:
+        """Pid file of the delay between clusters where there is no netem (lab/delay.py)."""
+        return self.run_dir / "delay.pid"
+
+    @property
+    def delay_log(self) -> Path:
+        return self.log_dir / "lab" / "delay.log"
+
+    @property
     def nodes_cache(self) -> Path:
         """Node data roots: a cache of loaded images, kept by `down`, removed by `down --purge`."""
         return self.cache_dir / "lab"
@@ -131,6 +140,7 @@ class LabSettings:
     clusters: int = 1
     cluster_subnets: tuple[str, ...] = ()
     inter_cluster_latency_ms: float = 10.0
+    delay_queue: int = 123  # the NFQUEUE number of lab/delay.py (kernels without netem)
     suite: str = "bookworm"
     mirror: str = DEFAULT_MIRROR
     paths: LabPaths = field(default_factory=LabPaths)

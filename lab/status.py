@@ -203,9 +203,8 @@ def render(status: LabStatus) -> str:
 
 def _latency_line(state: LabState) -> str:
     ms = f"{state.inter_cluster_latency_ms:g} ms"
-    if state.latency is LatencyState.APPLIED:
-        return f"between clusters: {ms} each way (netem), routed through this host"
+    if state.latency.delayed:
+        return f"between clusters: {ms} each way ({state.latency}), routed through this host"
     if state.latency is LatencyState.UNAVAILABLE:
-        return (f"between clusters: routed through this host WITHOUT the {ms} delay "
-                "(no netem in this kernel)")
+        return f"between clusters: routed through this host WITHOUT the {ms} delay"
     return "between clusters: routed through this host, no delay"

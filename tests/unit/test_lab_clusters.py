@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import struct
 
 import pytest
 
 from domain.errors import ValidationError
+from lab import delay
+from lab.daemons import delay_argv
 from lab.down import lab_bridges, record_of_name
 from lab.errors import LabConflictError
 from lab.model import (
@@ -21,7 +24,7 @@ from lab.model import (
     manager_record,
     node_record,
 )
-from lab.network import delay_commands
+from lab.network import delay_commands, queue_rule
 from lab.plan import check_compatible, other_subnets, plan_clusters, plan_nodes
 from lab.settings import LabSettings, settings_from_env
 from monitor.cgroups import CgroupVersion
@@ -190,3 +193,39 @@ def test_the_delay_goes_only_to_packets_from_other_clusters() -> None:
         "tc filter replace dev gsbr1 parent 1: protocol ip prio 2 u32 match ip src "
         "10.123.2.0/24 flowid 1:2",
     ]
+
+
+def test_without_netem_packets_between_bridges_go_to_the_delay_queue() -> None:
+    assert " ".join(queue_rule("gsbr0", "gsbr1", 123)) == (
+        "FORWARD -i gsbr0 -o gsbr1 -m comment --comment greenswarm-lab -j NFQUEUE "
+        "--queue-num 123 --queue-bypass")
+    argv = delay_argv(LabSettings(), 20)
+    assert argv[1:] == ["-m", "lab.delay", "--queue", "123", "--delay-ms", "20", "--pidfile",
+                        "/run/greenswarm/lab/delay.pid"]
+
+
+def _packet(packet_id: int) -> bytes:
+    header = delay.attribute(delay.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
+    other = delay.attribute(10, b"\x00\x00\x00\x07")  # e.g. NFQA_IFINDEX_OUTDEV
+    return delay.queue_message(delay.NFQNL_MSG_PACKET, 123, [other, header])
+
+
+def test_the_delay_reads_packet_ids_and_releases_up_to_one() -> None:
+    data = _packet(7) + _packet(8) + delay.queue_message(delay.NFQNL_MSG_CONFIG, 123, [])
+    assert delay.packet_ids(data) == [7, 8]
+    assert delay.packet_ids(data[:-3]) == [7, 8]  # a truncated tail is ignored
+    verdict = delay.accept_upto(123, 8)
+    length, kind, flags, _seq, _pid = struct.unpack_from("=IHHII", verdict)
+    assert (length, kind, flags) == (len(verdict), (3 << 8) | 3, 1)
+    assert struct.unpack_from("!H", verdict, 18)[0] == 123  # nfgenmsg res_id: the queue
+    assert struct.unpack_from("!II", verdict, 24) == (delay.NF_ACCEPT, 8)
+
+
+def test_the_delay_binds_its_queue_and_asks_for_acknowledgements() -> None:
+    bind, params = delay.config_messages(123)
+    for message in (bind, params):
+        _length, kind, flags, _seq, _pid = struct.unpack_from("=IHHII", message)
+        assert kind == (3 << 8) | 2 and flags == 5
+    assert struct.unpack_from("!BBH", bind, 24) == (1, 0, 0)  # BIND, pf unspec
+    ack = struct.pack("=IHHII", 36, 2, 0, 1, 0) + struct.pack("=i", -16) + b"\0" * 16
+    assert delay.ack_errors(ack) == [-16]
