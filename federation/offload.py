@@ -36,15 +36,16 @@ this is watts per core of work: the same request compared across peers, the lowe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.energy import GIB, PowerModel
 from domain.errors import ValidationError
-from domain.model import HostView, Request
+from domain.model import HostView, Request, check_id
 from domain.regions import REGIONS, Region
 from domain.rooms import CUT_INDEX, SIMPLE_INDEX
 from domain.store import ClusterReader
@@ -96,6 +97,97 @@ class Advert:
         if self.busy_cpu_load < 0.0:
             raise ValidationError("busy_cpu_load", "must be >= 0")
 
+    def to_json(self) -> dict[str, Any]:
+        """The advert as a peer reads it (GET /federation/advert): the power model by its
+        table's name (every greenswarm knows the same tables) and its memory term."""
+        return {
+            "cluster": self.cluster,
+            "hosts": self.hosts,
+            "cpu_capacity": self.cpu_capacity,
+            "memory_capacity": self.memory_capacity,
+            "cpu_allocated": self.cpu_allocated,
+            "memory_allocated": self.memory_allocated,
+            "cpu_util": self.cpu_util,
+            "memory_util": self.memory_util,
+            "hosts_by_region": {region.value: count for region, count in self.hosts_by_region},
+            "hosts_by_class": {str(cls): count for cls, count in self.hosts_by_class},
+            "empty_hosts": self.empty_hosts,
+            "rooms": [[list(room) for room in front] for front in self.rooms],
+            "empty_rooms": [list(room) for room in self.empty_rooms],
+            "busy_cpu_load": self.busy_cpu_load,
+            "busy_host_cpu": self.busy_host_cpu,
+            "power_table": self.power.table.name,
+            "memory_w_per_gib": self.power.memory_w_per_gib,
+            "wake_counts_idle": self.wake_counts_idle,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Advert:
+        """An advert a peer sent, checked field by field: anything malformed (a missing or
+        mistyped field, a negative size, an unknown power table or region) is a
+        ValidationError naming the field, never a crash later."""
+        if not isinstance(obj, Mapping):
+            raise ValidationError("advert", "must be a JSON object")
+        by_region = _mapping(obj, "hosts_by_region")
+        by_class = _mapping(obj, "hosts_by_class")
+        rooms = obj.get("rooms")
+        if not isinstance(rooms, list) or len(rooms) != len(CLASSES):
+            raise ValidationError("advert.rooms", f"must be a list of {len(CLASSES)} lists")
+        table, memory_w = _text(obj, "power_table"), _number(obj, "memory_w_per_gib")
+        try:
+            power = PowerModel.named(table, memory_w)
+        except ValidationError as exc:
+            raise ValidationError("advert.power_table", exc.message) from None
+        regions = []
+        for name, count in by_region.items():
+            try:
+                region = Region(name)
+            except ValueError:
+                raise ValidationError(f"advert.hosts_by_region.{name}",
+                                      "is no region (LEE, DEE, EED)") from None
+            regions.append((region, _count(count, f"hosts_by_region.{name}")))
+        classes = []
+        for name, count in by_class.items():
+            if name not in {str(c) for c in CLASSES}:
+                raise ValidationError(f"advert.hosts_by_class.{name}", "is no class (1 to 4)")
+            classes.append((int(name), _count(count, f"hosts_by_class.{name}")))
+        wake = obj.get("wake_counts_idle", True)
+        if not isinstance(wake, bool):
+            raise ValidationError("advert.wake_counts_idle", "must be true or false")
+        return cls(
+            cluster=check_id(obj.get("cluster"), "advert.cluster"),
+            hosts=_count(obj.get("hosts"), "hosts"),
+            cpu_capacity=_count(obj.get("cpu_capacity"), "cpu_capacity"),
+            memory_capacity=_count(obj.get("memory_capacity"), "memory_capacity"),
+            cpu_allocated=_count(obj.get("cpu_allocated"), "cpu_allocated"),
+            memory_allocated=_count(obj.get("memory_allocated"), "memory_allocated"),
+            cpu_util=_number(obj, "cpu_util"),
+            memory_util=_number(obj, "memory_util"),
+            hosts_by_region=tuple(sorted(regions, key=lambda pair: REGIONS.index(pair[0]))),
+            hosts_by_class=tuple(sorted(classes)),
+            empty_hosts=_count(obj.get("empty_hosts"), "empty_hosts"),
+            rooms=tuple(_rooms(front, f"rooms[{index}]") for index, front in enumerate(rooms)),
+            empty_rooms=_rooms(obj.get("empty_rooms"), "empty_rooms"),
+            busy_cpu_load=_number(obj, "busy_cpu_load"),
+            busy_host_cpu=_count(obj.get("busy_host_cpu"), "busy_host_cpu"),
+            power=power,
+            wake_counts_idle=wake,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What GET /federation/peers shows of a peer's advert."""
+        return {
+            "hosts": self.hosts,
+            "empty_hosts": self.empty_hosts,
+            "cpu_capacity": self.cpu_capacity,
+            "cpu_allocated": self.cpu_allocated,
+            "memory_capacity": self.memory_capacity,
+            "memory_allocated": self.memory_allocated,
+            "cpu_util": self.cpu_util,
+            "busy_cpu_load": self.busy_cpu_load,
+            "power_table": self.power.table.name,
+        }
+
     def fits(self, request: Request) -> bool:
         """Whether some busy or empty host of the advert has room for ``request``."""
         return self.busy_room(request) is not None or self.empty_room(request) is not None
@@ -107,6 +199,49 @@ class Advert:
     def empty_room(self, request: Request) -> Room | None:
         """The smallest empty host (in CPU, then memory) that holds ``request``."""
         return _first_holding(sorted(self.empty_rooms), request)
+
+
+MAX_ROOMS = 10_000  # a front longer than this in an advert is refused (a peer's hostile input)
+
+
+def _mapping(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = obj.get(name)
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"advert.{name}", "must be an object")
+    return value
+
+
+def _text(obj: Mapping[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"advert.{name}", "must be a non-empty string")
+    return value
+
+
+def _number(obj: Mapping[str, Any], name: str) -> float:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value < 0:
+        raise ValidationError(f"advert.{name}", "must be a finite number >= 0")
+    return float(value)
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"advert.{name}", "must be an integer >= 0")
+    return value
+
+
+def _rooms(value: object, name: str) -> tuple[Room, ...]:
+    if not isinstance(value, list) or len(value) > MAX_ROOMS:
+        raise ValidationError(f"advert.{name}", f"must be a list of at most {MAX_ROOMS} rooms")
+    rooms = []
+    for index, room in enumerate(value):
+        if not isinstance(room, list) or len(room) != 2:
+            raise ValidationError(f"advert.{name}[{index}]", "must be [cpu_shares, memory]")
+        rooms.append((_count(room[0], f"{name}[{index}][0]"),
+                      _count(room[1], f"{name}[{index}][1]")))
+    return tuple(rooms)
 
 
 def _first_holding(rooms: Iterable[Room], request: Request) -> Room | None:

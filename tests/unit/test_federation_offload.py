@@ -4,6 +4,8 @@ Prices by hand with the HP ProLiant ML110 G4 table (86, 89.4, 92.6, 96, 99.5, 10
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from domain.decision import Decision, Pass
@@ -199,3 +201,70 @@ def test_should_offload_what_is_not_placed_and_by_choice_what_kills() -> None:
     assert not should_offload(killing, OffloadWhen.UNPLACED)
     assert should_offload(killing, OffloadWhen.KILLS)
 
+
+
+# ------------------------------------------------------------------ adverts as JSON
+
+
+def advertised() -> Advert:
+    store = build(
+        H("a", 0.3, [T("t1", 2, cpu=1000, mem=100)]),
+        H("c", 0.9, [T("t3", 4, cpu=100, mem=100)]),
+        H("d", 0.0, cpu=2400, mem=2400),
+    )
+    return advertise("east", store, PowerModel.named("hp-ml110-g4", 0.5), wake_counts_idle=False)
+
+
+def test_an_advert_reads_back_from_its_json_as_it_was() -> None:
+    ad = advertised()
+    wire = json.loads(json.dumps(ad.to_json()))  # what crosses the network
+    assert wire["power_table"] == "hp-ml110-g4" and wire["hosts_by_region"]["EED"] == 1
+    back = Advert.from_json(wire)
+    assert back == ad
+    request = req(3, cpu=300, mem=300)
+    assert price(back, request) == price(ad, request)
+    assert Advert.from_json(advert("west", 0.4).to_json()) == advert("west", 0.4)
+
+
+def _broken(change: dict[str, object]) -> dict[str, object]:
+    wire = advertised().to_json()
+    for key, value in change.items():
+        if value is KeyError:
+            del wire[key]
+        else:
+            wire[key] = value
+    return wire
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"hosts": KeyError}, "advert.hosts"),
+    ({"hosts": -1}, "advert.hosts"),
+    ({"hosts": True}, "advert.hosts"),
+    ({"cpu_capacity": 1.5}, "advert.cpu_capacity"),
+    ({"cpu_util": "high"}, "advert.cpu_util"),
+    ({"busy_cpu_load": float("nan")}, "advert.busy_cpu_load"),
+    ({"cluster": "no/slash"}, "advert.cluster"),
+    ({"cluster": KeyError}, "advert.cluster"),
+    ({"power_table": "toaster"}, "advert.power_table"),
+    ({"memory_w_per_gib": -1}, "advert.memory_w_per_gib"),
+    ({"rooms": [[]] * 3}, "advert.rooms"),
+    ({"rooms": [[[1, 2, 3]], [], [], []]}, "advert.rooms[0][0]"),
+    ({"rooms": [[["a", 2]], [], [], []]}, "advert.rooms[0][0][0]"),
+    ({"empty_rooms": {"cpu": 1}}, "advert.empty_rooms"),
+    ({"hosts_by_region": {"HOT": 1}}, "advert.hosts_by_region.HOT"),
+    ({"hosts_by_region": [1, 2]}, "advert.hosts_by_region"),
+    ({"hosts_by_class": {"7": 1}}, "advert.hosts_by_class.7"),
+    ({"wake_counts_idle": "yes"}, "advert.wake_counts_idle"),
+])
+def test_a_malformed_advert_is_refused_naming_its_field(
+    change: dict[str, object], field: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Advert.from_json(_broken(change))
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize("wire", [None, [], "advert", 3])
+def test_an_advert_that_is_no_object_is_refused(wire: object) -> None:
+    with pytest.raises(ValidationError, match="advert"):
+        Advert.from_json(wire)
