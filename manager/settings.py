@@ -10,11 +10,19 @@ from typing import Any
 from domain.classes import ClassTable
 from domain.energy import DEFAULT_POWER_TABLE, PowerModel
 from domain.errors import ValidationError
+from domain.model import check_id
 from domain.regions import RegionBounds
 from domain.settings import load_settings, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
+from federation.peers import OffloadMode, Peer, parse_peers
 from scheduler import registry
-from scheduler.plugin import ClusterOptions, PolicyPlugin, build_options, option_fields
+from scheduler.plugin import (
+    ClusterOptions,
+    PlacedBy,
+    PolicyPlugin,
+    build_options,
+    option_fields,
+)
 from web.edge import BodyLimits, listen_addresses
 
 ENV_PREFIX = "GREENSWARM_"
@@ -64,6 +72,15 @@ class ManagerSettings:
     max_body_bytes: int = BodyLimits.max_body_bytes
     max_json_depth: int = BodyLimits.max_json_depth
     max_json_string_chars: int = BodyLimits.max_json_string_chars
+    # Federation (DESIGN 12): this cluster's name among its peers; the peers file (JSON: a list
+    # of {name, url, token, latency_ms, bandwidth_mbit}; tokens live in the file); when a new
+    # request goes to a peer (off: never); how often the peers' adverts are asked for, and how
+    # long an answer of a peer may take (a forwarded request: FORWARD_TIMEOUT_S).
+    federation_name: str = "local"
+    peers_file: str = ""
+    offload: OffloadMode = OffloadMode.OFF
+    peer_refresh_s: float = 10.0
+    peer_timeout_s: float = 2.0
 
     @property
     def classes(self) -> ClassTable:
@@ -96,6 +113,20 @@ class ManagerSettings:
     def plugin(self) -> PolicyPlugin[Any]:
         return registry.plugin(self.policy)
 
+    def peers(self) -> tuple[Peer, ...]:
+        """The peers of GREENSWARM_PEERS_FILE (none without one); a ValidationError naming the
+        setting when the file cannot be read or says something wrong."""
+        where = f"{ENV_PREFIX}PEERS_FILE"
+        if not self.peers_file:
+            return ()
+        try:
+            with open(self.peers_file, encoding="utf-8") as handle:
+                text = handle.read(1_048_577)
+        except OSError as exc:
+            raise ValidationError(where, f"cannot read {self.peers_file}: {exc.strerror}") \
+                from None
+        return parse_peers(text, where, home=self.federation_name)
+
     @property
     def body_limits(self) -> BodyLimits:
         return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
@@ -126,6 +157,19 @@ class ManagerSettings:
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
+        check_id(self.federation_name, f"{ENV_PREFIX}FEDERATION_NAME")
+        if not 0 < self.peer_refresh_s <= 3600:
+            raise ValidationError(f"{ENV_PREFIX}PEER_REFRESH_S", "must be between 0 and 3600 s")
+        if not 0 < self.peer_timeout_s <= 60:
+            raise ValidationError(f"{ENV_PREFIX}PEER_TIMEOUT_S", "must be between 0 and 60 s")
+        peers = self.peers()
+        if self.offload is not OffloadMode.OFF:
+            if not peers:
+                raise ValidationError(f"{ENV_PREFIX}OFFLOAD", f"is {self.offload.value}, but "
+                                      f"no peer is configured ({ENV_PREFIX}PEERS_FILE)")
+            if self.plugin.placed_by is PlacedBy.SWARM:
+                raise ValidationError(f"{ENV_PREFIX}OFFLOAD", "needs a policy that decides "
+                                      "(not 'swarm')")
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:

@@ -35,6 +35,7 @@ def test_every_operator_setting_reaches_the_manager_with_the_managers_default() 
     assert passed["GREENSWARM_SLO"] == ""
     assert float(passed["GREENSWARM_ALLOCATION_S"]) == DEFAULT_ALLOCATION_S
     assert passed["GREENSWARM_POWER_TABLE"] == DEFAULT_POWER_TABLE
+    assert passed["GREENSWARM_OFFLOAD"] == "off"  # a single cluster: nothing changes
     # what compose passes is what the manager takes: its values parse
     settings = ManagerSettings.from_env({**passed, "GREENSWARM_TOKEN": "x"})
     assert settings.slo_table.objective(1) == 1

@@ -4,6 +4,7 @@ choice a live manager takes from its own decision and its peers' adverts."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from federation.peers import (
     plan_offload,
     wants_offload,
 )
+from manager.settings import ManagerSettings
 from tests.builders import req
 
 WHERE = "GREENSWARM_PEERS_FILE"
@@ -65,6 +67,30 @@ def test_a_wrong_peers_file_is_refused_naming_the_entry(text: str, field: str, s
     with pytest.raises(ValidationError) as caught:
         parse_peers(text, WHERE, home="a")
     assert caught.value.field == field and says in caught.value.message
+
+
+def test_the_manager_refuses_bad_federation_settings_at_start_by_name(tmp_path: Path) -> None:
+    env = {"GREENSWARM_TOKEN": "x", "GREENSWARM_FEDERATION_NAME": "a"}
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps([GOOD]))
+    settings = ManagerSettings.from_env({**env, WHERE: str(peers), "GREENSWARM_OFFLOAD": "kills"})
+    assert settings.offload is OffloadMode.KILLS and [p.name for p in settings.peers()] == ["b"]
+    assert ManagerSettings.from_env({"GREENSWARM_TOKEN": "x"}).offload is OffloadMode.OFF
+    cases = [
+        ({WHERE: str(tmp_path / "missing.json")}, WHERE),
+        ({WHERE: str(peers), "GREENSWARM_FEDERATION_NAME": "b"}, f"{WHERE}[0].name"),
+        ({"GREENSWARM_FEDERATION_NAME": "a/b"}, "GREENSWARM_FEDERATION_NAME"),
+        ({"GREENSWARM_OFFLOAD": "sometimes"}, "GREENSWARM_OFFLOAD"),
+        ({"GREENSWARM_OFFLOAD": "unplaced"}, "GREENSWARM_OFFLOAD"),  # no peer to offload to
+        ({WHERE: str(peers), "GREENSWARM_OFFLOAD": "unplaced", "GREENSWARM_POLICY": "swarm"},
+         "GREENSWARM_OFFLOAD"),
+        ({"GREENSWARM_PEER_REFRESH_S": "0"}, "GREENSWARM_PEER_REFRESH_S"),
+        ({"GREENSWARM_PEER_TIMEOUT_S": "61"}, "GREENSWARM_PEER_TIMEOUT_S"),
+    ]
+    for extra, field in cases:
+        with pytest.raises(ValidationError) as caught:
+            ManagerSettings.from_env({**env, **extra})
+        assert caught.value.field == field, extra
 
 
 # ------------------------------------------------------------------ a peer's state
