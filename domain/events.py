@@ -36,13 +36,15 @@ class EventKind(StrEnum):
     VANISHED = "vanished"  # its service disappeared from the Swarm
     SWARM = "swarm"  # the 'swarm' policy: handed to Swarm's own scheduler, or Swarm started it
     # (its host and status say which)
+    OFFLOADED = "offloaded"  # forwarded to a peer cluster (federation), which placed it there
+    NOT_OFFLOADED = "not-offloaded"  # meant for a peer, but none took it; decided at home
     OTHER = "other"  # an entry whose kind is not known (never an error)
 
 
 # The fields an event may carry, besides t, kind and reason.
 _FIELDS = ("host", "pass", "policy", "by", "victims", "cuts", "service_id", "status",
            "cpu_shares", "memory", "cut_received", "kills", "exit_code", "oom", "applied",
-           "queue_reason")
+           "queue_reason", "cluster", "peers_down")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class Event:
     oom: bool | None = None  # ENDED, EXITED: Docker's OOMKilled flag
     applied: bool | None = None  # CUT, RESTORED: False when the node has not applied it yet
     queue_reason: str | None = None  # QUEUED: victim, queued or host-lost
+    cluster: str | None = None  # OFFLOADED: the peer cluster it runs in (and the record's)
+    peers_down: tuple[str, ...] = ()  # NOT_OFFLOADED: the peers that were down
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.t, "kind": self.kind.value, "reason": self.reason}
@@ -107,6 +111,8 @@ class Event:
             oom=obj.get("oom") if isinstance(obj.get("oom"), bool) else None,
             applied=obj.get("applied") if isinstance(obj.get("applied"), bool) else None,
             queue_reason=_text(obj.get("queue_reason")),
+            cluster=_text(obj.get("cluster")),
+            peers_down=_texts(obj.get("peers_down")),
         )
 
 

@@ -26,16 +26,13 @@ def manager() -> Manager:
 
 @blueprint.post("/requests")
 def submit() -> tuple[Response, int]:
-    record, decision, decision_ms = manager().submit(json_body())
-    answer = None
-    if decision is not None:  # decision_ms: the scheduler's own time, Docker work excluded
-        answer = {**decision.to_dict(), "decision_ms": round(decision_ms, 3)}
-    return jsonify({"request": record.to_json(), "decision": answer}), 201
+    submitted = manager().submit(json_body())
+    return jsonify({"request": submitted.record.to_json(), "decision": submitted.decision}), 201
 
 
 @blueprint.get("/requests/<request_id>")
 def get_request(request_id: str) -> Response:
-    return jsonify(manager().request_json(check_id(request_id, "id")))
+    return jsonify(manager().request_json(check_id(request_id, "id"), remote=True))
 
 
 def _int_arg(name: str, default: int, low: int, high: int) -> int:
@@ -68,6 +65,20 @@ def list_requests() -> Response:
 @blueprint.delete("/requests/<request_id>")
 def stop(request_id: str) -> Response:
     return jsonify(manager().stop_request(check_id(request_id, "id")).to_json())
+
+
+@blueprint.get("/federation/advert")
+def federation_advert() -> Response:
+    """This cluster's advert to its peers now (DESIGN 12)."""
+    allow_only(dict(request.args), set())
+    return jsonify(manager().advert_json())
+
+
+@blueprint.get("/federation/peers")
+def federation_peers() -> Response:
+    """Each peer: its configuration (never its token), up or down, its advert's summary."""
+    allow_only(dict(request.args), set())
+    return jsonify(manager().peers_json())
 
 
 @blueprint.get("/hosts")

@@ -7,27 +7,30 @@ reconciliation with the Swarm (manager/reconcile.py) brings nodes and services i
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.classes import CLASSES
-from domain.decision import Decision
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
-from domain.model import HostSpec, HostView, Request, Task, TaskType
+from domain.model import HostSpec, HostView, Request, Task, TaskType, check_id
 from domain.pending import PendingReason
 from domain.service_history import service_level
+from federation.offload import advertise
+from federation.peers import OffloadMode, plan_offload, wants_offload
 from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
 from manager.effects import Effects
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
+from manager.peering import Forward, Forwarded, Peering
 from manager.power import PowerView
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecord, RequestRecords
@@ -35,9 +38,28 @@ from manager.settings import ManagerSettings
 from manager.spec import parse_spec
 from manager.swarm import SwarmBackend
 from scheduler.plugin import PlacedBy
-from scheduler.service import Scheduler
+from scheduler.service import Outcome, Scheduler
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What POST /requests answers: the record, and the decision as JSON (None under the
+    'swarm' policy): this cluster's, with the scheduler's own time ``decision_ms`` (Docker work
+    excluded), or the peer's that placed an offloaded request, with its ``cluster``."""
+
+    record: RequestRecord
+    decision: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """A new request recorded here and meant for a peer (the scheduling loop let go of it)."""
+
+    request: Request
+    spec: dict[str, Any]
+    queue: bool | None
 
 
 @dataclass
@@ -79,6 +101,9 @@ class Manager:
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
                                clock, self.queue_retry, by_swarm=self.by_swarm)
+        self.peering = Peering(settings.federation_name, settings.peers(),
+                               refresh_s=settings.peer_refresh_s,
+                               timeout_s=settings.peer_timeout_s, clock=clock)
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
@@ -93,9 +118,11 @@ class Manager:
         except GreenSwarmError as exc:
             log.warning("first reconciliation failed (%s); retrying on the timer", exc)
         self._timer.start()
+        self.peering.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self.peering.stop()
         self.loop.stop()
 
     def _tick(self) -> None:
@@ -126,36 +153,149 @@ class Manager:
 
     # -- requests (called from REST threads) ------------------------------------------------
 
-    def submit(self, body: Any) -> tuple[RequestRecord, Decision | None, float]:
-        """The record, the decision (None under the 'swarm' policy), and how long the
-        scheduler took to decide and book it, in milliseconds (Docker work excluded)."""
+    def submit(self, body: Any) -> Submitted:
+        """Decide a new request here, or offload it to a peer (DESIGN 12): the peer HTTP calls
+        run on the caller's thread, never on the scheduling loop."""
         hosts = list(self.store.all_hosts())
         if not hosts:
             raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
+        forwarded_from = None
+        if isinstance(body, dict) and "forwarded_from" in body:
+            body = dict(body)
+            forwarded_from = check_id(body.pop("forwarded_from"), "forwarded_from")
         request, spec, queue = parse_spec(
             body,
             max_cpu_shares=max(h.cpu_capacity for h in hosts),
             max_memory=max(h.memory_capacity for h in hosts),
         )
-        return self.loop.call(lambda: self._submit(request, spec, queue))
+        first = self.loop.call(lambda: self._submit(request, spec, queue, forwarded_from))
+        return self._offload(first) if isinstance(first, _Offer) else first
 
     def _submit(
-        self, request: Request, spec: dict[str, Any], queue: bool | None
-    ) -> tuple[RequestRecord, Decision | None, float]:
+        self, request: Request, spec: dict[str, Any], queue: bool | None,
+        forwarded_from: str | None,
+    ) -> Submitted | _Offer:
         if self.records.exists(request.id):
             raise ConflictError(f"a request named {request.id!r} already exists")
-        self.records.create(request.id, spec)
+        self.records.create(request.id, spec, forwarded_from=forwarded_from)
         if self.by_swarm:
             self.swarm.hand_to_swarm(request, spec)
-            return self.records.get(request.id), None, 0.0
+            return Submitted(self.records.get(request.id), None)
+        waits = self.scheduler.admits_to_queue if queue is None else queue
+        mode = self.settings.offload
+        if mode is not OffloadMode.OFF and forwarded_from is None and not waits:
+            decision = self.scheduler.preview(request, self.clock())
+            if wants_offload(decision, mode, forwarded_from=forwarded_from, waits=waits):
+                return _Offer(request, spec, queue)
+        return self._place_here(request, queue)
+
+    def _place_here(self, request: Request, queue: bool | None,
+                    not_offloaded: str | None = None) -> Submitted:
+        """This cluster's own decision, applied and carried out; a refusal's reason also says
+        why no peer took it (``not_offloaded``)."""
         started = time.perf_counter()
         outcome = self.scheduler.submit(request, self.clock(), queue=queue)
         decision_ms = (time.perf_counter() - started) * 1000
+        if not_offloaded is not None:
+            _note_refusals(outcome, request.id, f"not offloaded: {not_offloaded}")
         self.effects.carry_out(outcome)
-        return self.records.get(request.id), outcome.decision_for(request.id), decision_ms
+        decision = outcome.decision_for(request.id)
+        return Submitted(self.records.get(request.id),
+                         None if decision is None else
+                         {**decision.to_dict(), "decision_ms": round(decision_ms, 3)})
+
+    def _offload(self, offer: _Offer) -> Submitted:
+        """Forward the request to the cheapest up peer that says it fits (then the next, while
+        they refuse it outright); decided here as usual when none takes it."""
+        name = self.settings.federation_name
+        plan = plan_offload(offer.request, self.peering.views(fresh=True), home=name)
+        body = {**offer.spec, "queue": False, "forwarded_from": name}
+        notes: list[str] = []
+        for peer in plan.peers:
+            forwarded = self.peering.forward(peer, body)
+            if forwarded.outcome is Forward.PLACED:
+                return self.loop.call(functools.partial(self._offloaded, offer, peer, forwarded))
+            notes.append(forwarded.reason)
+            if forwarded.outcome is Forward.UNKNOWN:
+                break  # it may run there: asking another peer could place it twice
+        if notes:
+            why = "; ".join([*notes, *(f"peer {p} is down: {e}" for p, e in plan.down)])
+        else:
+            why = plan.why_none()
+        down = tuple(p for p, _ in plan.down)
+        return self.loop.call(lambda: self._not_offloaded(offer, why, down))
+
+    def _offloaded(self, offer: _Offer, peer: str, forwarded: Forwarded) -> Submitted:
+        request_id = offer.request.id
+        record = self.records.get(request_id)
+        remote = forwarded.record or {}
+        host = remote.get("host") if isinstance(remote.get("host"), str) else None
+        if record.status in FINAL:  # stopped by the client while it was being forwarded
+            self.loop.post(lambda: self._stop_late(peer, request_id))
+            return Submitted(record, None)
+        self.records.update(
+            request_id,
+            Event(EventKind.OFFLOADED, f"offloaded to cluster {peer}: {forwarded.status.value}"
+                  + (f" on {host}" if host else ""), cluster=peer, host=host),
+            status=forwarded.status, host=host, cluster=peer,
+        )
+        decision = forwarded.decision or {
+            "placed": True, "host": host, "pass": None, "cuts": [], "kills": [],
+            "reason": f"cluster {peer} holds it (forwarded before)",
+        }
+        return Submitted(self.records.get(request_id), {**decision, "cluster": peer})
+
+    def _stop_late(self, peer: str, request_id: str) -> None:
+        """Best effort, off the caller's way: the peer placed what the client stopped here."""
+        threading.Thread(target=self._stop_remote_quietly, args=(peer, request_id),
+                         name="peer-stop", daemon=True).start()
+
+    def _stop_remote_quietly(self, peer: str, request_id: str) -> None:
+        try:
+            self.peering.stop_request(peer, request_id)
+        except GreenSwarmError as exc:
+            log.warning("could not stop %s at peer %s: %s", request_id, peer, exc)
+
+    def _not_offloaded(self, offer: _Offer, why: str, down: tuple[str, ...]) -> Submitted:
+        record = self.records.get(offer.request.id)
+        if record.status in FINAL:  # stopped by the client meanwhile
+            return Submitted(record, None)
+        self.records.update(
+            offer.request.id,
+            Event(EventKind.NOT_OFFLOADED, f"not offloaded: {why}", peers_down=down),
+        )
+        return self._place_here(offer.request, offer.queue, not_offloaded=why)
 
     def stop_request(self, request_id: str) -> RequestRecord:
+        record = self.records.get(request_id)
+        if record.cluster is not None and record.status not in FINAL:
+            return self._stop_offloaded(record)
         return self.loop.call(lambda: self._stop_request(request_id))
+
+    def _stop_offloaded(self, record: RequestRecord) -> RequestRecord:
+        """Stop an offloaded request at its peer, then here (a 503 naming the peer when it
+        does not answer: nothing changes here then)."""
+        peer = record.cluster or ""
+        try:
+            remote = self.peering.stop_request(peer, record.id)
+        except NotFoundError:
+            remote = {}
+        try:
+            status = RequestStatus(str(remote.get("status")))
+        except ValueError:
+            status = RequestStatus.STOPPED
+        if status not in FINAL:
+            status = RequestStatus.STOPPED
+        why = (f"stopped by the client, in cluster {peer}" if remote else
+               f"stopped by the client; cluster {peer} no longer knew it")
+
+        def note() -> RequestRecord:
+            if self.records.status_of(record.id) not in FINAL:
+                self.records.update(record.id, Event(EventKind.STOPPED, why, cluster=peer),
+                                    status=status)
+            return self.records.get(record.id)
+
+        return self.loop.call(note)
 
     def _stop_request(self, request_id: str) -> RequestRecord:
         record = self.records.get(request_id)
@@ -264,10 +404,16 @@ class Manager:
 
     # -- views for the API --------------------------------------------------------------------
 
-    def request_json(self, request_id: str, *, history: bool = True) -> dict[str, Any]:
+    def request_json(
+        self, request_id: str, *, history: bool = True, remote: bool = False
+    ) -> dict[str, Any]:
         """A request's record as GET /requests/{id} answers it. While its task is booked, its
-        current resources and cut are the registry's own, so the two never disagree."""
+        current resources and cut are the registry's own, so the two never disagree. With
+        ``remote``, an offloaded request still running is read from its peer (503 naming the
+        peer when it does not answer)."""
         record = self.records.get(request_id)
+        if remote and record.cluster is not None and record.status not in FINAL:
+            return self._remote_json(record, history=history)
         out = record.to_json()
         out["service"] = self.service_json(record)
         task = self.store.task(request_id)
@@ -277,6 +423,58 @@ class Manager:
         if not history:
             del out["history"], out["spec"]
         return out
+
+    def _remote_json(self, record: RequestRecord, *, history: bool) -> dict[str, Any]:
+        """An offloaded request as its peer has it now (status, host, resources, service
+        level, its history there, each event with its ``cluster``), under this cluster's id
+        and history; a final status there is recorded here too."""
+        peer = record.cluster or ""
+        try:
+            there = self.peering.request(peer, record.id)
+        except NotFoundError:
+            raise UnavailableError(f"peer {peer} does not know request {record.id!r} "
+                                   "(any more)") from None
+        out = record.to_json()
+        for key in ("status", "host", "service_id", "current", "cut_received", "kills",
+                    "service"):
+            if key in there:
+                out[key] = there[key]
+        raw_history = there.get("history")
+        history_there: list[Any] = raw_history if isinstance(raw_history, list) else []
+        out["history"] = [*out["history"],
+                          *({**e, "cluster": peer} for e in history_there if isinstance(e, dict))]
+        try:
+            status = RequestStatus(str(there.get("status")))
+        except ValueError:
+            raise UnavailableError(f"peer {peer} answered an unknown status") from None
+        if status in FINAL and status is not record.status:
+            last = history_there[-1] if history_there and isinstance(history_there[-1], dict) \
+                else {}
+            kind = Event.from_json(last).kind if last else EventKind.OTHER
+            reason = str(last.get("reason") or status.value)
+            self.loop.call(lambda: self._mirror_final(record.id, peer, kind, reason, status))
+        if not history:
+            del out["history"], out["spec"]
+        return out
+
+    def _mirror_final(self, request_id: str, peer: str, kind: EventKind, reason: str,
+                      status: RequestStatus) -> None:
+        if self.records.status_of(request_id) not in FINAL:
+            self.records.update(request_id, Event(kind, f"in cluster {peer}: {reason}",
+                                                  cluster=peer), status=status)
+
+    def advert_json(self) -> dict[str, Any]:
+        """This cluster's advert now (GET /federation/advert)."""
+        if next(self.store.all_hosts(), None) is None:
+            raise UnavailableError("no host is known yet: nothing to advertise")
+        return advertise(self.settings.federation_name, self.store,
+                         self.settings.power_model).to_json()
+
+    def peers_json(self) -> dict[str, Any]:
+        """GET /federation/peers: this cluster's name, its offload setting, each peer."""
+        return {"cluster": self.settings.federation_name,
+                "offload": self.settings.offload.value,
+                "peers": [view.to_json() for view in self.peering.views()]}
 
     def service_json(self, record: RequestRecord) -> dict[str, Any] | None:
         """Its service level now (DESIGN 3.10), from its history; None for a record without
@@ -314,6 +512,12 @@ class Manager:
             checks["pending"] = len(self.store.pending())
         checks["status"] = "ok" if checks["redis"] and checks["docker"] else "degraded"
         return checks
+
+
+def _note_refusals(outcome: Outcome, request_id: str, note: str) -> None:
+    """Add ``note`` to the reason of the refusal of ``request_id`` in ``outcome``."""
+    outcome.refused = [replace(d, reason=f"{d.reason}; {note}") if d.request.id == request_id
+                       else d for d in outcome.refused]
 
 
 class ManagerEvents:

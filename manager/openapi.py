@@ -39,7 +39,7 @@ ERRORS = {
     "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization)",
     "409": "conflicts with the current state",
     "413": "the body is larger than MAX_BODY_BYTES",
-    "503": "Redis, the Docker engine or an agent cannot be reached",
+    "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached",
 }
 MEMORY_TEXT = r"^\s*(\d+(\.\d+)?)\s*([kmgtKMGT]?)([iI]?[bB])?\s*$"
 _PLAIN = "[A-Za-z0-9_.:/@+-]+"
@@ -123,6 +123,8 @@ REQUEST_BODY = {
             "description": "placement constraints as Swarm's: node.labels.disk==ssd, "
                            "node.hostname!=gs-node2, node.platform.arch==x86_64",
         },
+        "forwarded_from": {**ID, "description": "set by a peer cluster that forwards the "
+                           "request (DESIGN 12): it is placed here and never forwarded again"},
     },
 }
 
@@ -280,6 +282,9 @@ REQUEST_SUMMARY_PROPERTIES = {
     "updated_at": NUMBER,
     # DESIGN 3.10, at the moment of the answer: availability, the class's SLO, Q (s), ...
     "service": _nullable(SERVICE_LEVEL),
+    # DESIGN 12: the peer cluster it was offloaded to, the cluster that forwarded it here
+    "cluster": _nullable(STRING),
+    "forwarded_from": _nullable(STRING),
 }
 REQUEST_SUMMARY = _object(REQUEST_SUMMARY_PROPERTIES, ["id", "status", "host", "kills"])
 REQUEST = _object(
@@ -302,8 +307,67 @@ DECISION = _object(
         "kills": _list(STRING),
         "reason": STRING,
         "decision_ms": NUMBER,
+        "cluster": {**STRING, "description": "the peer cluster that placed it (offloaded)"},
     },
     ["placed", "host", "pass", "cuts", "kills"],
+)
+COUNT = {"type": "integer", "minimum": 0}
+ROOM = {"type": "array", "items": COUNT, "minItems": 2, "maxItems": 2,
+        "description": "[cpu_shares, memory bytes]"}
+ADVERT = _object(
+    {
+        "cluster": STRING,
+        "hosts": COUNT,
+        "cpu_capacity": COUNT,
+        "memory_capacity": COUNT,
+        "cpu_allocated": COUNT,
+        "memory_allocated": COUNT,
+        "cpu_util": NUMBER,
+        "memory_util": NUMBER,
+        "hosts_by_region": {"type": "object", "additionalProperties": COUNT},
+        "hosts_by_class": {"type": "object", "additionalProperties": COUNT},
+        "empty_hosts": COUNT,
+        "rooms": {**_list(_list(ROOM)), "minItems": 4, "maxItems": 4,
+                  "description": "per request class 1-4, the Pareto front of the busy hosts' "
+                                 "rooms"},
+        "empty_rooms": _list(ROOM),
+        "busy_cpu_load": NUMBER,
+        "busy_host_cpu": COUNT,
+        "power_table": STRING,
+        "memory_w_per_gib": NUMBER,
+        "wake_counts_idle": {"type": "boolean"},
+    },
+    ["cluster", "hosts", "cpu_capacity", "memory_capacity", "cpu_allocated",
+     "memory_allocated", "cpu_util", "memory_util", "hosts_by_region", "hosts_by_class",
+     "empty_hosts", "rooms", "empty_rooms", "busy_cpu_load", "busy_host_cpu", "power_table",
+     "memory_w_per_gib", "wake_counts_idle"],
+    closed=True,
+)
+PEER = _object(
+    {
+        "name": STRING,
+        "url": STRING,
+        "latency_ms": NUMBER,
+        "bandwidth_mbit": NUMBER,
+        "state": {"enum": ["unknown", "up", "down"]},
+        "refreshed_at": _nullable(NUMBER),
+        "checked_at": _nullable(NUMBER),
+        "error": _nullable(STRING),
+        "advert": _nullable(_object({
+            "hosts": COUNT, "empty_hosts": COUNT, "cpu_capacity": COUNT, "cpu_allocated": COUNT,
+            "memory_capacity": COUNT, "memory_allocated": COUNT, "cpu_util": NUMBER,
+            "busy_cpu_load": NUMBER, "power_table": STRING,
+        })),
+    },
+    ["name", "url", "latency_ms", "bandwidth_mbit", "state", "refreshed_at", "checked_at",
+     "error", "advert"],
+    closed=True,
+)
+PEERS = _object(
+    {"cluster": STRING, "offload": {"enum": ["off", "unplaced", "kills"]},
+     "peers": _list(PEER)},
+    ["cluster", "offload", "peers"],
+    closed=True,
 )
 HEALTH = _object(
     {
@@ -486,19 +550,29 @@ def document() -> dict[str, Any]:
             "/requests/{request_id}": {
                 "get": _op(
                     "get",
-                    "a request: status, host, resources, history",
+                    "a request: status, host, resources, history (an offloaded one as its peer "
+                    "has it: 503 naming the peer when it does not answer)",
                     answer=REQUEST,
                     errors=("400", "404", "503"),
                     params=[request_id],
                 ),
                 "delete": _op(
                     "delete",
-                    "stop a request and free its resources",
+                    "stop a request and free its resources (an offloaded one at its peer: "
+                    "503 naming the peer when it does not answer)",
                     answer=REQUEST,
                     errors=("404", "503"),
                     params=[request_id],
                 ),
             },
+            "/federation/advert": {"get": _op(
+                "get", "this cluster's advert to its peers now (DESIGN 12): capacity, "
+                "allocation, room per class, power table; 503 while no host is known",
+                answer=ADVERT, errors=("400", "503"))},
+            "/federation/peers": {"get": _op(
+                "get", "this cluster's peers: up, down (with the error) or not asked yet, "
+                "and their adverts' summary (never their tokens)",
+                answer=PEERS, errors=("400", "503"))},
             "/hosts": {
                 "get": _op(
                     "get",

@@ -4,7 +4,8 @@
  key                                holds
 =================================  ==============================================================
  ``{p}:request:{id}``               hash: the request (JSON spec), status, host, service id,
-                                    current resources, cut received, kills, timestamps
+                                    current resources, cut received, kills, timestamps, the
+                                    peer cluster it runs in and the one that forwarded it
  ``{p}:request:{id}:history``       list: typed events, oldest first, as JSON {"t", "kind",
                                     "reason", ...} (domain.events; entries written before
                                     typed events are converted when read, see legacy_event)
@@ -50,6 +51,8 @@ class RequestRecord:
     created_at: float
     updated_at: float
     history: list[Event]
+    cluster: str | None = None  # the peer cluster it was offloaded to (federation); None: here
+    forwarded_from: str | None = None  # the cluster that forwarded it here; None: a client
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,8 @@ class RequestRecord:
             "current": {"cpu_shares": self.cpu_shares, "memory": self.memory},
             "cut_received": self.cut_received,
             "kills": self.kills,
+            "cluster": self.cluster,
+            "forwarded_from": self.forwarded_from,
             "spec": self.spec,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -93,7 +98,9 @@ class RequestRecords:
         with redis_errors():
             return bool(self._redis.exists(self._key(request_id)))
 
-    def create(self, request_id: str, spec: dict[str, Any]) -> None:
+    def create(
+        self, request_id: str, spec: dict[str, Any], *, forwarded_from: str | None = None
+    ) -> None:
         now = time.time()
         with redis_errors():
             pipe = self._redis.pipeline(transaction=True)
@@ -109,6 +116,8 @@ class RequestRecords:
                     "memory": str(spec["memory"]),
                     "cut_received": "0",
                     "kills": "0",
+                    "cluster": "",
+                    "forwarded_from": forwarded_from or "",
                     "created_at": repr(now),
                     "updated_at": repr(now),
                 },
@@ -201,6 +210,8 @@ class RequestRecords:
             created_at=float(fields_["created_at"]),
             updated_at=float(fields_["updated_at"]),
             history=[read_event(json.loads(item)) for item in history],
+            cluster=fields_.get("cluster") or None,  # absent from records written before it
+            forwarded_from=fields_.get("forwarded_from") or None,
         )
 
     def counts(self) -> dict[RequestStatus, int]:
