@@ -1,4 +1,5 @@
-"""``greenswarm submit``, ``status`` and ``hosts``: a command-line client of the REST API.
+"""``greenswarm submit``, ``status``, ``hosts``, ``events``, ``peers`` and ``stop``: a
+command-line client of the REST API.
 
 The manager's address comes from --url or GREENSWARM_URL (default http://127.0.0.1:8080), the
 token from GREENSWARM_TOKEN.
@@ -90,6 +91,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     _common(events)
     events.set_defaults(handler=run_events)
+
+    peers = subparsers.add_parser(
+        "peers", help="show the peer clusters: up or down, their room and price table",
+        description="GET /federation/peers: each peer cluster this manager offloads to (DESIGN "
+        "12), up, down (with why) or not asked yet, and the summary of its last advert.")
+    peers.add_argument("--json", action="store_true")
+    _common(peers)
+    peers.set_defaults(handler=run_peers)
 
     stop = subparsers.add_parser(
         "stop", help="stop requests and free their resources",
@@ -214,9 +223,10 @@ def run_status(args: argparse.Namespace) -> int:
         if host and not args.ids:
             name = _host_names(api).get(host)
             host = f"{name} ({host})" if name and name != host else host
+        where = f"  cluster {record['cluster']}" if record.get("cluster") else ""
         print(
             f"{record['id']}  {record['status']}  class {record['class']} {record['type']}  "
-            f"host {host or '-'}"
+            f"host {host or '-'}{where}"
         )
         print(
             f"  image {record['image']}  cpu {record['current']['cpu_shares']}/"
@@ -249,6 +259,7 @@ def run_status(args: argparse.Namespace) -> int:
             r["status"],
             str(r["class"]),
             r["type"],
+            r.get("cluster") or "-",
             names.get(r["host"], r["host"]) if r["host"] else "-",
             f"{r['current']['cpu_shares']}/{r['original']['cpu_shares']}",
             format_bytes(r["current"]["memory"]),
@@ -257,7 +268,8 @@ def run_status(args: argparse.Namespace) -> int:
         ]
         for r in records
     ]
-    print(_table(rows, ["ID", "STATUS", "CLASS", "TYPE", "HOST", "CPU", "MEMORY", "AVAIL",
+    print(_table(rows, ["ID", "STATUS", "CLASS", "TYPE", "CLUSTER", "HOST", "CPU", "MEMORY",
+                        "AVAIL",
                         "SLO", "Q", "PREEMPT", "IMAGE"]))
     return 0
 
@@ -265,6 +277,32 @@ def run_status(args: argparse.Namespace) -> int:
 def _host_names(api: ManagerClient) -> dict[str, str]:
     """Node id -> hostname, from GET /hosts (an older manager's hosts have no name)."""
     return {h["id"]: h.get("name") or h["id"] for h in api.call("GET", "/hosts")}
+
+
+def run_peers(args: argparse.Namespace) -> int:
+    answer = ManagerClient(args.url, _token(args)).call("GET", "/federation/peers")
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(f"cluster {answer['cluster']}, offload {answer['offload']}")
+    rows = []
+    for peer in answer["peers"]:
+        advert = peer.get("advert") or {}
+        seen = peer.get("refreshed_at")
+        rows.append([
+            peer["name"],
+            peer["state"],
+            time.strftime("%H:%M:%S", time.localtime(seen)) if seen else "-",
+            str(advert.get("hosts", "-")),
+            f"{advert['cpu_allocated']}/{advert['cpu_capacity']}" if advert else "-",
+            advert.get("power_table", "-"),
+            f"{peer['latency_ms']:g} ms / {peer['bandwidth_mbit']:g} Mbit/s",
+            peer["url"],
+            peer.get("error") or "",
+        ])
+    print(_table(rows, ["PEER", "STATE", "ADVERT AT", "HOSTS", "CPU ALLOC", "POWER TABLE",
+                        "LINK", "URL", "ERROR"]))
+    return 0
 
 
 def run_stop(args: argparse.Namespace) -> int:
