@@ -4,6 +4,7 @@ and an agent as real subprocesses (stopped by pid), and helpers to look at conta
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -263,6 +264,45 @@ class Live:
             f"{task} to have {expected}",
             interval_s=0.2,
         )
+
+
+def peers_file(path: Path, peers: dict[str, Live]) -> Path:
+    """A peers file (GREENSWARM_PEERS_FILE) naming each live cluster by its name, with the
+    tests' token and a nominal link."""
+    path.write_text(json.dumps([
+        {"name": name, "url": peer.url, "token": TOKEN, "latency_ms": 1.0,
+         "bandwidth_mbit": 1000.0}
+        for name, peer in peers.items()
+    ]))
+    return path
+
+
+@contextlib.contextmanager
+def federated_pair(
+    node_id: str, redis_url: str, prefix: str, log_dir: Path, *, offload: str = "unplaced"
+) -> Iterator[tuple[Live, Live]]:
+    """Two clusters on the one node, each its own manager, Redis prefix and service names:
+    ``b`` (its manager and agent, no peers) and ``a`` (its manager only, with ``b`` as its
+    peer and GREENSWARM_OFFLOAD ``offload``, asking b's advert every second). Both stopped by
+    pid, their services and containers removed, at the end."""
+    b = Live(node_id, redis_url, f"{prefix}b", log_dir,
+             settings={"GREENSWARM_FEDERATION_NAME": "b"})
+    a = Live(node_id, redis_url, f"{prefix}a", log_dir)
+    a.settings = {
+        "GREENSWARM_FEDERATION_NAME": "a",
+        "GREENSWARM_PEERS_FILE": str(peers_file(log_dir / f"{prefix}-peers.json", {"b": b})),
+        "GREENSWARM_OFFLOAD": offload,
+        "GREENSWARM_PEER_REFRESH_S": "1",
+        "GREENSWARM_AGENT_URL": f"http://127.0.0.1:{a.agent_port}",  # none: no cut is needed
+    }
+    try:
+        b.start_manager()
+        b.start_agent()
+        a.start_manager()
+        yield a, b
+    finally:
+        a.close()
+        b.close()
 
 
 def poll(check: Callable[[], bool], timeout_s: float, what: str) -> None:
