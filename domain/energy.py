@@ -312,6 +312,22 @@ class EnergyMeter:
         meter.memory = float(memory_in_use_bytes)
         meter.empty = bool(empty)
 
+    def update_unchecked(
+        self, t: float, host_id: str, cpu_util: float, memory_in_use_bytes: float, empty: bool
+    ) -> None:
+        """``update`` for a caller that already checked ``t`` (finite) and both numbers
+        (finite, >= 0): the metrics recorder, on every change of a host. A time before the
+        host's last state still raises."""
+        meter = self._hosts[host_id]
+        if t < meter.last_t:
+            raise ValidationError(
+                "t", f"{t} is before the last state of {host_id} at {meter.last_t}"
+            )
+        meter.advance(t)
+        meter.cpu_util = float(cpu_util)
+        meter.memory = float(memory_in_use_bytes)
+        meter.empty = bool(empty)
+
     def feed(self, states: Iterable[HostPowerState]) -> None:
         for state in states:
             self.update(state.t_s, state.host_id, state.cpu_util, state.memory_in_use_bytes,

@@ -73,9 +73,28 @@ def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s:
     host.region_s[_REGION_INDEX[region]] += dt
     power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
     # the series, then the coverage (1.0: the bin's time this host has been accounted for)
+    bins = host.bins
+    # The usual case, the whole interval inside one bin: the loop below's first and only
+    # iteration, spelled out (the same float operations, so the same sums).
+    index = math.floor((a - t0_s) / step_s)
+    bin_end = t0_s + (index + 1) * step_s
+    if a < bin_end and t <= bin_end:
+        piece = t - a
+        if len(bins[0]) <= index:  # all columns have the same length
+            for column in bins:
+                column.extend([0.0] * (index + 1 - len(column)))
+        bins[0][index] += host.cpu * piece
+        bins[1][index] += host.mem * piece
+        bins[2][index] += host.cpu_alloc * piece
+        bins[3][index] += host.mem_alloc * piece
+        bins[4][index] += float(host.tasks) * piece
+        bins[5][index] += power * piece
+        bins[6][index] += (0.0 if empty else power) * piece
+        bins[7][index] += piece  # the coverage
+        host.last_t = t
+        return
     values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
               0.0 if empty else power, 1.0)
-    bins = host.bins
     start = a
     while start < t:
         index = math.floor((start - t0_s) / step_s)

@@ -647,6 +647,55 @@ class MetricsRecorder:
             mem * host.cap_mem if memory_in_use_bytes is None
             else _check_nonneg(memory_in_use_bytes, "memory_in_use_bytes")
         )
+        cpu_alloc = (None if cpu_allocated_shares is None
+                     else _check_nonneg(cpu_allocated_shares, "cpu_allocated_shares"))
+        mem_alloc = (None if memory_allocated_bytes is None
+                     else _check_nonneg(memory_allocated_bytes, "memory_allocated_bytes"))
+        self._host_state(t, host_id, host, cpu, mem, mem_bytes, task_count, cpu_alloc, mem_alloc)
+
+    def on_host_state_unchecked(
+        self,
+        t: float,
+        host_id: str,
+        cpu_util: float,
+        memory_util: float,
+        task_count: int,
+        memory_in_use_bytes: float,
+        cpu_allocated_shares: float,
+        memory_allocated_bytes: float,
+    ) -> None:
+        """``on_host_state`` with every argument given, for a caller that guarantees them (the
+        simulator's engine, which calls this on every change of a host): ``t`` finite, the
+        numbers finite and >= 0, ``task_count`` an int >= 0, ``host_id`` known. It skips the
+        type and finiteness checks only: a negative number or NaN, or a time before the host's
+        last state, still raises; the state it records is the same."""
+        self._check_open()
+        host = self._hosts[host_id]
+        t = float(t)
+        if t < host.last_t:
+            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
+                                  f"{host.last_t}")
+        if not (cpu_util >= 0 and memory_util >= 0 and task_count >= 0
+                and memory_in_use_bytes >= 0 and cpu_allocated_shares >= 0
+                and memory_allocated_bytes >= 0):
+            raise ValidationError("host_state", f"negative or NaN state of {host_id} at {t}")
+        self._host_state(t, host_id, host, min(1.0, float(cpu_util)),
+                         min(1.0, float(memory_util)), float(memory_in_use_bytes), task_count,
+                         float(cpu_allocated_shares), float(memory_allocated_bytes))
+
+    def _host_state(
+        self,
+        t: float,
+        host_id: str,
+        host: HostTime,
+        cpu: float,
+        mem: float,
+        mem_bytes: float,
+        task_count: int,
+        cpu_alloc: float | None,
+        mem_alloc: float | None,
+    ) -> None:
+        """Record the host's checked state from ``t`` on (allocations: None keeps them)."""
         advance(host, t, self.bounds, self.t_start_s, self.series_step_s)
         host.cpu = cpu
         host.mem = mem
@@ -654,15 +703,11 @@ class MetricsRecorder:
         host.tasks = task_count
         if task_count:
             host.used = True
-        if cpu_allocated_shares is not None:
-            host.cpu_alloc = _check_nonneg(cpu_allocated_shares, "cpu_allocated_shares") / (
-                host.cap_cpu
-            )
-        if memory_allocated_bytes is not None:
-            host.mem_alloc = _check_nonneg(memory_allocated_bytes, "memory_allocated_bytes") / (
-                host.cap_mem
-            )
-        self._energy.update(t, host_id, cpu, mem_bytes, task_count == 0)
+        if cpu_alloc is not None:
+            host.cpu_alloc = cpu_alloc / host.cap_cpu
+        if mem_alloc is not None:
+            host.mem_alloc = mem_alloc / host.cap_mem
+        self._energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0)
 
     # ------------------------------------------------------------------ task ends
 

@@ -656,14 +656,15 @@ class Simulation:
         """Tell the recorder the true state of every host that changed at ``t``."""
         recorder = self.recorder
         for host in self._dirty.values():
-            recorder.on_host_state(
+            # numbers the engine keeps finite and >= 0: the recorder need not check them
+            recorder.on_host_state_unchecked(
                 t, host.id,
-                cpu_util=host.served / host.cap_cores,
-                memory_util=min(1.0, host.mem_use / host.cap_mem),
-                task_count=len(host.runs),
-                memory_in_use_bytes=max(0.0, host.mem_use),
-                cpu_allocated_shares=host.booked_cpu,
-                memory_allocated_bytes=host.booked_mem,
+                host.served / host.cap_cores,
+                min(1.0, host.mem_use / host.cap_mem),
+                len(host.runs),
+                max(0.0, host.mem_use),
+                host.booked_cpu,
+                host.booked_mem,
             )
         self._dirty.clear()
 
