@@ -4,7 +4,7 @@ once from the tasks as they are, so every store applies a decision the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from domain.books import contribution
 from domain.classes import ClassTable
@@ -49,12 +49,7 @@ def book(
         before = tasks.get(task_cut.task)
         if before is None or task_cut.task in decision.kills:
             continue
-        after = replace(
-            before,
-            cpu_shares=task_cut.cpu_shares,
-            memory=task_cut.memory,
-            cut_received=task_cut.cut_received,
-        )
+        after = before.resized(task_cut.cpu_shares, task_cut.memory, task_cut.cut_received)
         tally = combine(tally, contribution(before, classes), -1)
         tally = combine(tally, contribution(after, classes))
         cut.append(after)

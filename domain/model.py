@@ -7,7 +7,7 @@ request it runs, so a killed and rescheduled task keeps its identity.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
@@ -129,7 +129,20 @@ class Task:
                        self.constraints)
 
     def with_utilization(self, cpu_util: float, memory_util: float) -> Task:
-        return replace(self, cpu_util=cpu_util, memory_util=memory_util)
+        """This task with another utilization (``dataclasses.replace`` without its field
+        lookups: the monitor reports every task's every window)."""
+        return Task(self.id, self.host, self.cls, self.type, self.cpu_shares, self.memory,
+                    self.original_cpu_shares, self.original_memory, self.cut_received,
+                    cpu_util, memory_util, self.started_at, self.executed_s, self.pending_s,
+                    self.preemptions, self.constraints)
+
+    def resized(self, cpu_shares: int, memory: int, cut_received: Fraction) -> Task:
+        """This task with other resources and total cut (a cut, or one given back):
+        ``dataclasses.replace`` without its field lookups."""
+        return Task(self.id, self.host, self.cls, self.type, cpu_shares, memory,
+                    self.original_cpu_shares, self.original_memory, cut_received,
+                    self.cpu_util, self.memory_util, self.started_at, self.executed_s,
+                    self.pending_s, self.preemptions, self.constraints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ cut) never loses memory here: a restoration raises, never lowers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from domain.books import contribution
@@ -107,12 +107,7 @@ def apply_restores(
     restored: list[Task] = []
     for restore in restores:
         before = tasks[restore.task]
-        after = replace(
-            before,
-            cpu_shares=restore.cpu_shares,
-            memory=restore.memory,
-            cut_received=restore.cut_received,
-        )
+        after = before.resized(restore.cpu_shares, restore.memory, restore.cut_received)
         tally = combine(tally, contribution(before, classes), -1)
         tally = combine(tally, contribution(after, classes))
         restored.append(after)
