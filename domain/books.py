@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from domain.classes import ClassTable, after_cut
+from domain.classes import ClassTable, after_cut_ratio
 from domain.model import Task
 from domain.tally import COUNT, CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM, TALLY_SIZE
 
@@ -22,14 +22,17 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
     """
     if task.cls <= new_class:
         return None
-    total = classes.request_cut(task.cls, new_class)  # t(tk) - t(nc), > 0 as tk > nc
-    if total <= task.cut_received:
+    # total = t(tk) - t(nc) = n/d, > 0 as tk > nc; compared with the cut received in integers
+    # (denominators > 0), which is exact and much cheaper than Fraction's operators
+    n, d = classes.request_cut_ratio(task.cls, new_class)
+    received = task.cut_received
+    if n * received.denominator <= received.numerator * d:
         return None
-    cpu = min(task.cpu_shares, after_cut(task.original_cpu_shares, total))
-    memory = min(task.memory, after_cut(task.original_memory, total))
+    cpu = min(task.cpu_shares, after_cut_ratio(task.original_cpu_shares, n, d))
+    memory = min(task.memory, after_cut_ratio(task.original_memory, n, d))
     if cpu == task.cpu_shares and memory == task.memory:
         return None
-    return total, cpu, memory
+    return classes.request_cut(task.cls, new_class), cpu, memory
 
 
 def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:

@@ -51,6 +51,12 @@ class ClassTable:
     _tolerance: dict[int, Fraction] = field(init=False, repr=False, compare=False)
     _max_factor: dict[int, Fraction] = field(init=False, repr=False, compare=False)
     _cuts: dict[tuple[int, int], Fraction] = field(init=False, repr=False, compare=False)
+    _cut_ratios: dict[tuple[int, int], tuple[int, int]] = field(
+        init=False, repr=False, compare=False
+    )
+    _steps: dict[int, tuple[tuple[Fraction, int, int], ...]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         tol = {c: 1 - Fraction(100, CLASS_LABEL_PERCENT[c]) for c in CLASSES}
@@ -66,6 +72,17 @@ class ClassTable:
         # Fraction arithmetic is slow and these are asked for on every decision: computed once.
         cuts = {(a, b): max(Fraction(0), tol[a] - tol[b]) for a in CLASSES for b in CLASSES}
         object.__setattr__(self, "_cuts", cuts)
+        # The same cuts as (numerator, denominator), for exact integer comparisons and
+        # roundings in hot paths (Fraction's operators are slow).
+        ratios = {key: (cut.numerator, cut.denominator) for key, cut in cuts.items()}
+        object.__setattr__(self, "_cut_ratios", ratios)
+        # Per class c, the distinct cuts t(c) - t(k) over every class k, ascending.
+        steps = {
+            a: tuple((cut, cut.numerator, cut.denominator)
+                     for cut in sorted({cuts[a, b] for b in CLASSES}))
+            for a in CLASSES
+        }
+        object.__setattr__(self, "_steps", steps)
 
     def tolerance(self, cls: int) -> Fraction:
         """t(c): the share of a class-c task's resources that may be cut."""
@@ -87,6 +104,15 @@ class ClassTable:
         max(0, t(request_class) - t(host_class))."""
         return self._cuts[request_class, host_class]
 
+    def request_cut_ratio(self, request_class: int, host_class: int) -> tuple[int, int]:
+        """``request_cut`` as (numerator, denominator), the denominator > 0."""
+        return self._cut_ratios[request_class, host_class]
+
+    def cut_steps(self, cls: int) -> tuple[tuple[Fraction, int, int], ...]:
+        """Every distinct ``request_cut(cls, k)`` over the classes k, ascending, each with its
+        numerator and denominator: the cuts a class-``cls`` task can have (DESIGN 3.8)."""
+        return self._steps[cls]
+
     def availability_objective(self, cls: int) -> Fraction:
         """Default availability objective of a class: 1 - t(c) of the thesis model (1, 5/6,
         2/3, 1/2), whatever the booking model (DESIGN 3.10)."""
@@ -100,3 +126,9 @@ def after_cut(original: int, cut: Fraction) -> int:
     """
     # ceil(original x (1 - n/d)) in integers: exact, and much cheaper than Fraction arithmetic
     return -(-original * (cut.denominator - cut.numerator) // cut.denominator)
+
+
+def after_cut_ratio(original: int, numerator: int, denominator: int) -> int:
+    """``after_cut`` of the cut numerator/denominator (denominator > 0), for callers that hold
+    the integers already."""
+    return -(-original * (denominator - numerator) // denominator)

@@ -27,12 +27,13 @@ cut) never loses memory here: a restoration raises, never lowers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 from domain.books import contribution
-from domain.classes import CLASSES, ClassTable, after_cut
+from domain.classes import ClassTable, after_cut_ratio
 from domain.model import HostView, Task
 from domain.tally import combine
 
@@ -54,8 +55,16 @@ class TaskRestore:
 def restore_levels(task: Task, classes: ClassTable) -> tuple[Fraction, ...]:
     """The cuts below ``task``'s own that the step rule allows, smallest (most restored)
     first: t(its class) - t(c) for every class c, 0 included."""
-    levels = {classes.request_cut(task.cls, cls) for cls in CLASSES}
-    return tuple(sorted(level for level in levels if level < task.cut_received))
+    return tuple(level for level, _, _ in _restore_steps(task, classes))
+
+
+def _restore_steps(task: Task, classes: ClassTable) -> list[tuple[Fraction, int, int]]:
+    """``restore_levels`` with each level's numerator and denominator; compared with the cut
+    received in integers (denominators > 0): exact, and much cheaper than Fraction's
+    operators."""
+    received = task.cut_received
+    rn, rd = received.numerator, received.denominator
+    return [step for step in classes.cut_steps(task.cls) if step[1] * rd < rn * step[2]]
 
 
 def restore_order(task: Task) -> tuple[Fraction, int, str]:
@@ -63,22 +72,36 @@ def restore_order(task: Task) -> tuple[Fraction, int, str]:
     return (-task.cut_received, task.cls, task.id)
 
 
+def _in_restore_order(tasks: list[Task]) -> list[Task]:
+    """``sorted(tasks, key=restore_order)``, with each cut as a whole number of the common
+    denominator's units instead of a Fraction: the same order, exactly, in integers."""
+    ratios = [(task.cut_received.numerator, task.cut_received.denominator) for task in tasks]
+    common = math.lcm(*(d for _, d in ratios))
+    keyed = sorted(
+        ((-(n * (common // d)), task.cls, task.id, position)
+         for position, ((n, d), task) in enumerate(zip(ratios, tasks, strict=True))),
+    )
+    return [tasks[key[3]] for key in keyed]
+
+
 def plan_restores(
     host: HostView, tasks: Iterable[Task], classes: ClassTable
 ) -> tuple[TaskRestore, ...]:
     """The restorations to make on ``host`` (its books as they are now: ``tasks`` are all its
     tasks, and ``host.tally`` their sums), in order; empty when no cut task can take a step."""
-    cut = sorted((task for task in tasks if task.cut_received > 0), key=restore_order)
+    cut = [task for task in tasks if task.cut_received.numerator > 0]
     host_class = host.host_class
     if not cut or host_class is None:
         return ()
+    if len(cut) > 1:
+        cut = _in_restore_order(cut)
     cpu_room = host.cpu_limits[host_class - 1] - host.cpu_allocated
     memory_room = host.memory_limits[host_class - 1] - host.memory_allocated
     restores: list[TaskRestore] = []
     for task in cut:
-        for level in restore_levels(task, classes):
-            cpu = max(task.cpu_shares, after_cut(task.original_cpu_shares, level))
-            memory = max(task.memory, after_cut(task.original_memory, level))
+        for level, n, d in _restore_steps(task, classes):
+            cpu = max(task.cpu_shares, after_cut_ratio(task.original_cpu_shares, n, d))
+            memory = max(task.memory, after_cut_ratio(task.original_memory, n, d))
             cpu_more, memory_more = cpu - task.cpu_shares, memory - task.memory
             if (
                 cpu_more <= cpu_room

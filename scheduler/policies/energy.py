@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from domain.books import cut_target
 from domain.capacity import fits
-from domain.classes import CLASSES, ClassTable, after_cut
+from domain.classes import CLASSES, ClassTable, after_cut, after_cut_ratio
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
@@ -86,8 +86,8 @@ class EnergyPolicy:
         # The request as cut on a stricter host of class hc (3.5 step 2), for hc < rc.
         cut_needs = {}
         for stricter in range(1, rc):
-            cut = classes.request_cut(rc, stricter)
-            cut_needs[stricter] = (after_cut(need[0], cut), after_cut(need[1], cut))
+            n, d = classes.request_cut_ratio(rc, stricter)
+            cut_needs[stricter] = (after_cut_ratio(need[0], n, d), after_cut_ratio(need[1], n, d))
         cut_index = CUT_INDEX[rc]
         kill_index = KILL_INDEX[rc, request.type is TaskType.JOB]
         for host in hosts:
@@ -226,8 +226,8 @@ class Passes:
         return None
 
     def _cut_need(self, hc: int) -> tuple[int, int]:
-        cut = self.classes.request_cut(self.request.cls, hc)
-        return after_cut(self.need[0], cut), after_cut(self.need[1], cut)
+        n, d = self.classes.request_cut_ratio(self.request.cls, hc)
+        return after_cut_ratio(self.need[0], n, d), after_cut_ratio(self.need[1], n, d)
 
     def _cut_request(self, host: HostView, hc: int) -> Decision | None:
         """Step 2: a stricter host; the request itself gives up t(rc) - t(hc)."""
