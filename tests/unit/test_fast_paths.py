@@ -1,0 +1,136 @@
+"""The simulator's fast paths (DESIGN 8) against the plain code they stand for: each must give
+exactly the same result, so the simulator's numbers stay the same."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction as F
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.classes import CLASSES, ClassTable, OverbookingModel, after_cut, after_cut_ratio
+from domain.decision import Decision, Pass
+from domain.energy import PowerModel
+from domain.model import HostSpec, Request, Task, TaskType
+from domain.regions import RegionBounds
+from domain.restore import _in_restore_order, restore_levels, restore_order
+from domain.tally import TALLY_SIZE, combine
+from measure.host_time import HostTime, advance
+from measure.recorder import MetricsRecorder
+
+TABLES = [ClassTable(model) for model in OverbookingModel]
+SPEC = HostSpec("h", 8192, 12 << 30)
+
+
+def test_with_utilization_resized_and_timed_equal_replace() -> None:
+    task = Task("t", "h", 3, TaskType.JOB, 700, 900, 800, 1000, F(1, 6), 0.25, 0.5, 3.0, 4.0,
+                5.0, 2)
+    assert task.with_utilization(0.125, 0.75) == replace(task, cpu_util=0.125,
+                                                         memory_util=0.75)
+    assert task.resized(600, 800, F(1, 3)) == replace(task, cpu_shares=600, memory=800,
+                                                      cut_received=F(1, 3))
+    decision = Decision(Request("r", 2, TaskType.SERVICE, 500, 600), True, "h", Pass.CUT, 450,
+                        550, F(1, 12), (), ("k",), 2, "why", ("line",), "energy")
+    timed = decision.timed(1.5)
+    assert timed == replace(decision, decision_ms=1.5)
+    assert timed.decision_ms == 1.5 and timed.explain == decision.explain
+
+
+@given(st.lists(st.integers(-10**6, 10**6), min_size=2 * TALLY_SIZE,
+                max_size=2 * TALLY_SIZE), st.sampled_from([1, -1, 2]))
+def test_combine_is_the_sum_term_by_term(values: list[int], sign: int) -> None:
+    a, b = tuple(values[:TALLY_SIZE]), tuple(values[TALLY_SIZE:])
+    assert combine(a, b, sign) == tuple(x + sign * y for x, y in zip(a, b, strict=True))
+
+
+@given(st.integers(1, 10**9), st.sampled_from(TABLES), st.sampled_from(CLASSES),
+       st.sampled_from(CLASSES))
+def test_integer_cuts_match_the_fractions(original: int, table: ClassTable, a: int,
+                                          b: int) -> None:
+    cut = table.request_cut(a, b)
+    assert table.request_cut_ratio(a, b) == (cut.numerator, cut.denominator)
+    assert after_cut_ratio(original, cut.numerator, cut.denominator) == after_cut(original, cut)
+    steps = table.cut_steps(a)
+    assert [s[0] for s in steps] == sorted({table.request_cut(a, c) for c in CLASSES})
+    assert all((s[1], s[2]) == (s[0].numerator, s[0].denominator) for s in steps)
+
+
+@given(st.sampled_from(TABLES), st.sampled_from(CLASSES),
+       st.fractions(min_value=0, max_value=1, max_denominator=50))
+def test_restore_levels_are_the_table_cuts_below_the_received_one(
+    table: ClassTable, cls: int, received: F
+) -> None:
+    task = Task("t", "h", cls, TaskType.SERVICE, 100, 100, 100, 100, received)
+    levels = {table.request_cut(cls, c) for c in CLASSES}
+    assert restore_levels(task, table) == tuple(sorted(x for x in levels if x < received))
+
+
+@given(st.lists(st.tuples(st.fractions(min_value=0, max_value=1, max_denominator=40),
+                          st.sampled_from(CLASSES)), min_size=1, max_size=12))
+def test_restore_order_in_integers_is_the_fraction_order(cuts: list[tuple[F, int]]) -> None:
+    tasks = [Task(f"t{i}", "h", cls, TaskType.SERVICE, 10, 10, 10, 10, cut)
+             for i, (cut, cls) in enumerate(cuts)]
+    assert _in_restore_order(tasks) == sorted(tasks, key=restore_order)
+
+
+def _advance_by_bins(host: HostTime, t: float, bounds: RegionBounds, t0_s: float,
+                     step_s: float) -> None:
+    """The bin loop alone, as ``advance`` had it before its one-bin fast path."""
+    a = host.last_t
+    if t - a <= 0:
+        return
+    power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
+    values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
+              0.0 if host.tasks == 0 else power, 1.0)
+    bins = host.bins
+    start = a
+    while start < t:
+        index = math.floor((start - t0_s) / step_s)
+        bin_end = min(t, t0_s + (index + 1) * step_s)
+        if bin_end <= start:
+            index += 1
+            bin_end = min(t, t0_s + (index + 1) * step_s)
+        piece = bin_end - start
+        if len(bins[0]) <= index:
+            for column in bins:
+                column.extend([0.0] * (index + 1 - len(column)))
+        for column, value in zip(bins, values, strict=True):
+            column[index] += value * piece
+        start = bin_end
+    host.last_t = t
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 250.0), st.floats(0.0, 1.0), st.integers(0, 5)),
+                min_size=1, max_size=30),
+       st.sampled_from([(0.0, 60.0), (12.5, 7.0), (-3.0, 2.5)]))
+def test_advance_fills_the_bins_as_the_bin_loop(
+    steps: list[tuple[float, float, int]], grid: tuple[float, float]
+) -> None:
+    t0, step = grid
+    bounds, model = RegionBounds(), PowerModel.named()
+    fast, slow = HostTime(SPEC, model, t0), HostTime(SPEC, model, t0)
+    t = t0
+    for dt, util, tasks in steps:
+        t += dt
+        advance(fast, t, bounds, t0, step)
+        _advance_by_bins(slow, t, bounds, t0, step)
+        for host in (fast, slow):
+            host.cpu, host.mem, host.mem_bytes, host.tasks = util, util / 2, util * 1e9, tasks
+            host.cpu_alloc, host.mem_alloc = util / 3, util / 4
+    assert fast.bins == slow.bins
+
+
+def test_unchecked_host_state_records_the_same_as_the_checked_one() -> None:
+    hosts = [SPEC, HostSpec("g", 4096, 6 << 30)]
+    checked, unchecked = MetricsRecorder("p", hosts), MetricsRecorder("p", hosts)
+    states = [(0.0, "h", 0.5, 0.25, 2, 3e9, 4096, 5 << 30), (7.5, "g", 1.5, 0.125, 0, 0.0, 0, 0),
+              (7.5, "h", 0.75, 0.5, 1, 6e9, 2048, 1 << 30), (90.0, "h", 0.0, 0.0, 0, 0.0, 0, 0)]
+    for t, host, cpu, mem, count, used, shares, booked in states:
+        checked.on_host_state(t, host, cpu_util=cpu, memory_util=mem, task_count=count,
+                              memory_in_use_bytes=used, cpu_allocated_shares=shares,
+                              memory_allocated_bytes=booked)
+        unchecked.on_host_state_unchecked(t, host, cpu, mem, count, used, shares, booked)
+    assert checked.finish(100.0) == unchecked.finish(100.0)
