@@ -72,42 +72,36 @@ def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s:
     region = bounds.classify(max(host.cpu, host.mem))
     host.region_s[_REGION_INDEX[region]] += dt
     power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
-    # the series, then the coverage (1.0: the bin's time this host has been accounted for)
-    bins = host.bins
-    # The usual case, the whole interval inside one bin: the loop below's first and only
-    # iteration, spelled out (the same float operations, so the same sums).
-    index = math.floor((a - t0_s) / step_s)
-    bin_end = t0_s + (index + 1) * step_s
-    if a < bin_end and t <= bin_end:
-        piece = t - a
-        if len(bins[0]) <= index:  # all columns have the same length
-            for column in bins:
-                column.extend([0.0] * (index + 1 - len(column)))
-        bins[0][index] += host.cpu * piece
-        bins[1][index] += host.mem * piece
-        bins[2][index] += host.cpu_alloc * piece
-        bins[3][index] += host.mem_alloc * piece
-        bins[4][index] += float(host.tasks) * piece
-        bins[5][index] += power * piece
-        bins[6][index] += (0.0 if empty else power) * piece
-        bins[7][index] += piece  # the coverage
-        host.last_t = t
-        return
-    values = (host.cpu, host.mem, host.cpu_alloc, host.mem_alloc, float(host.tasks), power,
-              0.0 if empty else power, 1.0)
+    # Per bin of the plots, the series, then the coverage (the bin's time this host has been
+    # accounted for). The columns are unpacked and the eight sums written out (no zip, no
+    # min): the same float operations as a loop over (column, value) pairs, so the same sums.
+    c_cpu, c_mem, c_cpu_alloc, c_mem_alloc, c_tasks, c_power, c_power_off, c_cover = host.bins
+    cpu, mem, cpu_alloc, mem_alloc = host.cpu, host.mem, host.cpu_alloc, host.mem_alloc
+    tasks = float(host.tasks)
+    power_off = 0.0 if empty else power
     start = a
     while start < t:
         index = math.floor((start - t0_s) / step_s)
-        bin_end = min(t, t0_s + (index + 1) * step_s)
+        bin_end = t0_s + (index + 1) * step_s
+        if not bin_end < t:
+            bin_end = t  # min(t, bin end)
         if bin_end <= start:  # float edge: move to the next bin
             index += 1
-            bin_end = min(t, t0_s + (index + 1) * step_s)
+            bin_end = t0_s + (index + 1) * step_s
+            if not bin_end < t:
+                bin_end = t
         piece = bin_end - start
-        if len(bins[0]) <= index:  # all columns have the same length
-            for column in bins:
+        if len(c_cpu) <= index:  # all columns have the same length
+            for column in host.bins:
                 column.extend([0.0] * (index + 1 - len(column)))
-        for column, value in zip(bins, values, strict=True):
-            column[index] += value * piece
+        c_cpu[index] += cpu * piece
+        c_mem[index] += mem * piece
+        c_cpu_alloc[index] += cpu_alloc * piece
+        c_mem_alloc[index] += mem_alloc * piece
+        c_tasks[index] += tasks * piece
+        c_power[index] += power * piece
+        c_power_off[index] += power_off * piece
+        c_cover[index] += piece
         start = bin_end
     host.last_t = t
 
