@@ -56,9 +56,9 @@ def compute_rooms(
     rooms = []
     for kind, cls, job in _ROOM_PLAN:
         new_class = host_class if host_class < cls else cls
-        if kind is RoomKind.SIMPLE:
+        if kind == _SIMPLE:
             free_cpu = free_memory = 0
-        elif kind is RoomKind.CUT:
+        elif kind == _CUT:
             if new_class < 4:
                 free_cpu = t[CUT_CPU + new_class - 1]
                 free_memory = t[CUT_MEM + new_class - 1]
@@ -88,9 +88,14 @@ def all_room_keys() -> tuple[RoomKey, ...]:
 ROOM_KEYS: tuple[RoomKey, ...] = all_room_keys()
 ROOM_INDEX: dict[RoomKey, int] = {key: index for index, key in enumerate(ROOM_KEYS)}
 # compute_rooms' view of the keys: (kind, class bounding the new host class, job). The simple
-# pass keeps the host class (bound 4); cut and kill rooms use min(host class, key class).
-_ROOM_PLAN: tuple[tuple[RoomKind, int, bool], ...] = tuple(
-    (key.kind, 4 if key.kind is RoomKind.SIMPLE else key.cls, key.job) for key in ROOM_KEYS
+# pass keeps the host class (bound 4); cut and kill rooms use min(host class, key class). The
+# kinds as small ints: compute_rooms runs on every change of a host, and reading an enum
+# member from its class costs more than the rest of an iteration.
+_SIMPLE, _CUT, _KILL = 0, 1, 2
+_KIND_CODE = {RoomKind.SIMPLE: _SIMPLE, RoomKind.CUT: _CUT, RoomKind.KILL: _KILL}
+_ROOM_PLAN: tuple[tuple[int, int, bool], ...] = tuple(
+    (_KIND_CODE[key.kind], 4 if key.kind is RoomKind.SIMPLE else key.cls, key.job)
+    for key in ROOM_KEYS
 )
 # The same indices without building a key: SIMPLE, CUT by new class, KILL by (class, job).
 SIMPLE_INDEX = ROOM_INDEX[SIMPLE_ROOM]
