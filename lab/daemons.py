@@ -140,13 +140,7 @@ def main_dockerd_argv(settings: LabSettings) -> list[str]:
 
 def stop_main_engine(settings: LabSettings) -> bool:
     """Stop the main engine only through the lab's own pid file; True if one was stopped."""
-    pidfile = settings.paths.main_pidfile
-    if daemon_pid(pidfile) is None:
-        return False
-    survivors = stop_daemons([pidfile], settings.timeouts.engine_stop_s)
-    if survivors:
-        raise LabUnavailableError(f"the main engine (pid {survivors[0]}) did not stop")
-    return True
+    return _stop_by_pidfile(settings.paths.main_pidfile, settings, "the main engine")
 
 
 def delay_argv(settings: LabSettings, delay_ms: float) -> list[str]:
@@ -187,10 +181,14 @@ def ensure_delay_daemon(settings: LabSettings, delay_ms: float) -> bool:
 
 def stop_delay_daemon(settings: LabSettings) -> bool:
     """Stop lab/delay.py through its pid file; True if one was running."""
-    pidfile = settings.paths.delay_pidfile
+    return _stop_by_pidfile(settings.paths.delay_pidfile, settings, "the delay between clusters")
+
+
+def _stop_by_pidfile(pidfile: Path, settings: LabSettings, what: str) -> bool:
+    """Stop the daemon of ``pidfile``, and only it; True if one was running."""
     if daemon_pid(pidfile) is None:
         return False
     survivors = stop_daemons([pidfile], settings.timeouts.engine_stop_s)
     if survivors:
-        raise LabUnavailableError(f"the delay between clusters (pid {survivors[0]}) did not stop")
+        raise LabUnavailableError(f"{what} (pid {survivors[0]}) did not stop")
     return True
