@@ -318,16 +318,18 @@ def advertise(
 
 def host_room(host: HostView, cls: int, classes: ClassTable) -> Room:
     """The largest request of class ``cls`` the simple or cut pass could place on ``host``
-    whatever its region (see the module docstring)."""
+    whatever its region (see the module docstring); never below 0, even on a host booked
+    beyond its capacity (a peer refuses an advert with a negative room)."""
     host_class = host.host_class
     if host_class is None:
         return (host.cpu_capacity, host.memory_capacity)
     if host_class >= cls:
-        return host.rooms[CUT_INDEX[cls]]
+        cpu, memory = host.rooms[CUT_INDEX[cls]]
+        return (max(0, cpu), max(0, memory))  # an overbooked host has none, not less
     cpu, memory = host.rooms[SIMPLE_INDEX]
     kept = 1 - classes.request_cut(cls, host_class)  # what the request keeps of itself
-    return (min(host.cpu_capacity, math.floor(cpu / kept)),
-            min(host.memory_capacity, math.floor(memory / kept)))
+    return (max(0, min(host.cpu_capacity, math.floor(cpu / kept))),
+            max(0, min(host.memory_capacity, math.floor(memory / kept))))
 
 
 def marginal_watts(advert: Advert, request: Request) -> float | None:

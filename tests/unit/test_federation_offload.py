@@ -186,6 +186,16 @@ def test_advertise_reads_books_regions_and_rooms_from_the_store() -> None:
     assert not ad.fits(req(1, cpu=2401, mem=10))
 
 
+def test_an_overbooked_host_advertises_no_room_never_a_negative_one() -> None:
+    # booked beyond its capacity (a placement the registry took as told): its room is 0, so
+    # the advert stays one a peer accepts (Advert.from_json refuses a negative room)
+    store = build(H("a", 0.1, [T("t1", 1, cpu=5000, mem=100)]),
+                  H("b", 0.1, [T("t2", 4, cpu=5000, mem=100)]))
+    ad = advertise("east", store, G4)
+    assert all(cpu >= 0 and memory >= 0 for front in ad.rooms for cpu, memory in front)
+    assert Advert.from_json(ad.to_json()) == ad
+
+
 # ------------------------------------------------------------------ when to offload
 
 
