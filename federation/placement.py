@@ -110,6 +110,9 @@ class ClusterLink:
 class Federation:
     clusters: tuple[Cluster, ...]
     links: Mapping[frozenset[str], ClusterLink] = field(default_factory=dict)
+    # (job, cluster) pairs where the job fits no single host, whatever the cluster's room as a
+    # whole (a live cluster's advert says so: federation/deploy.py); its affinity there is 0
+    unfit: frozenset[tuple[str, str]] = frozenset()
 
     def link(self, a: str, b: str) -> ClusterLink | None:
         """The link between two clusters (the local one within a cluster), None if none."""
@@ -234,6 +237,10 @@ class _Search:
         candidates: list[tuple[float, int]] = []  # PA: (priority, cluster index)
         reasons: list[str] = []
         for c_index, cluster in enumerate(clusters):
+            if (job.id, cluster.id) in self.federation.unfit:
+                reasons.append(f"{job.id} ({job.cpu_shares} shares, {job.memory} bytes) fits "
+                               f"no host of {cluster.id}")
+                continue
             nam = affinity(job, neighbourhood, room[cluster.id], self.slope)
             if nam == 0.0:
                 reasons.append(f"{job.id} ({job.cpu_shares} shares, {job.memory} bytes) does "

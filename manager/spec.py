@@ -7,6 +7,7 @@ one raft message) is refused here, so that an accepted request is one the Swarm 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import uuid
@@ -15,8 +16,17 @@ from typing import Any
 from domain.classes import check_class
 from domain.constraints import check_constraints, constraint_texts
 from domain.errors import ValidationError
-from domain.model import MIN_CPU_SHARES, Request, check_int, check_task_id, check_task_type
+from domain.model import (
+    MIN_CPU_SHARES,
+    Request,
+    check_id,
+    check_int,
+    check_task_id,
+    check_task_type,
+)
 from domain.units import parse_memory
+from federation.deploy import MAX_LINKS, MAX_MEMBERS, DeploymentSpec, Member, request_id
+from federation.placement import JobLink
 
 FIELDS = {
     "image",
@@ -197,3 +207,79 @@ def _volumes(value: object) -> list[str]:
             raise ValidationError(field, f"mounts {normal} twice")
         paths.append(normal)
     return paths
+
+
+DEPLOYMENT_FIELDS = {"name", "requests", "links"}
+LINK_FIELDS = {"a", "b", "max_latency_ms", "min_bandwidth_mbit"}
+
+
+def parse_deployment(body: Any, *, max_cpu_shares: int, max_memory: int) -> DeploymentSpec:
+    """A POST /deployments body (DESIGN 12): its name, its requests (each a POST /requests
+    body with a ``name`` unique in the deployment; its id becomes ``<deployment>-<name>``, and
+    it never queues) and the links between them. Every error names its field."""
+    if not isinstance(body, dict):
+        raise ValidationError("body", "must be a JSON object")
+    unknown = sorted(set(body) - DEPLOYMENT_FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "unknown field")
+    name = check_id(body.get("name"), "name")
+    raw = body.get("requests")
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_MEMBERS:
+        raise ValidationError("requests", f"must be a list of 1 to {MAX_MEMBERS} requests")
+    members: list[Member] = []
+    for index, item in enumerate(raw):
+        at = f"requests[{index}]"
+        if not isinstance(item, dict):
+            raise ValidationError(at, "must be a JSON object (a POST /requests body)")
+        member = check_id(item.get("name"), f"{at}.name")
+        if any(m.name == member for m in members):
+            raise ValidationError(f"{at}.name", f"names {member!r} twice")
+        if "queue" in item and item["queue"] is not False:
+            raise ValidationError(f"{at}.queue", "a deployment's requests never queue")
+        full = request_id(name, member)
+        check_task_id(full, f"{at}.name")
+        if len(full) > 128:  # check_id's bound, for the joined id
+            raise ValidationError(f"{at}.name", "with the deployment's name, longer than 128")
+        try:
+            request, spec, _ = parse_spec({**item, "name": full},
+                                          max_cpu_shares=max_cpu_shares, max_memory=max_memory)
+        except ValidationError as exc:
+            raise ValidationError(f"{at}.{exc.field}", exc.message) from None
+        members.append(Member(member, request, spec))
+    names = {m.name for m in members}
+    return DeploymentSpec(name, tuple(members), _links(body.get("links", []), names))
+
+
+def _links(value: object, names: set[str]) -> tuple[JobLink, ...]:
+    if not isinstance(value, list) or len(value) > MAX_LINKS:
+        raise ValidationError("links", f"must be a list of at most {MAX_LINKS} links")
+    links = []
+    for index, item in enumerate(value):
+        at = f"links[{index}]"
+        if not isinstance(item, dict):
+            raise ValidationError(at, "must be {a, b, max_latency_ms, min_bandwidth_mbit}")
+        unknown = sorted(set(item) - LINK_FIELDS)
+        if unknown:
+            raise ValidationError(f"{at}.{unknown[0]}", "unknown field")
+        ends = []
+        for end in ("a", "b"):
+            member = item.get(end)
+            if not isinstance(member, str) or member not in names:
+                raise ValidationError(f"{at}.{end}", "must name a request of the deployment")
+            ends.append(member)
+        if ends[0] == ends[1]:
+            raise ValidationError(f"{at}.b", "must be another request than a")
+        latency = _bound(item, "max_latency_ms", at, positive=False)
+        bandwidth = _bound(item, "min_bandwidth_mbit", at, positive=True)
+        links.append(JobLink(ends[0], ends[1], latency, bandwidth))
+    return tuple(links)
+
+
+def _bound(item: dict[str, Any], name: str, at: str, *, positive: bool) -> float | None:
+    if name not in item:
+        return None
+    value, field = item[name], f"{at}.{name}"
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValidationError(field, "must be a finite number " + ("> 0" if positive else ">= 0"))
+    return float(value)
