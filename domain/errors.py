@@ -41,6 +41,22 @@ class ConflictError(GreenSwarmError):
     """The operation contradicts the current state (e.g. a host id registered twice)."""
 
 
+class DeploymentRefused(ConflictError):
+    """A deployment refused whole (DESIGN 12): which of its requests could not be placed or
+    created, and why; nothing of it is left running."""
+
+    def __init__(self, deployment: str, request: str, reason: str, **details: object) -> None:
+        super().__init__(f"deployment {deployment!r} refused: {request}: {reason}")
+        self.deployment = deployment
+        self.request = request
+        self.reason = reason
+        self.details = details
+
+    def to_dict(self) -> dict[str, object]:
+        return {"error": "conflict", "message": str(self), "deployment": self.deployment,
+                "request": self.request, "reason": self.reason, **self.details}
+
+
 class UnavailableError(GreenSwarmError):
     """A backend (Redis, the Docker engine, a remote agent) cannot be reached or failed."""
 
@@ -66,10 +82,13 @@ def http_status(exc: GreenSwarmError) -> int:
     return next((status for family, status, _ in _FAMILIES if isinstance(exc, family)), 500)
 
 
-def error_body(exc: GreenSwarmError) -> dict[str, str]:
-    """The JSON body that goes with :func:`http_status`; a ValidationError names its field."""
-    if isinstance(exc, ValidationError):
+def error_body(exc: GreenSwarmError) -> dict[str, object]:
+    """The JSON body that goes with :func:`http_status`; a ValidationError names its field, a
+    refused deployment its request and why."""
+    if isinstance(exc, DeploymentRefused):
         return exc.to_dict()
+    if isinstance(exc, ValidationError):
+        return {**exc.to_dict()}
     kind = next((word for family, _, word in _FAMILIES if isinstance(exc, family)), "internal")
     return {"error": kind, "message": str(exc)}
 

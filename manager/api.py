@@ -67,6 +67,29 @@ def stop(request_id: str) -> Response:
     return jsonify(manager().stop_request(check_id(request_id, "id")).to_json())
 
 
+@blueprint.post("/deployments")
+def deploy() -> tuple[Response, int]:
+    """Several requests with link constraints, placed all or nothing across this cluster and
+    its peers (DESIGN 12): 201 with where each runs, 409 naming what failed."""
+    return jsonify(manager().deploy(json_body())), 201
+
+
+@blueprint.get("/deployments")
+def list_deployments() -> Response:
+    allow_only(dict(request.args), {"limit"})
+    return jsonify(manager().deployments_json(_int_arg("limit", 1000, 1, 10_000)))
+
+
+@blueprint.get("/deployments/<name>")
+def get_deployment(name: str) -> Response:
+    return jsonify(manager().deployment_json(check_id(name, "name")))
+
+
+@blueprint.delete("/deployments/<name>")
+def undeploy(name: str) -> Response:
+    return jsonify(manager().undeploy(check_id(name, "name")))
+
+
 @blueprint.get("/federation/advert")
 def federation_advert() -> Response:
     """This cluster's advert to its peers now (DESIGN 12)."""

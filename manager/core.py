@@ -7,6 +7,7 @@ reconciliation with the Swarm (manager/reconcile.py) brings nodes and services i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -16,17 +17,26 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.classes import CLASSES
-from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
+from domain.errors import (
+    ConflictError,
+    DeploymentRefused,
+    GreenSwarmError,
+    NotFoundError,
+    UnavailableError,
+)
 from domain.events import Event, EventKind
 from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType, check_id
 from domain.pending import PendingReason
 from domain.service_history import service_level
+from federation.deploy import Creation, Deployed, Member, Site, Undone, deploy, federation_for
 from federation.offload import advertise
-from federation.peers import OffloadMode, plan_offload, wants_offload
+from federation.peers import OffloadMode, PeerState, plan_offload, wants_offload
+from federation.placement import ClusterLink, Refusal
 from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
+from manager.deployments import DeploymentRecords, DeploymentStatus
 from manager.effects import Effects
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
@@ -35,7 +45,7 @@ from manager.power import PowerView
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
-from manager.spec import parse_spec
+from manager.spec import parse_deployment, parse_spec
 from manager.swarm import SwarmBackend
 from scheduler.plugin import PlacedBy
 from scheduler.service import Outcome, Scheduler
@@ -104,6 +114,7 @@ class Manager:
         self.peering = Peering(settings.federation_name, settings.peers(),
                                refresh_s=settings.peer_refresh_s,
                                timeout_s=settings.peer_timeout_s, clock=clock)
+        self.deployments = DeploymentRecords(store.client, settings.redis_prefix)
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
@@ -318,6 +329,161 @@ class Manager:
         )
         return self.records.get(request_id)
 
+    # -- deployments (DESIGN 12) ------------------------------------------------------------
+
+    def deploy(self, body: Any) -> dict[str, Any]:
+        """Place a deployment across this cluster and its up peers, all or nothing, and create
+        it (federation/deploy.py); DeploymentRefused (409) when it cannot be, with nothing of
+        it left running."""
+        hosts = list(self.store.all_hosts())
+        if not hosts:
+            raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
+        spec = parse_deployment(body, max_cpu_shares=max(h.cpu_capacity for h in hosts),
+                                max_memory=max(h.memory_capacity for h in hosts))
+        for member in spec.members:
+            if self.records.exists(member.request.id):
+                raise ConflictError(f"a request named {member.request.id!r} already exists")
+        self.deployments.reserve(spec.name)
+        try:
+            home = self.settings.federation_name
+            sites = [Site(view.advert, ClusterLink(view.peer.latency_ms,
+                                                   view.peer.bandwidth_mbit))
+                     for view in self.peering.views(fresh=True)
+                     if view.state is PeerState.UP and view.advert is not None]
+            federation = federation_for(
+                spec, advertise(home, self.store, self.settings.power_model), sites)
+            result = deploy(spec, federation, _DeploymentCreator(self, spec.name))
+        except BaseException:
+            self.deployments.release(spec.name)
+            raise
+        links = [{"a": link.a, "b": link.b, "max_latency_ms": link.max_latency_ms,
+                  "min_bandwidth_mbit": link.min_bandwidth_mbit} for link in spec.links]
+        if isinstance(result, Refusal):
+            self.deployments.release(spec.name)
+            raise DeploymentRefused(spec.name, result.job, result.reason, created=[])
+        if isinstance(result, Undone):
+            self.deployments.save(
+                spec.name, status=DeploymentStatus.UNDONE.value, links=links,
+                reason=f"{result.request} on {result.cluster}: {result.reason}",
+                requests=[{"name": m.name, "id": m.request.id, "cluster": None}
+                          for m in spec.members])
+            raise DeploymentRefused(spec.name, result.request, result.reason,
+                                    cluster=result.cluster,
+                                    left=[{"request": r, "why": w} for r, w in result.left])
+        assert isinstance(result, Deployed)
+        self.deployments.save(
+            spec.name, status=DeploymentStatus.DEPLOYED.value, links=links,
+            cost=result.placement.cost,
+            requests=[{"name": p.name, "id": p.request_id, "cluster": p.cluster}
+                      for p in result.placed])
+        return self.deployment_json(spec.name)
+
+    def deployment_json(self, name: str) -> dict[str, Any]:
+        """A deployment's record, each request with its status and host now (an offloaded one
+        as its peer has it; with ``error`` when the peer does not answer)."""
+        record = self.deployments.get(name)
+        requests = []
+        for item in record["requests"]:
+            entry = dict(item)
+            try:
+                now = self.request_json(item["id"], history=False, remote=True)
+                entry.update(status=now["status"], host=now["host"])
+            except UnavailableError as exc:
+                entry.update(status=None, host=None, error=str(exc))
+            except NotFoundError:
+                entry.update(status=None, host=None)
+            requests.append(entry)
+        return {**record, "requests": requests}
+
+    def deployments_json(self, limit: int) -> list[dict[str, Any]]:
+        out = []
+        for name in self.deployments.names(limit):
+            record = self.deployments.get(name)
+            out.append({key: record[key] for key in ("name", "status", "created_at")}
+                       | {"requests": len(record["requests"])})
+        return out
+
+    def undeploy(self, name: str) -> dict[str, Any]:
+        """Stop every request of a deployment, here and at the peers; a 503 naming those that
+        could not be stopped (the others are)."""
+        record = self.deployments.get(name)
+        failed = []
+        for item in record["requests"]:
+            try:
+                self.stop_request(item["id"])
+            except NotFoundError:
+                continue
+            except GreenSwarmError as exc:
+                failed.append(f"{item['name']}: {exc}")
+        if failed:
+            raise UnavailableError(f"deployment {name!r}: not stopped: " + "; ".join(failed))
+        if record["status"] != DeploymentStatus.UNDONE.value:
+            self.deployments.save(name, status=DeploymentStatus.STOPPED.value)
+        return self.deployment_json(name)
+
+    def _create_here(self, member: Member, deployment: str) -> Creation:
+        """On the loop: a deployment's request placed by this cluster's own policy, now."""
+        request = member.request
+        if self.records.exists(request.id):
+            return Creation(False, reason=f"a request named {request.id!r} already exists")
+        self.records.create(request.id, dict(member.spec))
+        if self.by_swarm:
+            self.swarm.hand_to_swarm(request, dict(member.spec))
+            record = self.records.get(request.id)
+            return Creation(True, record.status.value, record.host)
+        submitted = self._place_here(request, False)
+        record = submitted.record
+        if record.status is RequestStatus.REJECTED or record.status in FINAL:
+            why = (submitted.decision or {}).get("reason") or record.status.value
+            return Creation(False, record.status.value, reason=f"{self.settings.federation_name}"
+                            f" did not place it: {why}")
+        return Creation(True, record.status.value, record.host)
+
+    def _create_at_peer(self, member: Member, peer: str) -> Creation:
+        """A deployment's request forwarded to ``peer`` (its policy places it, now), with its
+        record here (stop and status work through this cluster)."""
+        request = member.request
+        home = self.settings.federation_name
+
+        def record() -> bool:
+            if self.records.exists(request.id):
+                return False
+            self.records.create(request.id, dict(member.spec))
+            return True
+
+        if not self.loop.call(record):
+            return Creation(False, reason=f"a request named {request.id!r} already exists")
+        forwarded = self.peering.forward(
+            peer, {**member.spec, "queue": False, "forwarded_from": home})
+        offer = _Offer(request, dict(member.spec), False)
+        if forwarded.outcome is Forward.PLACED:
+            done = self.loop.call(functools.partial(self._offloaded, offer, peer, forwarded))
+            return Creation(True, done.record.status.value, done.record.host)
+
+        def refused() -> None:
+            self.records.update(request.id, Event(EventKind.REJECTED, forwarded.reason,
+                                                  cluster=peer),
+                                status=RequestStatus.REJECTED)
+
+        self.loop.call(refused)
+        return Creation(False, reason=forwarded.reason,
+                        maybe_held=forwarded.outcome is Forward.UNKNOWN)
+
+    def _remove_created(self, member: Member, cluster: str) -> str | None:
+        """Stop a request a deployment created (it is being undone); why not, if it fails."""
+        request_id = member.request.id
+        try:
+            record = self.records.get(request_id)
+            if cluster == self.settings.federation_name or (
+                    record.cluster == cluster and record.status not in FINAL):
+                self.stop_request(request_id)
+                return None
+            with contextlib.suppress(NotFoundError):  # its forward's answer was lost
+                self.peering.stop_request(cluster, request_id)
+        except GreenSwarmError as exc:
+            return str(exc)
+        return None
+
     # -- events from the registries and agents ----------------------------------------------
 
     def task_ended(self, end: TaskEnd) -> bool:
@@ -512,6 +678,23 @@ class Manager:
             checks["pending"] = len(self.store.pending())
         checks["status"] = "ok" if checks["redis"] and checks["docker"] else "degraded"
         return checks
+
+
+@dataclass(frozen=True)
+class _DeploymentCreator:
+    """federation.deploy's Creator: the manager's calls, here and at the peers."""
+
+    manager: Manager
+    deployment: str
+
+    def create(self, member: Member, cluster: str) -> Creation:
+        manager = self.manager
+        if cluster == manager.settings.federation_name:
+            return manager.loop.call(lambda: manager._create_here(member, self.deployment))
+        return manager._create_at_peer(member, cluster)
+
+    def remove(self, member: Member, cluster: str) -> str | None:
+        return self.manager._remove_created(member, cluster)
 
 
 def _note_refusals(outcome: Outcome, request_id: str, note: str) -> None:

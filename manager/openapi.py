@@ -14,6 +14,8 @@ from typing import Any
 from domain.constraints import MAX_CONSTRAINT_CHARS, MAX_CONSTRAINTS
 from domain.lifecycle import RequestStatus
 from domain.model import RESERVED_TASK_IDS
+from federation.deploy import MAX_LINKS, MAX_MEMBERS
+from manager.deployments import DeploymentStatus
 from manager.spec import MAX_COMMAND_ITEMS, MAX_ENV, MAX_ENV_VALUE_CHARS, MAX_PORTS, MAX_VOLUMES
 
 ID = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"}
@@ -125,6 +127,46 @@ REQUEST_BODY = {
         },
         "forwarded_from": {**ID, "description": "set by a peer cluster that forwards the "
                            "request (DESIGN 12): it is placed here and never forwarded again"},
+    },
+}
+
+_MEMBER_PROPERTIES = {k: v for k, v in REQUEST_BODY["properties"].items()  # type: ignore[attr-defined]
+                      if k != "forwarded_from"}
+DEPLOYMENT_BODY = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "requests"],
+    "properties": {
+        "name": ID,
+        "requests": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_MEMBERS,
+            "description": "POST /requests bodies, each with a name unique in the deployment; "
+            "its id is '<deployment>-<name>' (at most 128 characters)",
+            "items": {
+                **REQUEST_BODY,
+                "required": [*REQUEST_BODY["required"], "name"],  # type: ignore[misc]
+                "properties": {**_MEMBER_PROPERTIES, "name": ID, "queue": {
+                    "enum": [False], "description": "a deployment's requests never queue"}},
+            },
+        },
+        "links": {
+            "type": "array",
+            "maxItems": MAX_LINKS,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["a", "b"],
+                "properties": {
+                    "a": {**ID, "description": "a request's name in the deployment"},
+                    "b": {**ID, "description": "another request's name"},
+                    "max_latency_ms": {"type": "number", "minimum": 0},
+                    "min_bandwidth_mbit": {"type": "number", "minimum": 0,
+                                           "exclusiveMinimum": True},
+                },
+            },
+        },
     },
 }
 
@@ -312,6 +354,26 @@ DECISION = _object(
     ["placed", "host", "pass", "cuts", "kills"],
 )
 COUNT = {"type": "integer", "minimum": 0}
+DEPLOYMENT_SUMMARY_PROPERTIES: dict[str, Any] = {
+    "name": STRING,
+    "status": {"enum": [s.value for s in DeploymentStatus]},
+    "created_at": NUMBER,
+}
+DEPLOYMENT = _object(
+    {
+        **DEPLOYMENT_SUMMARY_PROPERTIES,
+        "requests": _list(_object({
+            "name": STRING, "id": STRING,
+            "cluster": {**_nullable(STRING), "description": "where it was created"},
+            "status": _nullable(STRING), "host": _nullable(STRING),
+            "error": {**STRING, "description": "its peer did not answer"},
+        }, ["name", "id", "cluster", "status", "host"])),
+        "links": _list({"type": "object"}),
+        "cost": _nullable(NUMBER),
+        "reason": {**_nullable(STRING), "description": "why it was undone"},
+    },
+    ["name", "status", "created_at", "requests", "links"],
+)
 ROOM = {"type": "array", "items": COUNT, "minItems": 2, "maxItems": 2,
         "description": "[cpu_shares, memory bytes]"}
 ADVERT = _object(
@@ -564,6 +626,32 @@ def document() -> dict[str, Any]:
                     errors=("404", "503"),
                     params=[request_id],
                 ),
+            },
+            "/deployments": {
+                "post": _op(
+                    "post",
+                    "several requests with link constraints, placed all or nothing across "
+                    "this cluster and its peers (DESIGN 12): 201 with where each runs; 409 "
+                    "naming the request and the constraint or creation that failed, with "
+                    "nothing of it left running",
+                    ok="201", answer=DEPLOYMENT, errors=("409", "503"), body=DEPLOYMENT_BODY,
+                ),
+                "get": _op(
+                    "get", "list deployments",
+                    answer=_list(_object({**DEPLOYMENT_SUMMARY_PROPERTIES, "requests": COUNT},
+                                         ["name", "status", "created_at", "requests"])),
+                    errors=("400", "503"),
+                    params=[_query("limit", {"type": "integer", "minimum": 1,
+                                             "maximum": 10000})],
+                ),
+            },
+            "/deployments/{name}": {
+                "get": _op("get", "a deployment: each request's cluster, status and host",
+                           answer=DEPLOYMENT, errors=("400", "404", "503"),
+                           params=[_path("name")]),
+                "delete": _op("delete", "stop every request of a deployment, here and at the "
+                              "peers (503 naming those whose peer does not answer)",
+                              answer=DEPLOYMENT, errors=("404", "503"), params=[_path("name")]),
             },
             "/federation/advert": {"get": _op(
                 "get", "this cluster's advert to its peers now (DESIGN 12): capacity, "
