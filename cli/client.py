@@ -1,5 +1,5 @@
-"""``greenswarm submit``, ``status``, ``hosts``, ``events``, ``peers`` and ``stop``: a
-command-line client of the REST API.
+"""``greenswarm submit``, ``status``, ``hosts``, ``events``, ``peers``, ``stop``, ``deploy``,
+``deployments`` and ``undeploy``: a command-line client of the REST API.
 
 The manager's address comes from --url or GREENSWARM_URL (default http://127.0.0.1:8080), the
 token from GREENSWARM_TOKEN.
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from client.manager import DEFAULT_URL, ManagerClient
-from domain.errors import GreenSwarmError, ValidationError
+from domain.errors import GreenSwarmError, ValidationError, error_from_response
 from domain.lifecycle import FINAL
 from domain.units import format_bytes
 
@@ -107,6 +107,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stop.add_argument("ids", nargs="+", metavar="ID")
     _common(stop)
     stop.set_defaults(handler=run_stop)
+
+
+    deploy = subparsers.add_parser(
+        "deploy", help="place several requests with link constraints, all or nothing",
+        description="POST /deployments with FILE (JSON: {name, requests, links}; DESIGN 12): "
+        "every request is placed on this cluster or a peer so that every link holds, or none "
+        "is. Prints each request's cluster and host; exit 1 with the reason when refused.")
+    deploy.add_argument("file", metavar="FILE", help="the deployment, as JSON ('-': stdin)")
+    deploy.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    _common(deploy)
+    deploy.set_defaults(handler=run_deploy)
+
+    deployments = subparsers.add_parser(
+        "deployments", help="list deployments, or show one",
+        description="GET /deployments, or GET /deployments/NAME: each request's cluster, "
+        "status and host.")
+    deployments.add_argument("name", nargs="?")
+    deployments.add_argument("--json", action="store_true")
+    _common(deployments)
+    deployments.set_defaults(handler=run_deployments)
+
+    undeploy = subparsers.add_parser(
+        "undeploy", help="stop every request of a deployment, here and at the peers",
+        description="DELETE /deployments/NAME. Exit 1 if any request could not be stopped.")
+    undeploy.add_argument("name", metavar="NAME")
+    _common(undeploy)
+    undeploy.set_defaults(handler=run_undeploy)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -317,6 +344,92 @@ def run_stop(args: argparse.Namespace) -> int:
             continue
         print(f"{request_id}: {record['status']}")
     return 1 if failed else 0
+
+
+DEPLOY_TIMEOUT_S = 300.0  # every request created, each maybe at a peer
+
+
+def _read_deployment(path: str) -> Any:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        raise ValidationError("file", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValidationError("file", f"{path} is not JSON: {exc}") from None
+
+
+def _deployment_rows(deployment: dict[str, Any]) -> str:
+    rows = [[r["name"], r["id"], r.get("cluster") or "-", r.get("status") or "-",
+             r.get("host") or "-", r.get("error") or ""] for r in deployment["requests"]]
+    return _table(rows, ["REQUEST", "ID", "CLUSTER", "STATUS", "HOST", "ERROR"])
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    body = _read_deployment(args.file)
+    api = ManagerClient(args.url, _token(args))
+    response = api.answer("POST", "/deployments", body, timeout_s=DEPLOY_TIMEOUT_S)
+    if response.status_code == 409:
+        try:
+            refused = response.json()
+        except ValueError:
+            refused = {}
+        if isinstance(refused, dict) and "reason" in refused:
+            if args.json:
+                print(json.dumps(refused, indent=2))
+            print(f"deployment {refused.get('deployment')} refused: {refused.get('request')}: "
+                  f"{refused['reason']}", file=sys.stderr)
+            for left in refused.get("left") or []:
+                print(f"  not stopped: {left.get('request')}: {left.get('why')}",
+                      file=sys.stderr)
+            return 1
+    if response.status_code >= 300:
+        raise error_from_response(response, "POST /deployments")
+    answer = response.json()
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(f"deployment {answer['name']}: {answer['status']}")
+    print(_deployment_rows(answer))
+    return 0
+
+
+def run_deployments(args: argparse.Namespace) -> int:
+    api = ManagerClient(args.url, _token(args))
+    if args.name:
+        answer = api.call("GET", f"/deployments/{args.name}")
+        if args.json:
+            print(json.dumps(answer, indent=2))
+        else:
+            print(f"deployment {answer['name']}: {answer['status']}"
+                  + (f" ({answer['reason']})" if answer.get("reason") else ""))
+            print(_deployment_rows(answer))
+        return 0
+    listed = api.call("GET", "/deployments")
+    if args.json:
+        print(json.dumps(listed, indent=2))
+        return 0
+    print(_table([[d["name"], d["status"], str(d["requests"]),
+                   time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_at"]))]
+                  for d in listed], ["DEPLOYMENT", "STATUS", "REQUESTS", "CREATED"]))
+    return 0
+
+
+def run_undeploy(args: argparse.Namespace) -> int:
+    api = ManagerClient(args.url, _token(args))
+    try:
+        answer = api.call("DELETE", f"/deployments/{args.name}", timeout_s=DEPLOY_TIMEOUT_S)
+    except GreenSwarmError as exc:
+        print(f"{args.name}: not stopped: {exc}", file=sys.stderr)
+        return 1
+    print(f"deployment {answer['name']}: {answer['status']}")
+    print(_deployment_rows(answer))
+    return 0
 
 
 def _event_line(event: dict[str, Any], names: dict[str, str]) -> str:
