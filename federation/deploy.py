@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domain.errors import ValidationError
+from domain.errors import GreenSwarmError, ValidationError
 from domain.model import Request
 from federation.offload import Advert, price
 from federation.placement import (
@@ -195,7 +195,10 @@ def create_all(spec: DeploymentSpec, assignment: Mapping[str, str],
     done: list[tuple[Member, str, Creation]] = []
     for member in spec.members:
         cluster = assignment[member.name]
-        created = creator.create(member, cluster)
+        try:
+            created = creator.create(member, cluster)
+        except GreenSwarmError as exc:  # an error of ours (Redis, a peer): it may be held
+            created = Creation(False, reason=str(exc), maybe_held=True)
         if created.ok:
             done.append((member, cluster, created))
             continue

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.energy import PowerModel
-from domain.errors import ValidationError
+from domain.errors import UnavailableError, ValidationError
 from domain.model import Request, TaskType
 from domain.regions import Region
 from federation.deploy import (
@@ -148,6 +148,25 @@ def test_a_creation_whose_answer_was_lost_is_removed_too() -> None:
     creator = FakeCreator(refuse={"y"}, lost=True)
     result = deploy(spec, federation_for(spec, advert("a"), []), creator)
     assert isinstance(result, Undone)
+    assert creator.calls[2:] == [("remove", "y", "a"), ("remove", "x", "a")]
+
+
+def test_a_creation_that_raises_is_undone_like_a_refusal() -> None:
+    """An error of ours while creating (Redis gone, a peer's answer lost) is a failure whose
+    request the cluster may hold: it and everything before it are removed."""
+
+    class Failing(FakeCreator):
+        def create(self, m: Member, cluster: str) -> Creation:
+            if m.name == "y":
+                self.calls.append(("create", m.name, cluster))
+                raise UnavailableError("redis: connection refused")
+            return super().create(m, cluster)
+
+    spec = DeploymentSpec("d", (member("x"), member("y"), member("z")))
+    creator = Failing()
+    result = deploy(spec, federation_for(spec, advert("a"), []), creator)
+    assert isinstance(result, Undone)
+    assert (result.request, result.reason) == ("y", "redis: connection refused")
     assert creator.calls[2:] == [("remove", "y", "a"), ("remove", "x", "a")]
 
 
