@@ -38,7 +38,8 @@ ERRORS = {
     "400": "invalid input: the field is named ('body' for the body as a whole)",
     "401": "missing or wrong bearer token",
     "404": "no such request, host or task",
-    "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization)",
+    "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization), "
+           "and an id with '#' or '?' ends the path early, naming another resource",
     "409": "conflicts with the current state",
     "413": "the body is larger than MAX_BODY_BYTES",
     "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached",
@@ -748,7 +749,7 @@ def document() -> dict[str, Any]:
                     "message 12: host utilization (cpu_util, memory_util or both), when it "
                     "was measured and the load windows; measured_at alone is a heartbeat",
                     answer=HOST,
-                    errors=("404", "503"),
+                    errors=("404", "405", "503"),
                     body=utilization,
                     params=[host_id],
                 ),
@@ -812,7 +813,7 @@ def document() -> dict[str, Any]:
                     "put",
                     "message 6: the resources a cut task really has",
                     answer=TASK,
-                    errors=("404", "503"),
+                    errors=("404", "405", "503"),
                     params=[task_id],
                     body=_object(
                         {
@@ -830,7 +831,7 @@ def document() -> dict[str, Any]:
                     "messages 7-8: kill a task and reschedule it",
                     ok="202",
                     answer=_object({"killed": STRING}, ["killed"]),
-                    errors=("404", "503"),
+                    errors=("404", "405", "503"),
                     params=[task_id],
                 ),
             },
@@ -840,7 +841,7 @@ def document() -> dict[str, Any]:
                     "message 10: an agent saw the task's container exit (ended: false when the "
                     "report is stale or the task unknown)",
                     answer=_object({"task": STRING, "ended": {"type": "boolean"}}, ["ended"]),
-                    errors=("404", "503"),
+                    errors=("404", "405", "503"),
                     params=[task_id],
                     body=_object(
                         {

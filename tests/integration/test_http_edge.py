@@ -356,6 +356,26 @@ def test_utilization_is_no_task_id(apps: dict[str, Flask]) -> None:
     assert (response.status_code, response.get_json()["field"]) == (400, "request.id")
 
 
+def test_an_id_that_ends_the_path_early_gets_a_documented_answer(
+    apps: dict[str, Flask],
+) -> None:
+    """An id with '#' ends the path there (an HTTP client drops the fragment): the call then
+    names another resource, which may not take the method (405). Found by the fuzz run: a
+    generated task id '[[...#...' made POST /registry/tasks/{task_id}/kill a POST on
+    /registry/tasks/{task_id}, answered 405, which the document did not list for /kill."""
+    client = apps["manager"].test_client()
+    document = client.get("/openapi.json", headers=AUTH).get_json()
+    calls = [("post", "/registry/tasks/{task_id}/kill", None),
+             ("post", "/registry/tasks/{task_id}/end", {"status": "failed"}),
+             ("put", "/registry/tasks/{task_id}/resources", {"cpu_shares": 2, "memory": 1}),
+             ("put", "/registry/hosts/{host_id}/utilization", {"cpu_util": 0.5})]
+    for method, path, body in calls:
+        truncated = path.split("{")[0] + "x"  # what arrives of ".../x#y/kill"
+        answer = client.open(truncated, method=method.upper(), headers=AUTH, json=body)
+        assert answer.status_code == 405, (path, answer.status_code)
+        assert str(answer.status_code) in document["paths"][path][method]["responses"], path
+
+
 def test_ending_an_unknown_task_is_404_and_a_null_service_id_is_taken(
     apps: dict[str, Flask],
 ) -> None:
