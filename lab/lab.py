@@ -122,7 +122,8 @@ def up(settings: LabSettings, image_set: ImageSet, report: Report) -> LabState:
             nodes += _ensure_cluster(run, cluster)
         _ensure_routing(run)
         _ensure_latency(run)
-        _ensure_images(run, nodes, image_set)
+        # each further cluster's manager engine too: its greenswarm manager runs there
+        _ensure_images(run, [*nodes, *(c.manager for c in run.state.clusters)], image_set)
         if not run.changed:
             report("lab: already up, nothing changed")
         return run.state
@@ -423,7 +424,7 @@ def images_command(settings: LabSettings, force: bool, report: Report,
                 "it or run `greenswarm lab up`")
         results = build_images(settings, image_set, force, report)
         state = load_state(settings.paths)
-        nodes = [n for n in (state.nodes if state else ()) if engine.ping(n.socket_url)]
+        nodes = [n for n in (state.all_nodes() if state else ()) if engine.ping(n.socket_url)]
         if nodes:
             images.load_into_nodes(settings, nodes, images.node_tags(settings, image_set),
                                    report)
