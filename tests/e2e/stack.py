@@ -5,6 +5,13 @@ look at each node's own engine.
 
 Everything is named for the test run (compose project, stack, service prefix, free ports), and
 taken down by those names: nothing that the test did not create is touched.
+
+On the lab with several Swarms (DESIGN 12) a stack belongs to one cluster (``cluster``): cluster
+1's as above, on the main engine; a further cluster's through its own manager engine's socket
+(``DOCKER_HOST``): compose runs Redis and the manager in that engine's namespace (host network,
+listening on the cluster's manager address, the Swarm of that engine mounted as the manager's
+Docker socket), and the stack's agents and monitors go to that cluster's nodes. ``peers`` gives
+the manager a peers file (federation, ``GREENSWARM_PEERS_FILE``), mounted by a compose override.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -32,6 +41,7 @@ from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
 BUSYBOX = "greenswarm/busybox:latest"
 # PID 1 of a container ignores SIGTERM unless it traps it: these stop at once when removed.
 IDLE = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+PEERS_IN_CONTAINER = "/etc/greenswarm/peers.json"
 BURN = ["sh", "-c", "trap 'exit 0' TERM; yes > /dev/null & wait"]
 
 
@@ -68,6 +78,35 @@ class Stack:
     monitor_window_s: float = 3.0
     extra_env: dict[str, str] = field(default_factory=dict)  # the manager's policy, ...
     started_s: float = 0.0  # how long compose up + stack deploy + all hosts reported took
+    cluster: int = 1  # the lab's Swarm (state file ``swarms``): 1 is the main engine's
+    peers: list[dict[str, Any]] = field(default_factory=list)  # the peers file's entries
+    _files: Path | None = None  # the compose override and peers file, written by up()
+
+    @property
+    def swarm(self) -> dict[str, Any]:
+        """This stack's cluster as the state file's ``swarms`` describes it."""
+        found: dict[str, Any] = self.lab.state["swarms"][self.cluster - 1]
+        assert found["cluster"] == self.cluster, found
+        return found
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """The worker nodes of this stack's cluster (full lab node records)."""
+        return [self.lab.node(n["name"]) for n in self.swarm["nodes"]]
+
+    @property
+    def engine_url(self) -> str:
+        """The Swarm manager engine this stack is deployed through."""
+        if self.cluster == 1:
+            return self.lab.settings.engine.main_url
+        return f"unix://{self.swarm['manager_socket']}"
+
+    @property
+    def address(self) -> str:
+        """Where the manager listens besides its namespace's loopback, and where its nodes (and
+        its peers) reach it: cluster 1's bridge address, else its manager engine's address."""
+        return str(self.lab.state["gateway"] if self.cluster == 1
+                   else self.swarm["manager_address"])
 
     @property
     def project(self) -> str:
@@ -83,24 +122,35 @@ class Stack:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.manager_port}"
+        """The manager as this machine reaches it (another cluster's: in its namespace)."""
+        host = "127.0.0.1" if self.cluster == 1 else self.address
+        return f"http://{host}:{self.manager_port}"
+
+    @property
+    def peer_url(self) -> str:
+        """The manager as the other clusters' managers reach it."""
+        return f"http://{self.address}:{self.manager_port}"
 
     @property
     def docker_cli(self) -> str:
         return self.lab.settings.engine.docker_cli
 
     def env(self) -> dict[str, str]:
+        engine = {} if self.cluster == 1 else {"DOCKER_HOST": self.engine_url}
+        peers = {"GREENSWARM_PEERS_FILE": PEERS_IN_CONTAINER} if self.peers else {}
         return {
             **os.environ,
+            **engine,
+            **peers,
             "GREENSWARM_TOKEN": self.token,
-            "GREENSWARM_LISTEN_HOST": f"127.0.0.1,{self.lab.state['gateway']}",
+            "GREENSWARM_LISTEN_HOST": f"127.0.0.1,{self.address}",
             "GREENSWARM_LISTEN_PORT": str(self.manager_port),
             "GREENSWARM_REDIS_PORT": str(self.redis_port),
             "GREENSWARM_NODE_LABEL": "greenswarm.lab.node",
             "GREENSWARM_SERVICE_PREFIX": self.prefix,
             "GREENSWARM_SYNC_INTERVAL_S": "1",
             "GREENSWARM_RETRY_INTERVAL_S": "2",
-            "GREENSWARM_MANAGER_URL": f"http://{self.lab.state['gateway']}:{self.manager_port}",
+            "GREENSWARM_MANAGER_URL": self.peer_url,
             "GREENSWARM_AGENT_RECONCILE_INTERVAL_S": "2",
             "GREENSWARM_MONITOR_HOST_INTERVAL_S": "1",
             "GREENSWARM_MONITOR_HOST_WINDOW_S": str(self.monitor_window_s),
@@ -115,9 +165,34 @@ class Stack:
         assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}"
         return done
 
+    def compose_files(self) -> list[str]:
+        files = ["-f", str(REPO / "docker-compose.yml")]
+        override = self._override()
+        return files + (["-f", str(override)] if override else [])
+
+    def _override(self) -> Path | None:
+        """A compose override (written once, in a directory of its own) when this stack needs
+        one: another cluster's Swarm as the manager's Docker socket, and the peers file. The
+        directory is on this machine's file system, which every lab engine shares."""
+        if self.cluster == 1 and not self.peers:
+            return None
+        if self._files is None:
+            self._files = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        volumes = []
+        if self.cluster != 1:
+            volumes.append(f"{self.swarm['manager_socket']}:/var/run/docker.sock")
+        if self.peers:
+            peers_file = self._files / "peers.json"
+            peers_file.write_text(json.dumps(self.peers, indent=2))
+            peers_file.chmod(0o600)  # it holds the peers' tokens
+            volumes.append(f"{peers_file}:{PEERS_IN_CONTAINER}:ro")
+        override = self._files / "docker-compose.override.yml"
+        override.write_text(json.dumps({"services": {
+            "manager": {"volumes": volumes}}}))
+        return override
+
     def compose(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.run([*compose_command(), "-p", self.project, "-f",
-                         str(REPO / "docker-compose.yml"), *args])
+        return self.run([*compose_command(), "-p", self.project, *self.compose_files(), *args])
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -135,7 +210,7 @@ class Stack:
 
     def all_reported(self) -> bool:
         hosts = self.hosts()
-        wanted = {node["swarm_node_id"] for node in self.lab.nodes}
+        wanted = {node["swarm_node_id"] for node in self.swarm["nodes"]}
         return {h["id"] for h in hosts} == wanted and all(
             h["cpu_util"] > 0 or h["memory_util"] > 0 for h in hosts)
 
@@ -143,7 +218,7 @@ class Stack:
         """Stack, our request services, the compose project and its volume, by their names.
         ``strict``: fail on any error (a finalizer passes False and does its best)."""
         errors = []
-        client = docker.DockerClient(base_url=self.lab.settings.engine.main_url, timeout=60)
+        client = docker.DockerClient(base_url=self.engine_url, timeout=60)
         try:
             if client.info()["Swarm"].get("ControlAvailable"):
                 done = subprocess.run([self.docker_cli, "stack", "rm", self.stack_name],
@@ -158,11 +233,14 @@ class Stack:
         finally:
             client.close()
         done = subprocess.run(
-            [*compose_command(), "-p", self.project, "-f", str(REPO / "docker-compose.yml"),
+            [*compose_command(), "-p", self.project, *self.compose_files(),
              "down", "-v", "--remove-orphans", "--timeout", "5"],
             cwd=REPO, env=self.env(), capture_output=True, text=True, timeout=180, check=False)
         if done.returncode != 0:
             errors.append(f"compose down: {done.stderr.strip()}")
+        if self._files is not None:
+            shutil.rmtree(self._files, ignore_errors=True)
+            self._files = None
         assert not (strict and errors), errors
 
     # -- REST ---------------------------------------------------------------------------------
@@ -304,14 +382,21 @@ def resources(attrs: dict[str, Any]) -> tuple[int, int]:
 def deployed(lab: Lab, **settings: Any) -> Iterator[Stack]:
     """A stack on the lab (``Stack(lab, **settings)``), up for the block, down after it;
     skips when the lab was moved away from the sockets and cgroups docker-stack.lab.yml names."""
+    stack = Stack(lab, **settings)
+    with up_for_the_block(stack) as ready:
+        yield ready
+
+
+@contextlib.contextmanager
+def up_for_the_block(stack: Stack) -> Iterator[Stack]:
+    """``stack`` (not up yet) up for the block, down after it, even when the block fails."""
     import pytest
 
-    for node in lab.nodes:
+    for node in stack.nodes:
         if node["socket"] != f"/run/greenswarm/lab/{node['name']}.sock" or \
                 node["cgroup_parent"] != f"/greenswarm-lab/{node['name']}":
             pytest.skip("docker-stack.lab.yml names the default lab's sockets and cgroups; "
                         "this lab was moved by GREENSWARM_LAB_* settings")
-    stack = Stack(lab, **settings)
     try:
         stack.up()
         yield stack
@@ -328,3 +413,26 @@ def idle(stack: Stack) -> Iterator[Stack]:
         yield stack
     finally:
         stack.stop_all()
+
+
+def peer_entry(name: str, stack: Stack, latency_ms: float, bandwidth_mbit: float = 1000.0
+               ) -> dict[str, Any]:
+    """``stack``'s manager as an entry of its peers' peers files (DESIGN 12)."""
+    return {"name": name, "url": stack.peer_url, "token": stack.token,
+            "latency_ms": latency_ms, "bandwidth_mbit": bandwidth_mbit}
+
+
+@contextlib.contextmanager
+def federated(lab: Lab, latency_ms: float, env_a: dict[str, str], env_b: dict[str, str],
+              names: tuple[str, str] = ("gsfa", "gsfb")) -> Iterator[tuple[Stack, Stack]]:
+    """A greenswarm on each of the lab's first two Swarms, named ``a`` (cluster 1) and ``b``
+    (cluster 2), each the other's peer; up for the block (b first: a's peer), down after it.
+    ``env_a``, ``env_b``: each manager's further settings (offloading, refresh, ...)."""
+    a = Stack(lab, name=names[0], cluster=1,
+              extra_env={"GREENSWARM_FEDERATION_NAME": "a", **env_a})
+    b = Stack(lab, name=names[1], cluster=2,
+              extra_env={"GREENSWARM_FEDERATION_NAME": "b", **env_b})
+    a.peers = [peer_entry("b", b, latency_ms)]
+    b.peers = [peer_entry("a", a, latency_ms)]
+    with up_for_the_block(b), up_for_the_block(a):
+        yield a, b
