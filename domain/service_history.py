@@ -4,7 +4,8 @@ The manager keeps no clock per request: ``GET /requests/{id}`` replays the reque
 through a :class:`domain.slo.ServiceClock` when asked. What each event means to the clock:
 
 * ``submitted``: admitted (the clock starts);
-* ``placed``, and ``swarm`` with a host: a host booked for it; the first placement's
+* ``placed``, ``swarm`` with a host, and ``offloaded`` with a host (a peer cluster placed it on
+  its host, DESIGN 12): a host booked for it; the first placement's
   allocation time is free, as for every request, and when it is placed on its arrival (no
   ``queued`` before), the decision's own time since ``submitted`` is part of it;
 * ``started``: its container runs (the manager saw Swarm's task running, and dates the event
@@ -56,7 +57,8 @@ def service_level(
         kind = event.kind
         if kind is EventKind.QUEUED or (kind is EventKind.SWARM and not event.host):
             waited = True  # in our queue, or in Swarm's (the 'swarm' policy)
-        elif kind is EventKind.PLACED or (kind is EventKind.SWARM and event.host):
+        elif kind is EventKind.PLACED or (
+                kind in (EventKind.SWARM, EventKind.OFFLOADED) and event.host):
             clock.placed(t, on_arrival=not waited, starts_after_s=None if measured else alpha_s)
             placed_ever = True
         elif kind is EventKind.STARTED:

@@ -122,3 +122,18 @@ def test_the_manager_reads_its_slo_and_allocation_time_and_refuses_bad_ones() ->
         with pytest.raises(ValidationError) as caught:
             ManagerSettings.from_env(env)
         assert caught.value.field == field
+
+
+def test_offloaded_on_arrival_runs_at_its_peer_like_a_placement_here() -> None:
+    """A request its cluster offloaded (federation, DESIGN 12) is placed on the peer's host:
+    this cluster's record then gets no `placed` or `started`, only `offloaded` with the host,
+    and must not count the time it runs there as waiting. Stopped through this cluster at 50."""
+    history = [ev(K.SUBMITTED, 0), ev(K.OFFLOADED, 0.5, "peer-node"), ev(K.STOPPED, 50)]
+    level = service_level(history, now=100, objective=1.0, alpha_s=1.2, is_job=False)
+    assert level is not None
+    assert (level.availability, level.pending_s, level.met) == (1.0, 0.0, True)
+    assert level.executed_s == pytest.approx(50 - 0.5 - 1.2)
+    # refused by every peer and here: an offload without a host is no placement
+    refused = service_level([ev(K.SUBMITTED, 0), ev(K.NOT_OFFLOADED, 0), ev(K.REJECTED, 0)],
+                            now=10, objective=1.0, alpha_s=1.2, is_job=False)
+    assert refused is not None and refused.availability == 0.0
