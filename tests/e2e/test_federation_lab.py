@@ -83,6 +83,9 @@ def test_a_request_a_cannot_place_runs_on_bs_node_and_status_and_stop_work_throu
     assert (record["cluster"], record["status"], record["host"]) == \
         ("b", "running", b_node["swarm_node_id"])
     assert [e["kind"] for e in record["history"]][:2] == ["submitted", "offloaded"]
+    # a's list answers from a's own record: running at b is not waiting here
+    (listed,) = [r for r in a.get("/requests") if r["id"] == "x"]
+    assert listed["cluster"] == "b" and listed["service"]["pending_s"] == 0.0, listed
     # the CLI through a: a CLUSTER column saying b
     done = subprocess.run([sys.executable, "-m", "cli.main", "status", "--url", a.url],
                           cwd=REPO, env={**a.env(), "GREENSWARM_TOKEN": a.token},
