@@ -4,6 +4,7 @@
 #   bash scripts/lab-demo.sh                 set up, start everything, run the demo
 #   bash scripts/lab-demo.sh --down          stop the demo, the stack and the lab
 #   bash scripts/lab-demo.sh --down --purge  ... and delete Redis' volume (every record)
+#   bash scripts/lab-demo.sh --clusters 2    the federated demo (scripts/lab-demo-federation.sh)
 #
 # It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, lab),
 # the manager and Redis (docker-compose.yml), the agent and monitor on every node
@@ -24,6 +25,11 @@ usage() {
     sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 }
 
+for arg in "$@"; do
+    if [ "$arg" = --clusters ]; then  # two Swarms, a greenswarm on each: its own script
+        exec bash scripts/lab-demo-federation.sh "$@"
+    fi
+done
 down=0
 purge=0
 for arg in "$@"; do
