@@ -196,7 +196,8 @@ def run_submit(args: argparse.Namespace) -> int:
         host = record.get("host")
         print(
             f"{record['id']}: {record['status']}"
-            + (f" on {_host_names(api).get(host, host)}" if host else "")
+            + (f" on {record.get('host_name') or _host_names(api).get(host, host)}"
+               if host else "")
             + (f" ({decision.get('reason')})" if decision.get("reason") else "")
         )
     if not args.wait:
@@ -248,7 +249,7 @@ def run_status(args: argparse.Namespace) -> int:
             return 0
         host = record["host"]
         if host and not args.ids:
-            name = _host_names(api).get(host)
+            name = record.get("host_name") or _host_names(api).get(host)
             host = f"{name} ({host})" if name and name != host else host
         where = f"  cluster {record['cluster']}" if record.get("cluster") else ""
         print(
@@ -287,7 +288,8 @@ def run_status(args: argparse.Namespace) -> int:
             str(r["class"]),
             r["type"],
             r.get("cluster") or "-",
-            names.get(r["host"], r["host"]) if r["host"] else "-",
+            (r["host"] if args.ids else r.get("host_name") or names.get(r["host"], r["host"]))
+            if r["host"] else "-",
             f"{r['current']['cpu_shares']}/{r['original']['cpu_shares']}",
             format_bytes(r["current"]["memory"]),
             *_service_cells(r.get("service")),

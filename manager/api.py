@@ -26,8 +26,10 @@ def manager() -> Manager:
 
 @blueprint.post("/requests")
 def submit() -> tuple[Response, int]:
-    submitted = manager().submit(json_body())
-    return jsonify({"request": submitted.record.to_json(), "decision": submitted.decision}), 201
+    manager_ = manager()
+    submitted = manager_.submit(json_body())
+    return jsonify({"request": manager_.record_json(submitted.record),
+                    "decision": submitted.decision}), 201
 
 
 @blueprint.get("/requests/<request_id>")
@@ -64,7 +66,8 @@ def list_requests() -> Response:
 
 @blueprint.delete("/requests/<request_id>")
 def stop(request_id: str) -> Response:
-    return jsonify(manager().stop_request(check_id(request_id, "id")).to_json())
+    manager_ = manager()
+    return jsonify(manager_.record_json(manager_.stop_request(check_id(request_id, "id"))))
 
 
 @blueprint.post("/deployments")

@@ -244,11 +244,13 @@ class Manager:
         if record.status in FINAL:  # stopped by the client while it was being forwarded
             self.loop.post(lambda: self._stop_late(peer, request_id))
             return Submitted(record, None)
+        name = remote.get("host_name") if host and isinstance(remote.get("host_name"), str) \
+            else None
         self.records.update(
             request_id,
             Event(EventKind.OFFLOADED, f"offloaded to cluster {peer}: {forwarded.status.value}"
-                  + (f" on {host}" if host else ""), cluster=peer, host=host),
-            status=forwarded.status, host=host, cluster=peer,
+                  + (f" on {name or host}" if host else ""), cluster=peer, host=host),
+            status=forwarded.status, host=host, cluster=peer, host_name=name,
         )
         decision = forwarded.decision or {
             "placed": True, "host": host, "pass": None, "cuts": [], "kills": [],
@@ -580,7 +582,7 @@ class Manager:
         record = self.records.get(request_id)
         if remote and record.cluster is not None and record.status not in FINAL:
             return self._remote_json(record, history=history)
-        out = record.to_json()
+        out = self.record_json(record)
         out["service"] = self.service_json(record)
         task = self.store.task(request_id)
         if task is not None:
@@ -600,9 +602,9 @@ class Manager:
         except NotFoundError:
             raise UnavailableError(f"peer {peer} does not know request {record.id!r} "
                                    "(any more)") from None
-        out = record.to_json()
-        for key in ("status", "host", "service_id", "current", "cut_received", "kills",
-                    "service"):
+        out = self.record_json(record)
+        for key in ("status", "host", "host_name", "service_id", "current", "cut_received",
+                    "kills", "service"):
             if key in there:
                 out[key] = there[key]
         raw_history = there.get("history")
@@ -652,6 +654,19 @@ class Manager:
                               alpha_s=self.settings.allocation_s,
                               is_job=record.spec.get("type") == TaskType.JOB.value)
         return None if level is None else level.to_json()
+
+    def record_json(self, record: RequestRecord) -> dict[str, Any]:
+        """A record's JSON with ``host_name``: its host as `docker node ls` names it, this
+        cluster's node, or for an offloaded request the peer's as the peer named it (its id
+        when unknown); None without a host."""
+        out = record.to_json()
+        if record.host is None:
+            out["host_name"] = None
+        elif record.cluster is not None:
+            out["host_name"] = record.host_name or record.host
+        else:
+            out["host_name"] = self.host_name(record.host)
+        return out
 
     def host_name(self, host_id: str) -> str:
         """The node's hostname, as `docker node ls` prints it (its id until the Swarm said)."""

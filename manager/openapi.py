@@ -328,6 +328,8 @@ REQUEST_SUMMARY_PROPERTIES = {
     # DESIGN 12: the peer cluster it was offloaded to, the cluster that forwarded it here
     "cluster": _nullable(STRING),
     "forwarded_from": _nullable(STRING),
+    # its host as `docker node ls` names it (an offloaded request's: as its peer names it)
+    "host_name": _nullable(STRING),
 }
 REQUEST_SUMMARY = _object(REQUEST_SUMMARY_PROPERTIES, ["id", "status", "host", "kills"])
 REQUEST = _object(

@@ -53,6 +53,7 @@ class RequestRecord:
     history: list[Event]
     cluster: str | None = None  # the peer cluster it was offloaded to (federation); None: here
     forwarded_from: str | None = None  # the cluster that forwarded it here; None: a client
+    host_name: str | None = None  # offloaded: its host's name in the peer's Swarm, as it said
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,6 +213,7 @@ class RequestRecords:
             history=[read_event(json.loads(item)) for item in history],
             cluster=fields_.get("cluster") or None,  # absent from records written before it
             forwarded_from=fields_.get("forwarded_from") or None,
+            host_name=fields_.get("host_name") or None,
         )
 
     def counts(self) -> dict[RequestStatus, int]:

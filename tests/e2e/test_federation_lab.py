@@ -80,12 +80,13 @@ def test_a_request_a_cannot_place_runs_on_bs_node_and_status_and_stop_work_throu
     assert b.request("x")["forwarded_from"] == "a"
     # through a: b's record, with where it runs
     record = a.request("x")
-    assert (record["cluster"], record["status"], record["host"]) == \
-        ("b", "running", b_node["swarm_node_id"])
+    assert (record["cluster"], record["status"], record["host"], record["host_name"]) == \
+        ("b", "running", b_node["swarm_node_id"], b_node["name"])
     assert [e["kind"] for e in record["history"]][:2] == ["submitted", "offloaded"]
     # a's list answers from a's own record: running at b is not waiting here
     (listed,) = [r for r in a.get("/requests") if r["id"] == "x"]
     assert listed["cluster"] == "b" and listed["service"]["pending_s"] == 0.0, listed
+    assert listed["host_name"] == b_node["name"], listed  # as b names its node
     # the CLI through a: a CLUSTER column saying b
     done = subprocess.run([sys.executable, "-m", "cli.main", "status", "--url", a.url],
                           cwd=REPO, env={**a.env(), "GREENSWARM_TOKEN": a.token},
@@ -93,8 +94,8 @@ def test_a_request_a_cannot_place_runs_on_bs_node_and_status_and_stop_work_throu
     assert done.returncode == 0, done.stderr
     table = done.stdout.splitlines()
     assert "CLUSTER" in table[0].split(), done.stdout
-    assert any(line.split()[0] == "x" and "b" in line.split() for line in table[1:]), \
-        done.stdout
+    assert any(line.split()[0] == "x" and "b" in line.split() and b_node["name"] in line.split()
+               for line in table[1:]), done.stdout
     # stop through a: the container leaves b's node, both records say stopped
     a.stop("x")
     poll(lambda: not runs_on(b_node, "x"), 60, "x's container to leave b's node")

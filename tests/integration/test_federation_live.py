@@ -70,6 +70,10 @@ def test_a_full_cluster_offloads_to_its_peer_and_status_and_stop_work_through_it
     # through a: its status as b has it, with where it runs
     record = a.request("x")
     assert (record["cluster"], record["status"], record["host"]) == ("b", "running", b.node_id)
+    hostname = b.docker.nodes.get(b.node_id).attrs["Description"]["Hostname"]
+    assert record["host_name"] == hostname  # as b names it
+    listed = next(r for r in a.get("/requests") if r["id"] == "x")
+    assert listed["host_name"] == hostname  # a's own record of it
     assert [e["kind"] for e in record["history"]][:2] == ["submitted", "offloaded"]
     assert any(e.get("cluster") == "b" and e["kind"] == "placed" for e in record["history"])
     events = a.get("/events")["events"]
