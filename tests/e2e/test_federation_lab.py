@@ -7,7 +7,9 @@ a's node (512 CPU shares) is filled first by a class-1 service of 384 shares: no
 larger than 128 shares fits beside it (class 1 is neither cut nor killed), so a's own policy
 places no such request, and b's empty node has room. Tests run in file order and share the
 module's stacks: an offload, its status and stop through a; b's manager stopped (a alone, its
-offloads refused naming b); b's manager back (offloading again). Every wait is bounded. Traffic
+offloads refused naming b); b's manager back (offloading again); a deployment of three linked
+services placed across both Swarms and stopped together, and one whose link cannot hold
+refused whole. Every wait is bounded. Traffic
 goes only to 127.0.0.1 and the lab's addresses (a's bridge address, b's manager namespace).
 """
 
@@ -137,3 +139,59 @@ def test_with_bs_manager_back_offloading_resumes(pair: tuple[Stack, Stack]) -> N
     poll(lambda: runs_on(b.nodes[0], "after"), 60, "after's container on b's node")
     a.stop("after")
     poll(lambda: not runs_on(b.nodes[0], "after"), 60, "after's container to leave b's node")
+
+
+# -- deployments across the two Swarms ------------------------------------------------------------
+
+# a has room for 128 shares of class 1 beside its filler, b for 512: web (128) fits only a, api
+# and db (256 each) only b, and b cannot take all three (640): the only placement splits them.
+DEPLOYED = (("web", 128), ("api", 256), ("db", 256))
+
+
+def deployment(name: str, max_latency_ms: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "requests": [{"name": n, "image": BUSYBOX, "class": 1, "type": "service",
+                      "cpu_shares": shares, "memory": "32m", "command": IDLE}
+                     for n, shares in DEPLOYED],
+        "links": [{"a": "web", "b": "api", "max_latency_ms": max_latency_ms},
+                  {"a": "api", "b": "db", "max_latency_ms": max_latency_ms}],
+    }
+
+
+def test_a_deployment_is_placed_across_both_swarms_or_refused_whole(
+    pair: tuple[Stack, Stack]
+) -> None:
+    a, b = pair
+    a_node, b_node = a.nodes[0], b.nodes[0]
+    # the link a-b is 10 ms (the peers files, and the lab's real delay): 50 ms holds
+    placed = requests.post(a.url + "/deployments", json=deployment("shop", 50),
+                           headers=a.headers(), timeout=120)
+    assert placed.status_code == 201, placed.text
+    where = {p["name"]: p["cluster"] or "a" for p in placed.json()["requests"]}
+    assert where == {"web": "a", "api": "b", "db": "b"}, placed.json()
+    poll(lambda: runs_on(a_node, "shop-web"), 60, "web's container on a's node")
+    for name in ("shop-api", "shop-db"):
+        poll(lambda name=name: runs_on(b_node, name), 60, f"{name}'s container on b's node")
+    stopped = requests.delete(a.url + "/deployments/shop", headers=a.headers(), timeout=120)
+    assert stopped.status_code == 200, stopped.text
+    poll(lambda: not runs_on(a_node, "shop-web"), 60, "web to leave a's node")
+    for name in ("shop-api", "shop-db"):
+        poll(lambda name=name: not runs_on(b_node, name), 60, f"{name} to leave b's node")
+
+    # 5 ms cannot hold over the 10 ms link, and the three fit in neither Swarm alone
+    refused = requests.post(a.url + "/deployments", json=deployment("tight", 5),
+                            headers=a.headers(), timeout=120)
+    assert refused.status_code == 409, refused.text
+    body = refused.json()
+    # the first constraint that failed: the link, or a request that fits no host where the
+    # link would let it go
+    assert "within 5 ms" in body["reason"] or "fits no host" in body["reason"], body
+    for stack in (a, b):  # nothing created anywhere: no record, no container
+        for name in ("tight-web", "tight-api", "tight-db"):
+            gone = requests.get(f"{stack.url}/requests/{name}", headers=stack.headers(),
+                                timeout=60)
+            assert gone.status_code == 404, (name, gone.text)
+    assert not [c for node in (a_node, b_node) for n in ("tight-web", "tight-api", "tight-db")
+                for c in task_containers(node, n)]
+    print(f"\ndeployment refused whole: {body.get('reason')}")
