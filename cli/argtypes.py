@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import sys
+from typing import Any
+
+from domain.errors import ValidationError
 
 
 def positive_float(text: str) -> float:
@@ -79,3 +84,22 @@ def cluster_sizes(text: str) -> tuple[int, ...]:
             raise argparse.ArgumentTypeError(f"a cluster needs at least 1 host, got {part!r}")
         sizes.append(size)
     return tuple(sizes)
+
+
+def read_json_file(path: str, field: str) -> Any:
+    """The JSON document in file ``path`` ('-': standard input); a 400-style error naming
+    ``field`` when it cannot be read or is not JSON."""
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        raise ValidationError(field, f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            field, f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+        ) from None

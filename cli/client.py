@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from cli.argtypes import read_json_file
 from client.manager import DEFAULT_URL, ManagerClient
 from domain.errors import GreenSwarmError, ValidationError, error_from_response
 from domain.lifecycle import FINAL
@@ -351,21 +352,6 @@ def run_stop(args: argparse.Namespace) -> int:
 DEPLOY_TIMEOUT_S = 300.0  # every request created, each maybe at a peer
 
 
-def _read_deployment(path: str) -> Any:
-    try:
-        if path == "-":
-            text = sys.stdin.read()
-        else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-    except OSError as exc:
-        raise ValidationError("file", f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValidationError("file", f"{path} is not JSON: {exc}") from None
-
-
 def _deployment_rows(deployment: dict[str, Any]) -> str:
     rows = [[r["name"], r["id"], r.get("cluster") or "-", r.get("status") or "-",
              r.get("host") or "-", r.get("error") or ""] for r in deployment["requests"]]
@@ -373,7 +359,7 @@ def _deployment_rows(deployment: dict[str, Any]) -> str:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    body = _read_deployment(args.file)
+    body = read_json_file(args.file, "file")
     api = ManagerClient(args.url, _token(args))
     response = api.answer("POST", "/deployments", body, timeout_s=DEPLOY_TIMEOUT_S)
     if response.status_code == 409:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from cli.argtypes import read_json_file
 from cli.options import add_service_level_arguments, slo_table
 from cli.policy_options import add_policy_options, cluster_options, policy_options
 from cli.scenario import load_scenario
@@ -57,23 +57,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prefix that is removed afterwards",
     )
     parser.set_defaults(handler=run)
-
-
-def _read(path: str) -> object:
-    try:
-        if path == "-":
-            text = sys.stdin.read()
-        else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-    except OSError as exc:
-        raise ValidationError("scenario", f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            "scenario", f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
-        ) from None
 
 
 def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | list[Any]:
@@ -132,6 +115,6 @@ def _store(
 
 
 def run(args: argparse.Namespace) -> int:
-    result = decide_all(_read(args.scenario), args)
+    result = decide_all(read_json_file(args.scenario, "scenario"), args)
     print(json.dumps(result, indent=2))
     return 0
