@@ -195,3 +195,22 @@ def plan_offload(request: Request, views: Sequence[PeerView], *, home: str) -> O
         ranked.append(name)
         adverts = [a for a in adverts if a.cluster != name]
     return OffloadPlan(tuple(ranked), down, len(views))
+
+
+def request_bounds(
+    local: Sequence[tuple[int, int]], peers: Sequence[PeerView], *, with_peers: bool
+) -> tuple[int, int]:
+    """The largest CPU shares and memory a new request may ask for here: this cluster's largest
+    host, or when it may go to a peer (offloading on, or a deployment), also the largest room
+    an up peer advertises (a request no local host can ever take may still run at a peer:
+    DESIGN 12). Each dimension on its own, so a request within both bounds may still fit
+    nowhere: it is then refused, not a 400."""
+    rooms = list(local)
+    if with_peers:
+        for view in peers:
+            if view.state is PeerState.UP and view.advert is not None:
+                rooms += view.advert.empty_rooms
+                rooms += [room for front in view.advert.rooms for room in front]
+    if not rooms:
+        raise ValidationError("hosts", "no host to bound a request by")
+    return max(cpu for cpu, _ in rooms), max(memory for _, memory in rooms)

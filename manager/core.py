@@ -31,7 +31,13 @@ from domain.pending import PendingReason
 from domain.service_history import service_level
 from federation.deploy import Creation, Deployed, Member, Site, Undone, deploy, federation_for
 from federation.offload import advertise
-from federation.peers import OffloadMode, PeerState, plan_offload, wants_offload
+from federation.peers import (
+    OffloadMode,
+    PeerState,
+    plan_offload,
+    request_bounds,
+    wants_offload,
+)
 from federation.placement import ClusterLink, Refusal
 from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
@@ -174,11 +180,10 @@ class Manager:
         if isinstance(body, dict) and "forwarded_from" in body:
             body = dict(body)
             forwarded_from = check_id(body.pop("forwarded_from"), "forwarded_from")
-        request, spec, queue = parse_spec(
-            body,
-            max_cpu_shares=max(h.cpu_capacity for h in hosts),
-            max_memory=max(h.memory_capacity for h in hosts),
-        )
+        max_cpu, max_memory = request_bounds(
+            [(h.cpu_capacity, h.memory_capacity) for h in hosts], self.peering.views(),
+            with_peers=self.settings.offload is not OffloadMode.OFF and forwarded_from is None)
+        request, spec, queue = parse_spec(body, max_cpu_shares=max_cpu, max_memory=max_memory)
         first = self.loop.call(lambda: self._submit(request, spec, queue, forwarded_from))
         return self._offload(first) if isinstance(first, _Offer) else first
 
@@ -340,8 +345,10 @@ class Manager:
         hosts = list(self.store.all_hosts())
         if not hosts:
             raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
-        spec = parse_deployment(body, max_cpu_shares=max(h.cpu_capacity for h in hosts),
-                                max_memory=max(h.memory_capacity for h in hosts))
+        max_cpu, max_memory = request_bounds(
+            [(h.cpu_capacity, h.memory_capacity) for h in hosts], self.peering.views(),
+            with_peers=True)
+        spec = parse_deployment(body, max_cpu_shares=max_cpu, max_memory=max_memory)
         for member in spec.members:
             if self.records.exists(member.request.id):
                 raise ConflictError(f"a request named {member.request.id!r} already exists")

@@ -20,6 +20,7 @@ from federation.peers import (
     PeerView,
     parse_peers,
     plan_offload,
+    request_bounds,
     wants_offload,
 )
 from manager.settings import ManagerSettings
@@ -175,3 +176,15 @@ def test_why_no_peer_takes_it_names_the_peers_down() -> None:
     assert only_down.peers == () and only_down.why_none() == "peer b is down: connection refused"
     both = plan_offload(REQUEST, [small, down], home="a").why_none()
     assert both == "no peer that is up has room for it; peer b is down: connection refused"
+
+
+def test_a_request_larger_than_every_local_host_is_bounded_by_the_peers_with_offloading() -> None:
+    """DESIGN 12: a request no local host can ever take may run at a peer (a bigger machine
+    next door). Local hosts of 2048 shares and 4 GiB; up peer b advertises a room of 4096
+    shares and 8 GiB; peer c is down (its last advert, of 16384 shares, is not used)."""
+    local = [(2048, 4 * GIB), (1024, 8 * GIB)]
+    peers = [peer("b", advert("b")), peer("c", advert("c", rooms=((16384, 64 * GIB),)),
+                                           error="connection refused")]
+    assert request_bounds(local, peers, with_peers=True) == (4096, 8 * GIB)
+    assert request_bounds(local, peers, with_peers=False) == (2048, 8 * GIB)
+    assert request_bounds(local, [], with_peers=True) == (2048, 8 * GIB)
