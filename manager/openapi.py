@@ -41,7 +41,8 @@ ERRORS = {
     "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization), "
            "and an id with '#' or '?' ends the path early, naming another resource",
     "409": "conflicts with the current state",
-    "413": "the body is larger than MAX_BODY_BYTES",
+    "413": "the body is larger than MAX_BODY_BYTES (JSON); one over four times that is refused "
+           "by the HTTP server itself, before the application reads it (text/plain)",
     "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached",
 }
 MEMORY_TEXT = r"^\s*(\d+(\.\d+)?)\s*([kmgtKMGT]?)([iI]?[bB])?\s*$"
@@ -516,6 +517,8 @@ def _op(
             "description": ERRORS[code],
             "content": {"application/json": {"schema": ERROR_REF}},
         }
+    if "413" in responses:  # past SERVER_BODY_FACTOR x the limit, the server itself refuses
+        responses["413"]["content"]["text/plain"] = {"schema": {"type": "string"}}
     if not public:
         responses["401"]["headers"] = {
             "WWW-Authenticate": {"required": True, "schema": {"type": "string", "enum": ["Bearer"]}}
