@@ -15,6 +15,7 @@ documented. So 503, the documented "a backend is unavailable", is no failure her
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,10 @@ from tests.support.live import TOKEN, Live
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
 MAX_EXAMPLES = 60  # per operation and phase; the run takes about a minute here
+# The generation's seed: fixed, so that a CI run can be repeated case for case (a failure seen
+# once, with hypothesis's random seed, could not be: its output was cut to the tail of a 6 MB
+# body). GREENSWARM_FUZZ_SEED=random explores new cases; any number replays that run.
+SEED = os.environ.get("GREENSWARM_FUZZ_SEED", "20261126")
 CONFIG = """
 [checks.not_a_server_error]
 expected-statuses = ["2xx", "3xx", "4xx", "503"]
@@ -61,11 +66,13 @@ def test_every_operation_answers_as_its_document_says(live: Live, tmp_path: Path
          "--header", f"Authorization: Bearer {TOKEN}", "--checks", ",".join(CHECKS),
          "--phases", "examples,coverage,fuzzing", "--max-examples", str(MAX_EXAMPLES),
          "--workers", "1", "--continue-on-failure", "--generation-database", "none",
-         "--request-timeout", "60"],
+         "--request-timeout", "60", *([] if SEED == "random" else ["--seed", SEED])],
         capture_output=True, text=True, timeout=900, check=False)
     summary = done.stdout[done.stdout.rfind("SUMMARY"):]
     print(summary)  # operations, phases, the number of cases
     found = done.stdout[done.stdout.find("FAILURES"):] if "FAILURES" in done.stdout else ""
-    assert done.returncode == 0, (found or done.stdout)[-20000:] + done.stderr[-3000:]
+    # the head of the failures (each names its operation and check; a body may be huge)
+    assert done.returncode == 0, ((found or done.stdout)[:8000] + "\n...\n" + summary[-4000:]
+                                  + done.stderr[-3000:])
     assert "Tested: " in summary and "generated" in summary
     assert live.get("/healthz")["status"] == "ok"
