@@ -357,22 +357,28 @@ def price(advert: Advert, request: Request) -> float | None:
     return watts / (request.cpu_shares / SHARES_PER_CORE)
 
 
+def ranked_peers(
+    request: Request, adverts: Sequence[Advert], *, home: str | None = None
+) -> list[tuple[float, str]]:
+    """(price, cluster) of every advert (``home``'s own left out) that says ``request`` fits,
+    cheapest first, ties by cluster name."""
+    ranked = []
+    for advert in adverts:
+        if advert.cluster == home:
+            continue
+        cost = price(advert, request)
+        if cost is not None:
+            ranked.append((cost, advert.cluster))
+    return sorted(ranked)
+
+
 def choose_peer(
     request: Request, adverts: Sequence[Advert], *, home: str | None = None
 ) -> str | None:
     """The peer to forward ``request`` to: among the adverts (``home``'s own left out) that
     say it fits, the lowest price, ties by cluster name; None when none fits."""
-    best: tuple[float, str] | None = None
-    for advert in adverts:
-        if advert.cluster == home:
-            continue
-        cost = price(advert, request)
-        if cost is None:
-            continue
-        key = (cost, advert.cluster)
-        if best is None or key < best:
-            best = key
-    return None if best is None else best[1]
+    ranked = ranked_peers(request, adverts, home=home)
+    return ranked[0][1] if ranked else None
 
 
 def should_offload(decision: Decision, when: OffloadWhen) -> bool:

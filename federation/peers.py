@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from domain.decision import Decision
 from domain.errors import ValidationError
 from domain.model import Request, check_id
-from federation.offload import Advert, OffloadWhen, choose_peer, should_offload
+from federation.offload import Advert, OffloadWhen, ranked_peers, should_offload
 
 MAX_PEERS = 64
 PEER_FIELDS = {"name", "url", "token", "latency_ms", "bandwidth_mbit"}
@@ -181,20 +181,14 @@ class OffloadPlan:
 
 
 def plan_offload(request: Request, views: Sequence[PeerView], *, home: str) -> OffloadPlan:
-    """The up peers whose advert says ``request`` fits, by marginal energy price (ties by
-    name: :func:`choose_peer` asked again without the ones already ranked), and the peers
-    that are down or not asked yet, with why."""
+    """The up peers whose advert says ``request`` fits, by marginal energy price, ties by name
+    (the order :func:`federation.offload.choose_peer` takes the first of), and the peers that
+    are down or not asked yet, with why."""
     adverts = [v.advert for v in views if v.state is PeerState.UP and v.advert is not None]
     down = tuple((v.peer.name, v.error or "not asked yet") for v in views
                  if v.state is not PeerState.UP)
-    ranked: list[str] = []
-    while True:
-        name = choose_peer(request, adverts, home=home)
-        if name is None:
-            break
-        ranked.append(name)
-        adverts = [a for a in adverts if a.cluster != name]
-    return OffloadPlan(tuple(ranked), down, len(views))
+    return OffloadPlan(tuple(name for _, name in ranked_peers(request, adverts, home=home)),
+                       down, len(views))
 
 
 def request_bounds(

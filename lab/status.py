@@ -92,15 +92,8 @@ class LabStatus:
 def collect(settings: LabSettings) -> LabStatus:
     state = load_state(settings.paths)
     main_ok = engine.ping(settings.engine.main_url)
-    swarm_states: dict[str, SwarmState] = {}
-    main_swarm = "unknown"
-    if main_ok:
-        main = engine.connect(settings.engine.main_url, settings.timeouts.api_s)
-        try:
-            main_swarm = engine.swarm_info(main).local_state
-            swarm_states = {n.node_id: n.state for n in engine.manager_nodes(main)}
-        except LabError:
-            main_swarm = "unknown"
+    main_swarm, swarm_states = (_swarm_view(settings, settings.engine.main_url) if main_ok
+                                else ("unknown", {}))
     layout = _layout()
     nodes = tuple(_node_status(n, swarm_states, layout) for n in (state.nodes if state else ()))
     clusters = tuple(_cluster_status(settings, c, layout)
@@ -113,21 +106,27 @@ def collect(settings: LabSettings) -> LabStatus:
 
 def _cluster_status(settings: LabSettings, cluster: ClusterRecord,
                     layout: cgroups.CgroupLayout | None) -> ClusterStatus:
-    swarm, swarm_states = "unknown", {}
-    if engine.ping(cluster.manager.socket_url, timeout_s=2):
-        cli = engine.connect(cluster.manager.socket_url, settings.timeouts.api_s)
-        try:
-            swarm = engine.swarm_info(cli).local_state
-            swarm_states = {n.node_id: n.state for n in engine.manager_nodes(cli)}
-        except LabError:
-            swarm = "unknown"
-        finally:
-            cli.close()
+    swarm, swarm_states = (_swarm_view(settings, cluster.manager.socket_url)
+                           if engine.ping(cluster.manager.socket_url, timeout_s=2)
+                           else ("unknown", {}))
     return ClusterStatus(
         index=cluster.index, bridge=cluster.bridge, gateway=cluster.gateway, swarm=swarm,
         swarm_id=cluster.swarm_id,
         manager=_node_status(cluster.manager, swarm_states, layout),
         nodes=tuple(_node_status(n, swarm_states, layout) for n in cluster.nodes))
+
+
+def _swarm_view(settings: LabSettings, url: str) -> tuple[str, dict[str, SwarmState]]:
+    """A Swarm manager engine's swarm state and its nodes' states ("unknown" and none when it
+    cannot tell)."""
+    client = engine.connect(url, settings.timeouts.api_s)
+    try:
+        return (engine.swarm_info(client).local_state,
+                {n.node_id: n.state for n in engine.manager_nodes(client)})
+    except LabError:
+        return "unknown", {}
+    finally:
+        client.close()
 
 
 def _layout() -> cgroups.CgroupLayout | None:

@@ -173,19 +173,23 @@ class Manager:
     def submit(self, body: Any) -> Submitted:
         """Decide a new request here, or offload it to a peer (DESIGN 12): the peer HTTP calls
         run on the caller's thread, never on the scheduling loop."""
-        hosts = list(self.store.all_hosts())
-        if not hosts:
-            raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
         forwarded_from = None
         if isinstance(body, dict) and "forwarded_from" in body:
             body = dict(body)
             forwarded_from = check_id(body.pop("forwarded_from"), "forwarded_from")
-        max_cpu, max_memory = request_bounds(
-            [(h.cpu_capacity, h.memory_capacity) for h in hosts], self.peering.views(),
+        max_cpu, max_memory = self._request_bounds(
             with_peers=self.settings.offload is not OffloadMode.OFF and forwarded_from is None)
         request, spec, queue = parse_spec(body, max_cpu_shares=max_cpu, max_memory=max_memory)
         first = self.loop.call(lambda: self._submit(request, spec, queue, forwarded_from))
         return self._offload(first) if isinstance(first, _Offer) else first
+
+    def _request_bounds(self, *, with_peers: bool) -> tuple[int, int]:
+        """The largest CPU shares and memory a new request may ask for (with the peers' rooms
+        when it may go to one); unavailable while no host is known."""
+        hosts = [(h.cpu_capacity, h.memory_capacity) for h in self.store.all_hosts()]
+        if not hosts:
+            raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
+        return request_bounds(hosts, self.peering.views(), with_peers=with_peers)
 
     def _submit(
         self, request: Request, spec: dict[str, Any], queue: bool | None,
@@ -342,12 +346,7 @@ class Manager:
         """Place a deployment across this cluster and its up peers, all or nothing, and create
         it (federation/deploy.py); DeploymentRefused (409) when it cannot be, with nothing of
         it left running."""
-        hosts = list(self.store.all_hosts())
-        if not hosts:
-            raise UnavailableError("no host is known yet: is any Swarm node Ready and Active?")
-        max_cpu, max_memory = request_bounds(
-            [(h.cpu_capacity, h.memory_capacity) for h in hosts], self.peering.views(),
-            with_peers=True)
+        max_cpu, max_memory = self._request_bounds(with_peers=True)
         spec = parse_deployment(body, max_cpu_shares=max_cpu, max_memory=max_memory)
         for member in spec.members:
             if self.records.exists(member.request.id):
