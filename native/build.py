@@ -1,0 +1,163 @@
+"""Build the compiled core: ``python -m native.build`` (``scripts/build-native.sh``).
+
+Compiles ``native.loader.MODULES`` with mypyc into ``<cache>/<key>/lib/`` (the cache is
+``/var/cache/greenswarm/native`` unless ``GREENSWARM_NATIVE_CACHE`` says otherwise; the key hashes
+the modules' sources, the Python build and mypy's version). A build of the same key is reused.
+The compiler runs in a temporary directory of the cache, under an exclusive lock of the cache,
+and its result is renamed into place only when complete, so concurrent builds neither corrupt
+nor repeat each other. Nothing is written into the source tree.
+
+Exit status 0: built or reused; 1: the build failed (the message says why; the sources still
+run as pure Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from native.loader import (
+    MANIFEST,
+    MODULES,
+    ROOT,
+    build_key,
+    cache_root,
+    module_path,
+    python_tag,
+    root_marker,
+    source_hash,
+)
+
+# The setuptools script the compiler runs in a subprocess (mypyc's own build path: mypycify
+# then build_ext), so that a crash of the compiler cannot take the caller with it.
+_SETUP = """
+import sys
+from setuptools import setup
+from mypyc.build import mypycify
+
+paths, target, lib, temp, jobs = sys.argv[1:6]
+setup(
+    name="greenswarm_native",
+    ext_modules=mypycify(paths.split(","), target_dir=target, multi_file=True),
+    script_args=["build_ext", "--build-lib", lib, "--build-temp", temp, "--parallel", jobs],
+)
+"""
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def mypy_version() -> str:
+    try:
+        return version("mypy")
+    except PackageNotFoundError as exc:
+        raise BuildError("mypy (which ships mypyc) is not installed") from exc
+
+
+@contextmanager
+def locked(cache: Path) -> Iterator[None]:
+    """An exclusive lock of the cache, for the whole build (blocking)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _compile(work: Path, jobs: int, log: Path) -> None:
+    paths = ",".join(str(module_path(m).relative_to(ROOT)) for m in MODULES)
+    setup_py = work / "setup_native.py"
+    setup_py.write_text(_SETUP)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MYPY_CACHE_DIR=str(work / "mypy-cache"))
+    command = [sys.executable, str(setup_py), paths, str(work / "c"), str(work / "lib"),
+               str(work / "temp"), str(jobs)]
+    with open(log, "w") as out:
+        status = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                check=False).returncode
+    if status != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise BuildError(f"mypyc failed (exit {status}); the end of {log}:\n{tail}")
+
+
+def _check_complete(lib: Path) -> None:
+    suffix = str(python_tag().split(" ", 1)[1])
+    missing = [m for m in MODULES if not lib.joinpath(*m.split(".")).with_name(
+        m.rsplit(".", 1)[-1] + suffix).is_file()]
+    if missing:
+        raise BuildError(f"the build lacks {', '.join(missing)}")
+
+
+def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path:
+    """The compiled core's directory for the current sources: reused, or built."""
+    cache = cache_root() if cache is None else cache
+    sources, python, compiler = source_hash(), python_tag(), mypy_version()
+    key = build_key(sources, python, compiler)
+    final = cache / key
+
+    def say(line: str) -> None:
+        if report:
+            print(f"native: {line}", flush=True)
+
+    with locked(cache):
+        if (final / MANIFEST).is_file():
+            say(f"the compiled core for these sources is cached: {final}")
+        else:
+            start = time.monotonic()
+            say(f"compiling {len(MODULES)} modules with mypyc into {final} (a few minutes)")
+            work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+            work.chmod(0o755)  # mkdtemp makes it private; the services read it too
+            try:
+                _compile(work, jobs, cache / f"{key}.log")
+                _check_complete(work / "lib")
+                manifest = {"sources": sources, "python": python, "mypy": compiler,
+                            "modules": list(MODULES), "built_from": str(ROOT),
+                            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+                for scratch in ("c", "temp", "mypy-cache", "setup_native.py"):
+                    target = work / scratch
+                    if target.is_dir():
+                        shutil.rmtree(target)
+                    elif target.exists():
+                        target.unlink()
+                os.rename(work, final)
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+            say(f"built in {time.monotonic() - start:.0f} s")
+        marker = root_marker(cache)
+        marker.parent.mkdir(exist_ok=True)
+        marker.write_text(json.dumps({"root": str(ROOT), "sources": sources, "key": key}) + "\n")
+    return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="the cache directory (default: $GREENSWARM_NATIVE_CACHE or "
+                        "/var/cache/greenswarm/native)")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel C compilers (default 2)")
+    args = parser.parse_args(argv)
+    try:
+        build(args.cache, args.jobs)
+    except (BuildError, OSError) as exc:
+        print(f"native: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Which modules the compiled core holds, where its builds live, and the loader.
+
+Each package holding compiled modules calls :func:`attach` first thing in its ``__init__``. The
+first call of a process decides, once, between compiled and pure Python: compiled when
+``GREENSWARM_NATIVE`` allows it and the cache holds a build for exactly the current sources of
+MODULES (their hash, with this Python's extension suffix). Then every such package gets the
+build's package directory in front of its ``__path__``, so ``import domain.energy`` finds the
+``.so`` before the ``.py``, and the build's top directory (the group's shared library) goes at
+the end of ``sys.path``. The choice is all or nothing: mypyc's modules of one group call each
+other natively, so a compiled module never runs beside an edited pure one of the group.
+
+Standard library only: the services import this through ``domain``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+# The compiled modules (profiled with ``python -m benchmarks.sim_speed --skip-thesis
+# --large-hosts 100 --large-hours 0.25 --profile 40``). Left interpreted: domain.store (its
+# runtime-checkable Protocol), scheduler.plugin and scheduler.registry (the plugin API: third
+# parties subclass its classes and register policies at run time), sim.profiles (reads a file
+# next to its ``__file__``), and the I/O edges (not hot).
+MODULES: tuple[str, ...] = (
+    "domain.booking",
+    "domain.books",
+    "domain.capacity",
+    "domain.classes",
+    "domain.constraints",
+    "domain.decision",
+    "domain.energy",
+    "domain.errors",
+    "domain.events",
+    "domain.labels",
+    "domain.lifecycle",
+    "domain.load",
+    "domain.model",
+    "domain.pending",
+    "domain.regions",
+    "domain.restore",
+    "domain.rooms",
+    "domain.service_history",
+    "domain.settings",
+    "domain.slo",
+    "domain.tally",
+    "domain.units",
+    "scheduler.constraints",
+    "scheduler.explain",
+    "scheduler.load",
+    "scheduler.service",
+    "scheduler.policies.binpack",
+    "scheduler.policies.energy",
+    "scheduler.policies.load_scores",
+    "scheduler.policies.lvrb",
+    "scheduler.policies.qos",
+    "scheduler.policies.random_choice",
+    "scheduler.policies.scored",
+    "scheduler.policies.spread",
+    "scheduler.policies.swarm",
+    "scheduler.policies.tlp",
+    "host_registry.memory",
+    "sim.config",
+    "sim.contention",
+    "sim.engine",
+    "sim.model",
+    "sim.monitor_model",
+    "measure.host_time",
+    "measure.recorder",
+    "measure.service_levels",
+)
+
+ENV = "GREENSWARM_NATIVE"
+CACHE_ENV = "GREENSWARM_NATIVE_CACHE"
+DEFAULT_CACHE = Path("/var/cache/greenswarm/native")
+MANIFEST = "manifest.json"
+REBUILD_HINT = "bash scripts/build-native.sh"
+
+# The directory holding the packages (the repository, or site-packages when installed).
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class NativeCoreError(RuntimeError):
+    """GREENSWARM_NATIVE=1 and no compiled core for these sources, or a bad setting."""
+
+
+def packages(modules: tuple[str, ...] = MODULES) -> list[str]:
+    """The packages whose ``__init__`` attaches (every parent package of a compiled module)."""
+    return sorted({m.rsplit(".", 1)[0] for m in modules})
+
+
+def module_path(module: str, root: Path = ROOT) -> Path:
+    return root.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def python_tag() -> str:
+    """This interpreter, as far as a compiled extension cares: version, build and ABI."""
+    return f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
+
+
+def source_hash(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> str:
+    """sha256 over the compiled modules' names and sources."""
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(module.encode() + b"\0")
+        digest.update(module_path(module, root).read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def build_key(sources: str, python: str, mypy_version: str) -> str:
+    """The cache entry's name: the sources, the interpreter and the compiler."""
+    return hashlib.sha256(f"{sources}\n{python}\n{mypy_version}".encode()).hexdigest()[:24]
+
+
+def cache_root() -> Path:
+    """``$GREENSWARM_NATIVE_CACHE``, else /var/cache/greenswarm/native where it exists or can
+    be made, else ``~/.cache/greenswarm/native``."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured)
+    if DEFAULT_CACHE.is_dir() or os.access(DEFAULT_CACHE.parent.parent, os.W_OK):
+        return DEFAULT_CACHE
+    return Path.home() / ".cache" / "greenswarm" / "native"
+
+
+def root_marker(cache: Path, root: Path = ROOT) -> Path:
+    """Where a build records, per source tree, the sources it was last built for."""
+    return cache / "trees" / (hashlib.sha256(str(root).encode()).hexdigest()[:24] + ".json")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The process's decision: ``build`` is the compiled core's directory, or None (pure)."""
+
+    build: Path | None
+    reason: str
+
+    @property
+    def core(self) -> str:
+        return "compiled" if self.build is not None else "pure"
+
+
+def find_build(cache: Path, sources: str, python: str) -> Path | None:
+    """The newest complete build in ``cache`` for these sources and this interpreter."""
+    found: list[tuple[float, Path]] = []
+    try:
+        entries = list(cache.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue  # a build under way (renamed into place when complete)
+        manifest = entry / MANIFEST
+        try:
+            data = json.loads(manifest.read_text())
+            mtime = manifest.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        if (isinstance(data, dict) and data.get("sources") == sources
+                and data.get("python") == python and data.get("modules") == list(MODULES)):
+            found.append((mtime, entry))
+    return max(found)[1] if found else None
+
+
+def decide(setting: str | None = None, root: Path = ROOT, cache: Path | None = None) -> Choice:
+    """Compiled or pure, by the setting and the cache (no side effects but a stderr line)."""
+    mode = (os.environ.get(ENV, "auto") if setting is None else setting).strip().lower() or "auto"
+    if mode not in ("auto", "0", "1"):
+        raise NativeCoreError(f"{ENV}={mode!r}: use auto, 0 (pure Python) or 1 (compiled)")
+    if mode == "0":
+        return Choice(None, f"{ENV}=0")
+    cache = cache_root() if cache is None else cache
+    sources = source_hash(root)
+    build = find_build(cache, sources, python_tag())
+    if build is not None:
+        return Choice(build, f"built for these sources in {build}")
+    stale = _built_before(cache, root)
+    if mode == "1":
+        what = "is stale (the sources changed since it was built)" if stale else "is not built"
+        raise NativeCoreError(
+            f"{ENV}=1 but the compiled core for {root} {what} (cache {cache}); "
+            f"run `{REBUILD_HINT}`, or set {ENV}=0 or auto")
+    if stale:
+        print(f"greenswarm: the compiled core is stale (sources changed since it was built); "
+              f"running pure Python. Rebuild with `{REBUILD_HINT}`", file=sys.stderr)
+        return Choice(None, "stale")
+    return Choice(None, "not built")
+
+
+def _built_before(cache: Path, root: Path) -> bool:
+    """Whether this source tree had a compiled core built before (for other sources)."""
+    return root_marker(cache, root).is_file()
+
+
+_choice: Choice | None = None
+
+
+def choice() -> Choice:
+    """The process's decision (made at the first call)."""
+    global _choice
+    if _choice is None:
+        _choice = decide()
+        if _choice.build is not None:
+            lib = str(_choice.build / "lib")
+            if lib not in sys.path:
+                sys.path.append(lib)
+    return _choice
+
+
+def attach(package: str, path: list[str]) -> None:
+    """Put the compiled core's directory for ``package`` in front of its ``__path__``."""
+    build = choice().build
+    if build is None:
+        return
+    compiled = str(build.joinpath("lib", *package.split(".")))
+    if compiled not in path:
+        path.insert(0, compiled)
+
+
+def core() -> str:
+    """``compiled`` or ``pure``: what this process runs (after its first ``attach``)."""
+    return choice().core
+
+
+def loaded_modules() -> dict[str, str]:
+    """The compiled core's modules imported so far, each with the file it came from."""
+    return {name: str(getattr(sys.modules[name], "__file__", "")) for name in MODULES
+            if name in sys.modules}
