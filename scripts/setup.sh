@@ -3,7 +3,11 @@
 #  - Debian packages the project needs (Docker engine, Redis, debootstrap, busybox, iproute2,
 #    Prometheus, whose server the metrics test starts on 127.0.0.1 by itself, and the headless
 #    Chromium and its driver the dashboard test drives),
-#  - a virtual environment in .venv with greenswarm and its dev tools installed in editable mode.
+#  - a virtual environment in .venv with greenswarm and its dev tools installed in editable mode,
+#  - the compiled core (scripts/build-native.sh: the hot modules compiled with mypyc into
+#    /var/cache/greenswarm/native, reused while the sources stay the same), with Debian's gcc
+#    (and python3-dev, if this Python's headers are missing) installed for it. A failed build
+#    only warns: the project then runs as pure Python.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +41,26 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing greenswarm and its dev tools into .venv"
     .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
     echo "$want" > "$stamp"
+fi
+native_warning() {
+    echo "setup: WARNING: $1; the compiled core is not built and greenswarm runs as pure" \
+         "Python (slower simulations). Retry with: bash scripts/build-native.sh" >&2
+}
+native_packages=()
+command -v gcc >/dev/null 2>&1 || native_packages+=(gcc)
+headers=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+[ -f "$headers/Python.h" ] || native_packages+=(python3-dev)
+if [ ${#native_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        native_warning "${native_packages[*]} missing (run this script as root to install)"
+    else
+        echo "setup: installing ${native_packages[*]} for the compiled core"
+        export DEBIAN_FRONTEND=noninteractive
+        { apt-get update -q && apt-get install -y -q "${native_packages[@]}"; } >/dev/null \
+            || native_warning "apt-get could not install ${native_packages[*]}"
+    fi
+fi
+if command -v gcc >/dev/null 2>&1 && [ -f "$headers/Python.h" ]; then
+    PYTHON=.venv/bin/python bash scripts/build-native.sh || native_warning "the build failed"
 fi
 echo "setup: ready (activate with: source .venv/bin/activate)"
