@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cli.argtypes import positive_float
+from native import loader
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
 from sim.profiles import load_shipped_profiles
@@ -180,6 +181,7 @@ def main() -> None:
     parser.add_argument("--pace-every", type=positive_float, default=0.25, metavar="H",
                         help="print the large run's pace every H simulated hours (default 0.25)")
     args = parser.parse_args()
+    print(f"core: {loader.core()} (GREENSWARM_NATIVE; see README, The compiled core)")
     if not args.skip_thesis:
         thesis_hour(args.seed)
     if args.large_hours > 0:

@@ -1,0 +1,162 @@
+"""The compiled core (native/): the same results as pure Python, and loaded only when built for
+exactly the current sources.
+
+Each case runs Python in a subprocess with its own ``GREENSWARM_NATIVE`` (the suite itself runs
+pure, see tests/__init__.py). The build comes from the cache that the set-up fills; a session
+without it builds once (about a minute on two cores). Without a C compiler the cases that need a
+build are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from native import build as native_build
+from native import loader
+
+ROOT = loader.ROOT
+SUFFIX = str(sysconfig.get_config_var("EXT_SUFFIX"))
+RUNNER = ROOT / "tests" / "support" / "native_run.py"
+STALE_LINE = "the compiled core is stale"
+CORE = "import sim.engine\nfrom native import loader\nprint(loader.core())\n"
+
+
+def no_compiler() -> str | None:
+    if shutil.which(os.environ.get("CC", "gcc")) is None:
+        return "no C compiler (gcc): the compiled core cannot be built here"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.is_file():
+        return f"no Python headers ({headers}): the compiled core cannot be built here"
+    return None
+
+
+@pytest.fixture(scope="session")
+def built() -> Path:
+    """The compiled core of the current sources (from the cache, or built once)."""
+    reason = no_compiler()
+    if reason is not None:
+        pytest.skip(reason)
+    return native_build.build(report=False)
+
+
+def run(
+    setting: str, *args: str, root: Path = ROOT, cache: Path | None = None, script: Path = RUNNER,
+    timeout: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GREENSWARM_NATIVE=setting, PYTHONPATH=str(root))
+    if cache is not None:
+        env["GREENSWARM_NATIVE_CACHE"] = str(cache)
+    return subprocess.run([sys.executable, str(script), *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def simulate(setting: str) -> dict[str, Any]:
+    done = run(setting, "600")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_every_policy_simulates_identically_compiled_and_pure(built: Path) -> None:
+    compiled, pure = simulate("1"), simulate("0")
+    assert compiled["core"] == "compiled" and pure["core"] == "pure"
+    # The compiled run imported every compiled module it used from the build, as a .so ...
+    assert len(compiled["modules"]) >= 30
+    for name, path in compiled["modules"].items():
+        assert path.startswith(str(built)) and path.endswith(SUFFIX), (name, path)
+    # ... and the pure run none.
+    assert all(path.endswith(".py") for path in pure["modules"].values())
+    assert sorted(compiled["results"]) == sorted(pure["results"])
+    assert len(compiled["results"]) >= 7
+    for policy in pure["results"]:
+        assert compiled["results"][policy] == pure["results"][policy], policy
+
+
+def test_auto_runs_the_compiled_core_when_built(built: Path, tmp_path: Path) -> None:
+    script = tmp_path / "core.py"
+    script.write_text(CORE)
+    done = run("auto", cache=built.parent, script=script, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "compiled" and done.stderr == ""
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path, built: Path) -> Iterator[tuple[Path, Path]]:
+    """A copy of the sources, and a cache whose one entry is the real build (the copy's sources
+    are the same), recorded as built for the copy."""
+    copy = tmp_path / "tree"
+    packages = {name.split(".")[0] for name in loader.MODULES} | {"native"}
+    imported = packages | {"workloads", "federation", "monitor"}
+    for package in sorted(imported):
+        shutil.copytree(ROOT / package, copy / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / built.name).symlink_to(built)
+    marker = loader.root_marker(cache, copy.resolve())
+    marker.parent.mkdir()
+    marker.write_text("{}\n")
+    yield copy, cache
+
+
+def core_of(copy: Path, cache: Path, setting: str = "auto") -> subprocess.CompletedProcess[str]:
+    script = copy / "core.py"
+    script.write_text(CORE)
+    return run(setting, root=copy, cache=cache, script=script, timeout=60)
+
+
+def test_a_stale_build_is_not_loaded_and_says_so(tree_copy: tuple[Path, Path]) -> None:
+    copy, cache = tree_copy
+    before = core_of(copy, cache)
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.strip() == "compiled"
+    assert STALE_LINE not in before.stderr
+    source = copy / "domain" / "units.py"
+    source.write_text(source.read_text() + "\n# edited after the build\n")
+    after = core_of(copy, cache)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() == "pure"
+    assert STALE_LINE in after.stderr and "build-native.sh" in after.stderr
+    assert len(after.stderr.strip().splitlines()) == 1
+    demanded = core_of(copy, cache, "1")
+    assert demanded.returncode != 0
+    assert "GREENSWARM_NATIVE=1" in demanded.stderr and "stale" in demanded.stderr
+
+
+def test_demanding_the_compiled_core_without_a_build_is_a_clear_error(tmp_path: Path) -> None:
+    script = tmp_path / "core.py"
+    script.write_text(CORE)
+    done = run("1", cache=tmp_path / "empty-cache", script=script, timeout=60)
+    assert done.returncode != 0
+    assert "NativeCoreError" in done.stderr
+    assert "GREENSWARM_NATIVE=1 but the compiled core" in done.stderr
+    assert "is not built" in done.stderr and "build-native.sh" in done.stderr
+    pure = run("auto", cache=tmp_path / "empty-cache", script=script, timeout=60)
+    assert pure.returncode == 0 and pure.stdout.strip() == "pure" and pure.stderr == ""
+
+
+def test_builds_of_the_same_sources_reuse_the_cache_and_wait_for_each_other(built: Path) -> None:
+    command = [sys.executable, "-m", "native.build", "--cache", str(built.parent)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    builds = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=60)[0] for process in builds]
+    assert [process.returncode for process in builds] == [0, 0], outputs
+    assert all(f"cached: {built}" in output for output in outputs), outputs
+    assert not [entry for entry in built.parent.iterdir() if entry.name.startswith(".")
+                and entry.is_dir()]  # no build left half-done
+
+
+def test_a_bad_setting_is_an_error() -> None:
+    with pytest.raises(loader.NativeCoreError, match="use auto, 0"):
+        loader.decide("yes")
