@@ -140,11 +140,11 @@ class ClusterOptions:
                           "M(c) = 1, 1.2, 1.5, 2.0; none, M(c) = 1 and no cuts"},
     )
     lee_below: float = field(
-        default=RegionBounds.lee_below,
+        default=RegionBounds().lee_below,
         metadata={"help": "a host is in LEE below this utilization", "metavar": "U"},
     )
     eed_above: float = field(
-        default=RegionBounds.eed_above,
+        default=RegionBounds().eed_above,
         metadata={"help": "a host is in EED above this utilization", "metavar": "U"},
     )
     stale_after_s: float = field(
