@@ -14,6 +14,8 @@ Standard library only: the services import this through ``domain``.
 
 from __future__ import annotations
 
+import copyreg
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,6 +23,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The compiled modules (profiled with ``python -m benchmarks.sim_speed --skip-thesis
 # --large-hosts 100 --large-hours 0.25 --profile 40``). Left interpreted: domain.store (its
@@ -232,3 +235,40 @@ def loaded_modules() -> dict[str, str]:
     """The compiled core's modules imported so far, each with the file it came from."""
     return {name: str(getattr(sys.modules[name], "__file__", "")) for name in MODULES
             if name in sys.modules}
+
+
+def _rebuild(cls: Any, state: dict[str, Any]) -> Any:
+    """An instance of a compiled class from its attributes, past a frozen ``__setattr__``."""
+    instance = cls.__new__(cls)
+    for name, value in state.items():
+        object.__setattr__(instance, name, value)
+    return instance
+
+
+def _reduce_frozen(instance: Any) -> tuple[Any, ...]:
+    names: tuple[str, ...] = type(instance).__mypyc_attrs__
+    unset = object()
+    state = {name: value for name in names if name != "__dict__"
+             and (value := getattr(instance, name, unset)) is not unset}
+    return _rebuild, (type(instance), state)
+
+
+def make_picklable() -> int:
+    """Let the compiled core's frozen dataclasses cross processes (``--jobs``): mypyc restores
+    a pickled instance with ``setattr``, which a frozen dataclass refuses, where pure Python
+    writes its ``__dict__``. Registers a reducer (``copyreg``) for each such class of the
+    compiled modules imported so far; returns how many (0 when the core is pure). Call it in
+    the process that pickles, after the imports."""
+    count = 0
+    for name in MODULES:
+        module = sys.modules.get(name)
+        if module is None or not str(getattr(module, "__file__", "")).endswith(
+                str(sysconfig.get_config_var("EXT_SUFFIX"))):
+            continue
+        for value in list(vars(module).values()):
+            if (isinstance(value, type) and value.__module__ == name
+                    and hasattr(value, "__mypyc_attrs__") and dataclasses.is_dataclass(value)
+                    and value.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+                copyreg.pickle(value, _reduce_frozen)
+                count += 1
+    return count
