@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing.queues import Queue
 
+from native.loader import make_picklable
 from scheduler import registry
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
@@ -149,7 +150,9 @@ def _run_in_worker(policy: str) -> SimResult:
     if _worker is None:
         raise RuntimeError("not a simulation worker")
     job, reports = _worker
-    return job.run(policy, None if reports is None else _Reporter(policy, reports))
+    result = job.run(policy, None if reports is None else _Reporter(policy, reports))
+    make_picklable()  # the compiled core's frozen values, for the way back
+    return result
 
 
 class _Reporter:
