@@ -117,7 +117,8 @@ def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path
             say(f"the compiled core for these sources is cached: {final}")
         else:
             start = time.monotonic()
-            say(f"compiling {len(MODULES)} modules with mypyc into {final} (a few minutes)")
+            say(f"compiling {len(MODULES)} modules with mypyc into {final} "
+                "(about a minute on 2 cores)")
             work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
             work.chmod(0o755)  # mkdtemp makes it private; the services read it too
             try:
