@@ -33,6 +33,7 @@ from native.loader import (
     ROOT,
     build_key,
     cache_root,
+    missing_modules,
     module_path,
     python_tag,
     root_marker,
@@ -53,6 +54,9 @@ setup(
     script_args=["build_ext", "--build-lib", lib, "--build-temp", temp, "--parallel", jobs],
 )
 """
+
+
+KEEP = 8  # builds kept in the cache (checkouts, branches, edits), the newest
 
 
 class BuildError(RuntimeError):
@@ -94,11 +98,24 @@ def _compile(work: Path, jobs: int, log: Path) -> None:
 
 
 def _check_complete(lib: Path) -> None:
-    suffix = str(python_tag().split(" ", 1)[1])
-    missing = [m for m in MODULES if not lib.joinpath(*m.split(".")).with_name(
-        m.rsplit(".", 1)[-1] + suffix).is_file()]
+    missing = missing_modules(lib)
     if missing:
         raise BuildError(f"the build lacks {', '.join(missing)}")
+
+
+def prune(cache: Path, keep: int = KEEP) -> list[Path]:
+    """Remove all but the ``keep`` newest builds (call it under the lock); returns those
+    removed. A process still running an old build keeps the modules it has imported."""
+    builds = []
+    for entry in cache.iterdir():
+        manifest = entry / MANIFEST
+        if not entry.name.startswith(".") and manifest.is_file():
+            builds.append((manifest.stat().st_mtime, entry))
+    removed = [entry for _, entry in sorted(builds, reverse=True)[keep:]]
+    for entry in removed:
+        shutil.rmtree(entry, ignore_errors=True)
+        (cache / f"{entry.name}.log").unlink(missing_ok=True)
+    return removed
 
 
 def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path:
@@ -115,6 +132,7 @@ def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path
     with locked(cache):
         if (final / MANIFEST).is_file():
             say(f"the compiled core for these sources is cached: {final}")
+            os.utime(final / MANIFEST)  # recently used: the last to be pruned
         else:
             start = time.monotonic()
             say(f"compiling {len(MODULES)} modules with mypyc into {final} "
@@ -139,6 +157,8 @@ def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path
                 shutil.rmtree(work, ignore_errors=True)
                 raise
             say(f"built in {time.monotonic() - start:.0f} s")
+            for old in prune(cache):
+                say(f"removed an old build: {old}")
         marker = root_marker(cache)
         marker.parent.mkdir(exist_ok=True)
         marker.write_text(json.dumps({"root": str(ROOT), "sources": sources, "key": key}) + "\n")

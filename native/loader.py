@@ -166,9 +166,17 @@ def find_build(cache: Path, sources: str, python: str) -> Path | None:
         except (OSError, ValueError):
             continue
         if (isinstance(data, dict) and data.get("sources") == sources
-                and data.get("python") == python and data.get("modules") == list(MODULES)):
+                and data.get("python") == python and data.get("modules") == list(MODULES)
+                and not missing_modules(entry / "lib")):
             found.append((mtime, entry))
     return max(found)[1] if found else None
+
+
+def missing_modules(lib: Path) -> list[str]:
+    """The modules of MODULES without their extension under ``lib``."""
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
+    return [m for m in MODULES if not lib.joinpath(*m.split(".")[:-1],
+                                                   m.rsplit(".", 1)[-1] + suffix).is_file()]
 
 
 def decide(setting: str | None = None, root: Path = ROOT, cache: Path | None = None) -> Choice:

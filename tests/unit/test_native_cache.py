@@ -1,0 +1,68 @@
+"""The compiled core's cache (native/): which build the loader takes, and pruning. No compiler
+needed: the builds here are fakes, empty files where the extensions would be."""
+
+from __future__ import annotations
+
+import json
+import os
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from native import build, loader
+
+SUFFIX = str(sysconfig.get_config_var("EXT_SUFFIX"))
+
+
+def fake_build(cache: Path, name: str, sources: str, mtime: float,
+               modules: tuple[str, ...] = loader.MODULES) -> Path:
+    entry = cache / name
+    for module in modules:
+        *package, leaf = module.split(".")
+        target = entry.joinpath("lib", *package, leaf + SUFFIX)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    manifest = entry / loader.MANIFEST
+    manifest.write_text(json.dumps({"sources": sources, "python": loader.python_tag(),
+                                    "modules": list(loader.MODULES)}))
+    os.utime(manifest, (mtime, mtime))
+    return entry
+
+
+def test_the_loader_takes_the_newest_complete_build_of_these_sources(tmp_path: Path) -> None:
+    sources = loader.source_hash()
+    fake_build(tmp_path, "old", sources, 1000.0)
+    newest = fake_build(tmp_path, "new", sources, 2000.0)
+    fake_build(tmp_path, "other", "f" * 64, 3000.0)  # other sources
+    fake_build(tmp_path, "incomplete", sources, 4000.0, loader.MODULES[1:])
+    fake_build(tmp_path, ".under-way", sources, 5000.0)
+    assert loader.find_build(tmp_path, sources, loader.python_tag()) == newest
+    assert loader.find_build(tmp_path, sources, "another python") is None
+    choice = loader.decide("1", cache=tmp_path)
+    assert choice.core == "compiled" and choice.build == newest
+
+
+def test_a_build_of_other_sources_is_stale_only_for_the_tree_that_built_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake_build(tmp_path, "other", "f" * 64, 1000.0)
+    assert loader.decide("auto", cache=tmp_path).reason == "not built"
+    assert capsys.readouterr().err == ""
+    marker = loader.root_marker(tmp_path)
+    marker.parent.mkdir()
+    marker.write_text("{}\n")
+    assert loader.decide("auto", cache=tmp_path).reason == "stale"
+    err = capsys.readouterr().err
+    assert "compiled core is stale" in err and "build-native.sh" in err
+    with pytest.raises(loader.NativeCoreError, match="is stale"):
+        loader.decide("1", cache=tmp_path)
+
+
+def test_pruning_keeps_the_newest_builds(tmp_path: Path) -> None:
+    entries = [fake_build(tmp_path, f"b{i}", str(i), 1000.0 + i) for i in range(5)]
+    (tmp_path / "b0.log").write_text("log")
+    (tmp_path / ".lock").touch()
+    removed = build.prune(tmp_path, keep=3)
+    assert sorted(removed) == entries[:2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "b2", "b3", "b4"]
