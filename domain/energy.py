@@ -225,13 +225,14 @@ class EnergyReport:
 
 class _HostMeter:
     __slots__ = ("cpu_util", "empty", "empty_s", "joules", "joules_off", "last_t", "memory",
-                 "model")
+                 "model", "watts")
 
     def __init__(self, model: PowerModel, t_start_s: float) -> None:
         self.model = model
         self.last_t = t_start_s
         self.cpu_util = 0.0
         self.memory = 0.0
+        self.watts = model.power_w_unchecked(0.0, 0.0)  # of (cpu_util, memory), kept with them
         self.empty = True
         self.joules: list[float] = []
         self.joules_off: list[float] = []
@@ -240,7 +241,7 @@ class _HostMeter:
     def advance(self, t: float) -> None:
         dt = t - self.last_t
         if dt > 0:
-            watts = self.model.power_w_unchecked(self.cpu_util, self.memory)
+            watts = self.watts
             self.joules.append(watts * dt)
             if self.empty:
                 self.empty_s += dt
@@ -251,6 +252,19 @@ class _HostMeter:
                 self.joules = [math.fsum(self.joules)]
             if len(self.joules_off) > 4096:
                 self.joules_off = [math.fsum(self.joules_off)]
+
+    def set(self, t: float, host_id: str, cpu_util: float, memory: float, empty: bool,
+            watts: float) -> None:
+        """The state from ``t`` on (``t`` checked finite); a time before the last raises."""
+        if t < self.last_t:
+            raise ValidationError(
+                "t", f"{t} is before the last state of {host_id} at {self.last_t}"
+            )
+        self.advance(t)
+        self.cpu_util = cpu_util
+        self.memory = memory
+        self.empty = empty
+        self.watts = watts
 
 
 class EnergyMeter:
@@ -307,26 +321,22 @@ class EnergyMeter:
             )
         _check_util(cpu_util, "cpu_util")
         _check_util(memory_in_use_bytes, "memory_in_use_bytes")
-        meter.advance(t)
-        meter.cpu_util = float(cpu_util)
-        meter.memory = float(memory_in_use_bytes)
-        meter.empty = bool(empty)
+        cpu, memory = float(cpu_util), float(memory_in_use_bytes)
+        meter.set(t, host_id, cpu, memory, bool(empty), meter.model.power_w_unchecked(cpu, memory))
 
     def update_unchecked(
-        self, t: float, host_id: str, cpu_util: float, memory_in_use_bytes: float, empty: bool
+        self, t: float, host_id: str, cpu_util: float, memory_in_use_bytes: float, empty: bool,
+        watts: float | None = None,
     ) -> None:
         """``update`` for a caller that already checked ``t`` (finite) and both numbers
-        (finite, >= 0): the metrics recorder, on every change of a host. A time before the
-        host's last state still raises."""
+        (finite, >= 0, floats): the metrics recorder, on every change of a host. ``watts``:
+        the host's power in that state when the caller has it (it must be its model's
+        ``power_w_unchecked(cpu_util, memory_in_use_bytes)``: computed once for both). A time
+        before the host's last state still raises."""
         meter = self._hosts[host_id]
-        if t < meter.last_t:
-            raise ValidationError(
-                "t", f"{t} is before the last state of {host_id} at {meter.last_t}"
-            )
-        meter.advance(t)
-        meter.cpu_util = float(cpu_util)
-        meter.memory = float(memory_in_use_bytes)
-        meter.empty = bool(empty)
+        if watts is None:
+            watts = meter.model.power_w_unchecked(cpu_util, memory_in_use_bytes)
+        meter.set(t, host_id, cpu_util, memory_in_use_bytes, empty, watts)
 
     def feed(self, states: Iterable[HostPowerState]) -> None:
         for state in states:

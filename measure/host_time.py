@@ -25,8 +25,8 @@ class HostTime:
 
     __slots__ = ("bins", "busy_s", "cap_cpu", "cap_mem", "cpu", "cpu_alloc", "cpu_alloc_s",
                  "cpu_busy_s", "cpu_s", "empty_s", "last_t", "mem", "mem_alloc", "mem_alloc_s",
-                 "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "region_s",
-                 "tasks", "used")
+                 "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "power",
+                 "region_s", "tasks", "used")
 
     def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
         self.cap_cpu = spec.cpu_capacity
@@ -36,6 +36,8 @@ class HostTime:
         self.cpu = 0.0
         self.mem = 0.0
         self.mem_bytes = 0.0
+        # the watts of (cpu, mem_bytes), kept with them: whoever sets one sets the other
+        self.power = model.power_w_unchecked(0.0, 0.0)
         self.cpu_alloc = 0.0  # fraction of capacity
         self.mem_alloc = 0.0
         self.tasks = 0
@@ -52,7 +54,8 @@ _REGION_INDEX = {Region.LEE: 0, Region.DEE: 1, Region.EED: 2}
 
 
 def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s: float) -> None:
-    """Integrate the host's current state over [last_t, t)."""
+    """Integrate the host's current state over [last_t, t) (its power: ``host.power``, which
+    the caller keeps equal to ``host.model.power_w_unchecked(host.cpu, host.mem_bytes)``)."""
     a = host.last_t
     dt = t - a
     if dt <= 0:
@@ -71,7 +74,7 @@ def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s:
         host.of_busy_s += max(host.cpu_alloc, host.mem_alloc) * dt
     region = bounds.classify(max(host.cpu, host.mem))
     host.region_s[_REGION_INDEX[region]] += dt
-    power = host.model.power_w_unchecked(host.cpu, host.mem_bytes)
+    power = host.power
     # Per bin of the plots, the series, then the coverage (the bin's time this host has been
     # accounted for). The columns are unpacked and the eight sums written out (no zip, no
     # min): the same float operations as a loop over (column, value) pairs, so the same sums.
@@ -113,14 +116,13 @@ def host_series(hosts: Mapping[str, HostTime], t0_s: float, step_s: float,
     n_bins = math.ceil(duration / step_s - 1e-9) if duration > 0 else 0
     values: dict[str, list[tuple[float, ...]]] = {name: [] for name in SERIES_COLUMNS}
     for host in hosts.values():
-        coverage = host.bins[_N_SERIES]
+        # the bins never reached count as uncovered; every column is as long as the coverage
+        coverage = host.bins[_N_SERIES][:n_bins]
+        missing = (0.0,) * (n_bins - len(coverage))
         for k, name in enumerate(SERIES_COLUMNS):
-            column = host.bins[k]
-            row = []
-            for i in range(n_bins):
-                covered = coverage[i] if i < len(coverage) else 0.0
-                row.append(column[i] / covered if covered > 0 else 0.0)
-            values[name].append(tuple(row))
+            row = [value / covered if covered > 0 else 0.0
+                   for value, covered in zip(host.bins[k], coverage, strict=False)]
+            values[name].append((*row, *missing))
     return HostSeries(
         t0_s=t0_s,
         step_s=step_s,

@@ -697,6 +697,8 @@ class MetricsRecorder:
     ) -> None:
         """Record the host's checked state from ``t`` on (allocations: None keeps them)."""
         advance(host, t, self.bounds, self.t_start_s, self.series_step_s)
+        if cpu != host.cpu or mem_bytes != host.mem_bytes:  # else the same watts
+            host.power = host.model.power_w_unchecked(cpu, mem_bytes)
         host.cpu = cpu
         host.mem = mem
         host.mem_bytes = mem_bytes
@@ -707,7 +709,7 @@ class MetricsRecorder:
             host.cpu_alloc = cpu_alloc / host.cap_cpu
         if mem_alloc is not None:
             host.mem_alloc = mem_alloc / host.cap_mem
-        self._energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0)
+        self._energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0, host.power)
 
     # ------------------------------------------------------------------ task ends
 

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from domain.classes import CLASSES, ClassTable, OverbookingModel, after_cut, after_cut_ratio
 from domain.decision import Decision, Pass
-from domain.energy import PowerModel
+from domain.energy import EnergyMeter, PowerModel
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import RegionBounds
 from domain.restore import _in_restore_order, restore_levels, restore_order
 from domain.tally import TALLY_SIZE, combine
-from measure.host_time import HostTime, advance
+from measure.host_time import HostTime, advance, host_series
 from measure.recorder import MetricsRecorder
+from measure.results import SERIES_COLUMNS
 
 TABLES = [ClassTable(model) for model in OverbookingModel]
 SPEC = HostSpec("h", 8192, 12 << 30)
@@ -119,6 +120,7 @@ def test_advance_fills_the_bins_as_the_bin_loop(
         _advance_by_bins(slow, t, bounds, t0, step)
         for host in (fast, slow):
             host.cpu, host.mem, host.mem_bytes, host.tasks = util, util / 2, util * 1e9, tasks
+            host.power = model.power_w_unchecked(host.cpu, host.mem_bytes)
             host.cpu_alloc, host.mem_alloc = util / 3, util / 4
     assert fast.bins == slow.bins
 
@@ -134,3 +136,58 @@ def test_unchecked_host_state_records_the_same_as_the_checked_one() -> None:
                               memory_allocated_bytes=booked)
         unchecked.on_host_state_unchecked(t, host, cpu, mem, count, used, shares, booked)
     assert checked.finish(100.0) == unchecked.finish(100.0)
+
+
+def _host_series_by_bin(host: HostTime, n_bins: int) -> list[tuple[float, ...]]:
+    """Each column's bin averages, bin by bin, as ``host_series`` had them."""
+    coverage = host.bins[-1]
+    rows = []
+    for column in host.bins[:-1]:
+        row = []
+        for i in range(n_bins):
+            covered = coverage[i] if i < len(coverage) else 0.0
+            row.append(column[i] / covered if covered > 0 else 0.0)
+        rows.append(tuple(row))
+    return rows
+
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 90.0), st.floats(0.0, 1.0), st.integers(0, 3)),
+                max_size=20),
+       st.floats(1.0, 400.0))
+def test_host_series_are_the_bin_by_bin_averages(
+    steps: list[tuple[float, float, int]], t_end: float
+) -> None:
+    model, bounds, step = PowerModel.named(), RegionBounds(), 7.0
+    host = HostTime(SPEC, model, 0.0)
+    t = 0.0
+    for dt, util, tasks in steps:
+        if t + dt > t_end:
+            break
+        t += dt
+        advance(host, t, bounds, 0.0, step)
+        host.cpu, host.mem, host.mem_bytes, host.tasks = util, util / 2, util * 1e9, tasks
+        host.power = model.power_w_unchecked(host.cpu, host.mem_bytes)
+    n_bins = math.ceil(t_end / step - 1e-9)
+    series = host_series({"h": host}, 0.0, step, t_end)
+    assert [series.values[name][0] for name in SERIES_COLUMNS] == _host_series_by_bin(host,
+                                                                                     n_bins)
+
+
+def test_recorded_energy_is_the_meter_s_own() -> None:
+    """The recorder computes each state's watts once for its series and its energy meter; a
+    meter fed the same states computes them itself."""
+    hosts = [SPEC, HostSpec("g", 4096, 6 << 30)]
+    recorder = MetricsRecorder("p", hosts)
+    meter = EnergyMeter(["h", "g"])
+    states = [(0.0, "h", 0.5, 2, 3e9), (7.5, "g", 1.0, 0, 0.0), (7.5, "h", 0.75, 1, 6e9),
+              (30.0, "h", 0.75, 1, 6e9), (31.0, "g", 0.25, 3, 1e9), (90.0, "h", 0.0, 0, 0.0)]
+    for t, host, cpu, count, used in states:
+        recorder.on_host_state_unchecked(t, host, cpu, 0.5, count, used, 0, 0)
+        meter.update(t, host, cpu, used, count == 0)
+    report = meter.finish(100.0)
+    result = recorder.finish(100.0)
+    for summary in result.hosts:
+        energy = report.host(summary.host_id)
+        assert (summary.energy_kwh, summary.energy_kwh_switch_off) == (
+            energy.energy_kwh, energy.energy_kwh_switch_off)
