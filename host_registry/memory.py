@@ -114,7 +114,7 @@ class _Group:
         """The hosts whose room for key ``index`` holds the need, in list order (or reversed)."""
         top = self.top[index]
         if top is None:
-            top = self._list_room(index)
+            top = self.list_room(index)
         if top[0] < need_cpu or top[1] < need_memory:
             return  # no host of the list can take it
         order = range(len(self.blocks)) if ascending else range(len(self.blocks) - 1, -1, -1)
@@ -132,7 +132,8 @@ class _Group:
                 if cpu >= need_cpu and memory >= need_memory:
                     yield view
 
-    def _list_room(self, index: int) -> tuple[int, int]:
+    def list_room(self, index: int) -> tuple[int, int]:
+        """The largest (CPU, memory) room of key ``index`` in the list (cached)."""
         best_cpu = best_memory = -1
         for b, cached in enumerate(self.rooms):
             best = cached[index]
@@ -147,14 +148,10 @@ class _Group:
         return top
 
     def _block_room(self, b: int, index: int) -> tuple[int, int]:
-        best_cpu = best_memory = -1
-        for _, _, view in self.blocks[b]:
-            cpu, memory = view.rooms[index]
-            if cpu > best_cpu:
-                best_cpu = cpu
-            if memory > best_memory:
-                best_memory = memory
-        best = (best_cpu, best_memory)
+        # the largest of -1 and each host's room, per resource (a block is never empty)
+        rooms = [entry[2].rooms[index] for entry in self.blocks[b]]
+        best = (max(-1, max([room[0] for room in rooms])),
+                max(-1, max([room[1] for room in rooms])))
         self.rooms[b][index] = best
         return best
 
@@ -226,6 +223,13 @@ class MemoryStore:
                 continue
             need_cpu, need_memory = segment.need
             index = ROOM_INDEX[room_key]
+            # the list's largest room first (fitting checks it too), without starting a walk:
+            # most lists of a pass cannot hold the request
+            top = group.top[index]
+            if top is None:
+                top = group.list_room(index)
+            if top[0] < need_cpu or top[1] < need_memory:
+                continue
             for view in group.fitting(index, need_cpu, need_memory, segment.ascending):
                 yield position, view
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from domain.constraints import NodeFacts
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
-from domain.model import Request, Task
+from domain.model import Request, Task, TaskType
 from domain.pending import PendingEntry, PendingReason, violation_deadline
 from domain.restore import TaskRestore
 from domain.slo import SloTable
@@ -267,20 +267,27 @@ class Scheduler:
         failed, exactly as if it had been decided: the outcome is the same either way.
         """
         outcome = Outcome()
-        # (class, type) -> sizes (cpu, memory) that failed in this round
-        failed: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        # (class, whether a job) -> sizes (cpu, memory) that failed in this round
+        failed: dict[tuple[int, bool], list[tuple[int, int]]] = {}
         attempts = 0
+        limit = self.retry_limit
         marks = self._failed_at
         entries = self.store.pending()
+        job = TaskType.JOB  # (an enum member read from its class costs more than a local)
         for entry in entries:
-            if attempts >= self.retry_limit:
+            if attempts >= limit:
                 break
             request = entry.request
-            group = (request.cls, request.type)
+            group = (request.cls, request.type == job)
             smaller = failed.get(group)
             if smaller is not None:
                 cpu_shares, memory = request.cpu_shares, request.memory
-                if any(cpu <= cpu_shares and mem <= memory for cpu, mem in smaller):
+                for cpu, mem in smaller:  # (a loop, not any(): this runs over the whole queue)
+                    if cpu <= cpu_shares and mem <= memory:
+                        break
+                else:
+                    smaller = None
+                if smaller is not None:
                     continue  # not tried: the mark of its last failure still holds
             attempts += 1
             if self._may_place_now(request, marks.get(request.id), now):

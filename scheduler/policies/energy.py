@@ -82,33 +82,40 @@ class EnergyPolicy:
         """Whether one of the passes would take ``request`` on one of ``hosts``, each judged
         as the passes below judge a host: by its region, class and rooms (which are exact)."""
         rc = request.cls
-        need = (request.cpu_shares, request.memory)
-        # The request as cut on a stricter host of class hc (3.5 step 2), for hc < rc.
-        cut_needs = {}
-        for stricter in range(1, rc):
-            n, d = classes.request_cut_ratio(rc, stricter)
-            cut_needs[stricter] = (after_cut_ratio(need[0], n, d), after_cut_ratio(need[1], n, d))
+        cpu, memory = request.cpu_shares, request.memory
+        # The request as cut on a stricter host of class hc (3.5 step 2), for hc < rc: worked
+        # out for the classes met only (most calls judge a few hosts).
+        cut_needs: dict[int, tuple[int, int]] = {}
         cut_index = CUT_INDEX[rc]
         kill_index = KILL_INDEX[rc, request.type is TaskType.JOB]
+        eed, lee = Region.EED, Region.LEE
         for host in hosts:
             hc, region, rooms = host.host_class, host.region, host.rooms
             if hc is None:  # an empty host: the simple pass, outside EED
-                if region is not Region.EED and _within(need, rooms[SIMPLE_INDEX]):
-                    return True
-                continue
-            if region is not Region.EED:  # the simple and cut passes
-                if hc < rc:  # the cut request covers the simple pass
-                    if _within(cut_needs[hc], rooms[SIMPLE_INDEX]):
+                if region is not eed:
+                    room = rooms[SIMPLE_INDEX]
+                    if cpu <= room[0] and memory <= room[1]:
                         return True
-                elif _within(need, rooms[cut_index]):  # covers the simple pass when hc == rc
+                continue
+            if region is not eed:  # the simple and cut passes
+                if hc < rc:  # the cut request covers the simple pass
+                    cut_need = cut_needs.get(hc)
+                    if cut_need is None:
+                        n, d = classes.request_cut_ratio(rc, hc)
+                        cut_need = cut_needs[hc] = (after_cut_ratio(cpu, n, d),
+                                                    after_cut_ratio(memory, n, d))
+                    room = rooms[SIMPLE_INDEX]
+                    if cut_need[0] <= room[0] and cut_need[1] <= room[1]:
+                        return True
+                else:  # covers the simple pass when hc == rc
+                    room = rooms[cut_index]
+                    if cpu <= room[0] and memory <= room[1]:
+                        return True
+            if region is not lee:  # the kill pass
+                room = rooms[kill_index]
+                if cpu <= room[0] and memory <= room[1]:
                     return True
-            if region is not Region.LEE and _within(need, rooms[kill_index]):  # the kill pass
-                return True
         return False
-
-
-def _within(need: tuple[int, int], room: tuple[int, int]) -> bool:
-    return need[0] <= room[0] and need[1] <= room[1]
 
 
 class Passes:

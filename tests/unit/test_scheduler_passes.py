@@ -307,3 +307,27 @@ def test_may_place_is_exactly_whether_a_pass_places_on_that_host(
     placed = policy.decide(request, store).placed
     assert policy.may_place(request, [store.host("h")], classes) is placed
     assert policy.may_place(request, [], classes) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hosts=st.lists(st.tuples(st.sampled_from([0.2, 0.6, 0.9]), st.lists(task_strategy, max_size=4)),
+                   min_size=2, max_size=5),
+    rc=st.integers(1, 4),
+    kind=st.sampled_from([JOB, SERVICE]),
+    cpu=st.integers(2, 1300),
+    mem=st.integers(1, 1300),
+)
+def test_may_place_over_several_hosts_is_whether_a_pass_places_on_one(
+    hosts: list[tuple[float, list[T]]], rc: int, kind: TaskType, cpu: int, mem: int
+) -> None:
+    """The request's cut sizes are worked out once per host class met: the same answer as
+    judging each host on its own."""
+    classes = ClassTable()
+    stores = [build(H(f"h{i}", util, host_tasks(tasks, classes)), classes=classes)
+              for i, (util, tasks) in enumerate(hosts)]
+    policy = EnergyPolicy()
+    request = req(rc, cpu=cpu, mem=mem, type=kind)
+    views = [store.host(f"h{i}") for i, store in enumerate(stores)]
+    assert policy.may_place(request, views, classes) is any(
+        policy.decide(request, store).placed for store in stores)
