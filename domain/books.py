@@ -36,18 +36,32 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
 
 
 def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
-    """The tally of a host that runs only ``task``."""
+    """The tally of a host that runs only ``task``.
+
+    Its cut sums are ``cut_target`` for each stricter class, written out with the task's
+    fields read once (a store computes this on every change of a task)."""
     values = [0] * TALLY_SIZE
-    index = task.cls - 1
+    cls = task.cls
+    cpu_shares, memory = task.cpu_shares, task.memory
+    index = cls - 1
     values[COUNT + index] = 1
-    values[CPU + index] = task.cpu_shares
-    values[MEM + index] = task.memory
-    if task.cls == 4 and task.type == "service":
-        values[SVC4_CPU] = task.cpu_shares
-        values[SVC4_MEM] = task.memory
-    for new_class in (1, 2, 3):
-        target = cut_target(task, new_class, classes)
-        if target is not None:
-            values[CUT_CPU + new_class - 1] = task.cpu_shares - target[1]
-            values[CUT_MEM + new_class - 1] = task.memory - target[2]
+    values[CPU + index] = cpu_shares
+    values[MEM + index] = memory
+    if cls == 4 and task.type == "service":
+        values[SVC4_CPU] = cpu_shares
+        values[SVC4_MEM] = memory
+    if cls > 1:  # only a stricter host class (1, 2, 3 below the task's) cuts it
+        received = task.cut_received
+        received_n, received_d = received.numerator, received.denominator
+        original_cpu, original_memory = task.original_cpu_shares, task.original_memory
+        for new_class in range(1, min(cls, 4)):
+            n, d = classes.request_cut_ratio(cls, new_class)
+            if n * received_d <= received_n * d:
+                continue  # no allowance left
+            cpu = min(cpu_shares, after_cut_ratio(original_cpu, n, d))
+            cut_memory = min(memory, after_cut_ratio(original_memory, n, d))
+            if cpu == cpu_shares and cut_memory == memory:
+                continue  # rounding leaves it unchanged
+            values[CUT_CPU + new_class - 1] = cpu_shares - cpu
+            values[CUT_MEM + new_class - 1] = memory - cut_memory
     return tuple(values)

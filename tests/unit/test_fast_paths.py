@@ -10,13 +10,14 @@ from fractions import Fraction as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.books import contribution, cut_target
 from domain.classes import CLASSES, ClassTable, OverbookingModel, after_cut, after_cut_ratio
 from domain.decision import Decision, Pass
 from domain.energy import EnergyMeter, PowerModel
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import RegionBounds
 from domain.restore import _in_restore_order, restore_levels, restore_order
-from domain.tally import TALLY_SIZE, combine
+from domain.tally import COUNT, CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM, TALLY_SIZE, combine
 from measure.host_time import HostTime, advance, host_series
 from measure.recorder import MetricsRecorder
 from measure.results import SERIES_COLUMNS
@@ -191,3 +192,35 @@ def test_recorded_energy_is_the_meter_s_own() -> None:
         energy = report.host(summary.host_id)
         assert (summary.energy_kwh, summary.energy_kwh_switch_off) == (
             energy.energy_kwh, energy.energy_kwh_switch_off)
+
+
+def _contribution_by_cut_target(task: Task, classes: ClassTable) -> tuple[int, ...]:
+    """``contribution`` as it was, one ``cut_target`` per stricter class."""
+    values = [0] * TALLY_SIZE
+    index = task.cls - 1
+    values[COUNT + index] = 1
+    values[CPU + index] = task.cpu_shares
+    values[MEM + index] = task.memory
+    if task.cls == 4 and task.type == "service":
+        values[SVC4_CPU] = task.cpu_shares
+        values[SVC4_MEM] = task.memory
+    for new_class in (1, 2, 3):
+        target = cut_target(task, new_class, classes)
+        if target is not None:
+            values[CUT_CPU + new_class - 1] = task.cpu_shares - target[1]
+            values[CUT_MEM + new_class - 1] = task.memory - target[2]
+    return tuple(values)
+
+
+@given(st.sampled_from(TABLES), st.sampled_from(CLASSES), st.sampled_from(list(TaskType)),
+       st.integers(2, 4096), st.integers(1, 1 << 33),
+       st.fractions(min_value=0, max_value=1, max_denominator=40),
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_contribution_is_the_cut_targets(
+    table: ClassTable, cls: int, task_type: TaskType, original_cpu: int, original_memory: int,
+    received: F, cpu_part: float, memory_part: float
+) -> None:
+    cpu = max(2, round(original_cpu * cpu_part))
+    memory = max(1, round(original_memory * memory_part))
+    task = Task("t", "h", cls, task_type, cpu, memory, original_cpu, original_memory, received)
+    assert contribution(task, table) == _contribution_by_cut_target(task, table)
