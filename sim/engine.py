@@ -243,8 +243,10 @@ class Simulation:
                 t = arrival_t
                 self._arrive(t, arrival[0], arrival[1])
                 arrival = next(self._arrivals, None)
-            self._settle(t)
-            self._flush(t)
+            if self._touched or self._oom_limit:  # (most events change no host)
+                self._settle(t)
+            if self._dirty:
+                self._flush(t)
             self._events += 1
             if self.config.check_invariants:
                 self.check_books()

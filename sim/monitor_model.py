@@ -66,14 +66,17 @@ def instants_between(a: float, b: float, phase_s: float, interval_s: float) -> i
 class WindowAccumulator:
     """Running sums of one piecewise-constant (cpu, memory) signal over the current window."""
 
-    __slots__ = ("alive_s", "cpu", "cpu_integral", "interval_s", "last_t", "memory",
-                 "memory_sum", "phase_s", "samples")
+    __slots__ = ("alive_s", "cpu", "cpu_integral", "interval_s", "last_instant", "last_t",
+                 "memory", "memory_sum", "phase_s", "samples")
 
     def __init__(self, phase_s: float, interval_s: float, t: float,
                  cpu: float = 0.0, memory: float = 0.0) -> None:
         self.phase_s = phase_s
         self.interval_s = interval_s
         self.last_t = t
+        # floor((last_t - phase) / interval + eps): the count of instants up to last_t, kept
+        # from the advance that set last_t (the same expression, so the same number)
+        self.last_instant = math.floor((t - phase_s) / interval_s + _EPS)
         self.cpu = cpu
         self.memory = memory
         self.cpu_integral = 0.0
@@ -91,13 +94,13 @@ class WindowAccumulator:
         self.alive_s += dt
         interval = self.interval_s
         # instants_between(a, t, ...), inlined: this runs for every utilization change
-        n = math.floor((t - self.phase_s) / interval + _EPS) - math.floor(
-            (a - self.phase_s) / interval + _EPS
-        )
+        instant = math.floor((t - self.phase_s) / interval + _EPS)
+        n = instant - self.last_instant
         if n:
             self.memory_sum += self.memory * n
             self.samples += n
         self.last_t = t
+        self.last_instant = instant
 
     def set(self, t: float, cpu: float, memory: float) -> None:
         """The values change at ``t``."""

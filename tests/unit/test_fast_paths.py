@@ -21,6 +21,7 @@ from domain.tally import COUNT, CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM, 
 from measure.host_time import HostTime, advance, host_series
 from measure.recorder import MetricsRecorder
 from measure.results import SERIES_COLUMNS
+from sim.monitor_model import WindowAccumulator, instants_between
 
 TABLES = [ClassTable(model) for model in OverbookingModel]
 SPEC = HostSpec("h", 8192, 12 << 30)
@@ -224,3 +225,24 @@ def test_contribution_is_the_cut_targets(
     memory = max(1, round(original_memory * memory_part))
     task = Task("t", "h", cls, task_type, cpu, memory, original_cpu, original_memory, received)
     assert contribution(task, table) == _contribution_by_cut_target(task, table)
+
+
+@given(st.floats(0.0, 30.0), st.sampled_from([3.0, 0.7, 30.0]), st.floats(-50.0, 50.0),
+       st.lists(st.tuples(st.floats(0.0, 20.0), st.floats(0.0, 1.0)), max_size=30))
+def test_window_samples_are_the_instants_between_changes(
+    phase: float, interval: float, start: float, changes: list[tuple[float, float]]
+) -> None:
+    """The accumulator keeps the instant count of its last change instead of working it out
+    again: the same counts as instants_between over each stretch."""
+    acc = WindowAccumulator(phase, interval, start)
+    t, memory, samples, memory_sum = start, 0.0, 0, 0.0
+    for dt, value in changes:
+        n = instants_between(t, t + dt, phase, interval) if dt > 0 else 0
+        samples += n
+        if n:
+            memory_sum += memory * n
+        t += dt
+        acc.set(t, value, value)
+        memory = value
+        assert (acc.samples, acc.memory_sum) == (samples, memory_sum)
+
