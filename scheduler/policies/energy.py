@@ -8,7 +8,7 @@ store can skip lists that cannot hold the request; each host is still checked he
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
@@ -146,7 +146,7 @@ class Passes:
     def _walk(self, pass_name: str, segments: list[Segment]) -> Iterator[HostView]:
         """The hosts of the pass's lists in order, less the excluded ones."""
         if self.notes.enabled:  # read every host so each one gets its line
-            segments = [replace(segment, room_key=None) for segment in segments]
+            segments = [segment._replace(room_key=None) for segment in segments]
         for _, host in self.view.candidates(segments):
             if host.id in self.exclude:
                 self.notes.host(pass_name, host, why_excluded(
