@@ -28,7 +28,9 @@ class HostTime:
                  "mem_busy_s", "mem_bytes", "mem_s", "model", "of_busy_s", "oom", "power",
                  "region_s", "tasks", "used")
 
-    def __init__(self, spec: HostSpec, model: PowerModel, t0: float) -> None:
+    def __init__(self, spec: HostSpec, model: PowerModel, t0: float, bins: int = 0) -> None:
+        """``bins``: how many bins to make at once (those a run is expected to reach: a column
+        grows bin by bin otherwise; a bin never reached reads as uncovered either way)."""
         self.cap_cpu = spec.cpu_capacity
         self.cap_mem = spec.memory_capacity
         self.model = model
@@ -47,7 +49,7 @@ class HostTime:
         self.region_s = [0.0, 0.0, 0.0]
         self.oom = 0
         # bins[k] = [sum of value x dt per bin] for each series, plus coverage at index _N_SERIES
-        self.bins: list[list[float]] = [[] for _ in range(_N_SERIES + 1)]
+        self.bins: list[list[float]] = [[0.0] * bins for _ in range(_N_SERIES + 1)]
 
 
 _REGION_INDEX = {Region.LEE: 0, Region.DEE: 1, Region.EED: 2}

@@ -144,6 +144,7 @@ from workloads.trace import TraceHeader, TraceRequest, Workload
 
 DEFAULT_DELAY_WINDOW_S = 300.0
 DEFAULT_SERIES_BINS = 360
+_PREALLOCATED_BINS = 10 * DEFAULT_SERIES_BINS
 _RECENT_ENDS = 100_000
 
 
@@ -266,10 +267,15 @@ class MetricsRecorder:
                     raise ValidationError("power_model", f"no power model for host {spec.id!r}")
                 models[spec.id] = power_model[spec.id]
         self._hosts: dict[str, HostTime] = {}
+        # the bins of the expected duration, made at once (+1: a float edge at the end; at
+        # most _PREALLOCATED_BINS, the columns grow as needed beyond)
+        bins = 0
+        if duration_hint_s and 0 < duration_hint_s < math.inf:
+            bins = min(_PREALLOCATED_BINS, math.ceil(duration_hint_s / self.series_step_s) + 1)
         for spec in hosts:
             if spec.id in self._hosts:
                 raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
-            self._hosts[spec.id] = HostTime(spec, models[spec.id], self.t_start_s)
+            self._hosts[spec.id] = HostTime(spec, models[spec.id], self.t_start_s, bins)
         self._energy = EnergyMeter([h.id for h in hosts], models, t_start_s=self.t_start_s)
         self._models = models
         self._tasks: dict[str, _Task] = {}

@@ -246,3 +246,22 @@ def test_window_samples_are_the_instants_between_changes(
         memory = value
         assert (acc.samples, acc.memory_sum) == (samples, memory_sum)
 
+
+@settings(deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 90.0), st.floats(0.0, 1.0), st.integers(0, 3)),
+                max_size=20),
+       st.integers(0, 80))
+def test_bins_made_at_once_give_the_same_series(
+    steps: list[tuple[float, float, int]], made: int
+) -> None:
+    model, bounds, step, t_end = PowerModel.named(), RegionBounds(), 7.0, 400.0
+    grown, ready = HostTime(SPEC, model, 0.0), HostTime(SPEC, model, 0.0, made)
+    t = 0.0
+    for dt, util, tasks in steps:
+        t = min(t_end, t + dt)
+        for host in (grown, ready):
+            advance(host, t, bounds, 0.0, step)
+            host.cpu, host.mem, host.mem_bytes, host.tasks = util, util / 2, util * 1e9, tasks
+            host.power = model.power_w_unchecked(host.cpu, host.mem_bytes)
+    assert host_series({"h": ready}, 0.0, step, t_end) == host_series({"h": grown}, 0.0, step,
+                                                                        t_end)
