@@ -191,6 +191,9 @@ class MemoryStore:
         self._groups: dict[GroupKey, _Group] = {}
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
+        # per host, the ids of its tasks that hold a cut (cut_received > 0): restore_cuts runs
+        # after every event that frees room, and most hosts have nothing to give back
+        self._cut_tasks: dict[str, set[str]] = {}
         self._pending: dict[str, PendingEntry] = {}
         # The queue in order, as two parallel lists: the order keys (searched by bisection)
         # and the entries (so a read is one list copy, not an unpacking of pairs).
@@ -291,12 +294,14 @@ class MemoryStore:
         )
         if old is None:
             self._host_tasks[spec.id] = {}
+            self._cut_tasks[spec.id] = set()
         self._replace_view(old, view)
         return view
 
     def remove_host(self, host_id: str) -> list[Task]:
         view = self.host(host_id)
         tasks = sorted(self._host_tasks.pop(host_id).values(), key=lambda t: t.id)
+        del self._cut_tasks[host_id]
         for task in tasks:
             del self._tasks[task.id]
         self._group(view).remove(view)
@@ -339,10 +344,13 @@ class MemoryStore:
         on_host = self._host_tasks[host.id]
         booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s,
                        preemptions)
+        cut_tasks = self._cut_tasks[host.id]
         for victim in booking.killed:
             del on_host[victim.id], self._tasks[victim.id]
+            cut_tasks.discard(victim.id)
         for task in (*booking.cut, booking.placed):
             on_host[task.id] = self._tasks[task.id] = task
+            self._note_cut(task)
         self._replace_view(host, booking.host)
         return list(booking.killed)
 
@@ -352,6 +360,7 @@ class MemoryStore:
             raise ConflictError(f"task {task.id!r} is already booked")
         host = self.host(task.host)
         self._host_tasks[host.id][task.id] = self._tasks[task.id] = task
+        self._note_cut(task)
         tally = combine(host.tally, contribution(task, self._classes))
         self._replace_view(host, host.with_tally(tally))
 
@@ -364,6 +373,7 @@ class MemoryStore:
         tally = combine(host.tally, contribution(task, self._classes), -1)
         tally = combine(tally, contribution(resized, self._classes))
         self._tasks[task_id] = self._host_tasks[task.host][task_id] = resized
+        self._note_cut(resized)
         self._replace_view(host, host.with_tally(tally))
         return resized
 
@@ -372,6 +382,7 @@ class MemoryStore:
         if task is None:
             raise NotFoundError(f"no task {task_id!r}")
         del self._host_tasks[task.host][task_id]
+        self._cut_tasks[task.host].discard(task_id)
         host = self._views[task.host]
         tally = combine(host.tally, contribution(task, self._classes), -1)
         self._replace_view(host, host.with_tally(tally))
@@ -380,14 +391,17 @@ class MemoryStore:
     def restore_cuts(self, host_id: str) -> list[TaskRestore]:
         host = self.host(host_id)
         on_host = self._host_tasks[host_id]
-        if not any(task.cut_received for task in on_host.values()):
+        cut_ids = self._cut_tasks[host_id]
+        if not cut_ids:
             return []  # nothing cut here: no change, not even in the change log
-        restores = plan_restores(host, on_host.values(), self._classes)
+        # the cut tasks only, in any order: plan_restores takes nothing else, in its own order
+        restores = plan_restores(host, [on_host[task_id] for task_id in cut_ids], self._classes)
         if not restores:
             return []
         view, restored = apply_restores(host, on_host, restores, self._classes)
         for task in restored:
             on_host[task.id] = self._tasks[task.id] = task
+            self._note_cut(task)
         self._replace_view(host, view)
         return list(restores)
 
@@ -426,6 +440,13 @@ class MemoryStore:
         return True
 
     # -- internals --------------------------------------------------------------------------
+
+    def _note_cut(self, task: Task) -> None:
+        """Keep ``task`` in its host's set of cut tasks exactly when it holds a cut."""
+        if task.cut_received.numerator > 0:
+            self._cut_tasks[task.host].add(task.id)
+        else:
+            self._cut_tasks[task.host].discard(task.id)
 
     def _group(self, view: HostView) -> _Group:
         key = (view.region, view.host_class)

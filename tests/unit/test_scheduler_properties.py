@@ -194,6 +194,9 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert host.region is self.store.bounds.classify(host.util)
             expected = sorted(tasks_by_host.get(host.id, []), key=lambda t: (-t.cls, t.util, t.id))
             assert self.store.tasks_on(host.id) == expected
+            # the store's index of cut tasks (restore_cuts reads only those)
+            assert self.store._cut_tasks[host.id] == {
+                t.id for t in tasks_by_host.get(host.id, []) if t.cut_received > 0}
 
     @invariant()
     def twin_has_the_same_books(self) -> None:
