@@ -76,6 +76,10 @@ MODULES: tuple[str, ...] = (
     "measure.host_time",
     "measure.recorder",
     "measure.service_levels",
+    "monitor.core",
+    "workloads.cluster",
+    "workloads.thesis",
+    "workloads.trace",
 )
 
 ENV = "GREENSWARM_NATIVE"
