@@ -14,12 +14,22 @@ from domain.model import HostView, Task
 from domain.tally import combine
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Booking:
     host: HostView  # the host after the decision (new tally; region and utilization unchanged)
     killed: tuple[Task, ...]  # removed, as they were booked
     cut: tuple[Task, ...]  # the cut tasks as they are after the decision
     placed: Task  # the new task
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, host: HostView, killed: tuple[Task, ...], cut: tuple[Task, ...],
+                 placed: Task) -> None:
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "killed", killed)
+        object.__setattr__(self, "cut", cut)
+        object.__setattr__(self, "placed", placed)
 
 
 def book(

@@ -17,7 +17,7 @@ class Pass(StrEnum):
     PREEMPT = "preempt"  # the QoS-driven policy's preemption (DESIGN 3.11)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TaskCut:
     """A running task shrunk to make room: its new resources and its new total cut."""
 
@@ -29,8 +29,21 @@ class TaskCut:
     cpu_freed: int
     memory_freed: int
 
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, task: str, host: str, cpu_shares: int, memory: int,
+                 cut_received: Fraction, cpu_freed: int, memory_freed: int) -> None:
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "cpu_shares", cpu_shares)
+        object.__setattr__(self, "memory", memory)
+        object.__setattr__(self, "cut_received", cut_received)
+        object.__setattr__(self, "cpu_freed", cpu_freed)
+        object.__setattr__(self, "memory_freed", memory_freed)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Decision:
     """Where a request goes (or why it does not), and what has to give way for it."""
 
@@ -50,6 +63,29 @@ class Decision:
     # How long the policy took to decide, in milliseconds (set by the scheduler); None for a
     # retry that was not decided because no host changed since its last try could take it.
     decision_ms: float | None = field(default=None, compare=False)
+
+    # By hand (init=False), as TaskCut's.
+    def __init__(
+        self, request: Request, placed: bool, host: str | None = None,
+        pass_: Pass | None = None, cpu_shares: int = 0, memory: int = 0,
+        cut_received: Fraction = Fraction(0), cuts: tuple[TaskCut, ...] = (),
+        kills: tuple[str, ...] = (), new_class: int | None = None, reason: str = "",
+        explain: tuple[str, ...] = (), policy: str = "", decision_ms: float | None = None,
+    ) -> None:
+        object.__setattr__(self, "request", request)
+        object.__setattr__(self, "placed", placed)
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "pass_", pass_)
+        object.__setattr__(self, "cpu_shares", cpu_shares)
+        object.__setattr__(self, "memory", memory)
+        object.__setattr__(self, "cut_received", cut_received)
+        object.__setattr__(self, "cuts", cuts)
+        object.__setattr__(self, "kills", kills)
+        object.__setattr__(self, "new_class", new_class)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "explain", explain)
+        object.__setattr__(self, "policy", policy)
+        object.__setattr__(self, "decision_ms", decision_ms)
 
     @classmethod
     def refused(

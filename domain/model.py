@@ -74,7 +74,7 @@ def check_fraction_of_one(value: object, field_name: str) -> float:
     return number
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Request:
     """What a client asks to run; resources are the original (uncut) ones."""
 
@@ -85,6 +85,19 @@ class Request:
     memory: int
     constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
 
+    # Written by hand (init=False), as the generated one would be: compiled, it makes a
+    # request several times faster (see native.loader; tests/unit/test_dataclass_inits.py
+    # checks it against the fields).
+    def __init__(self, id: str, cls: int, type: TaskType, cpu_shares: int, memory: int,
+                 constraints: tuple[Constraint, ...] = ()) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "cls", cls)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "cpu_shares", cpu_shares)
+        object.__setattr__(self, "memory", memory)
+        object.__setattr__(self, "constraints", constraints)
+        self.__post_init__()
+
     def __post_init__(self) -> None:
         check_id(self.id)
         check_class(self.cls)
@@ -92,7 +105,7 @@ class Request:
         check_int(self.memory, "memory", 1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Task:
     """A request running on a host, as the Task Registry books it.
 
@@ -118,6 +131,30 @@ class Task:
     pending_s: float = 0.0
     preemptions: int = 0  # times it was taken off a host before this placement
     constraints: tuple[Constraint, ...] = ()  # its request's, kept for rescheduling
+
+    # By hand (init=False) for compiled construction speed, as Request's.
+    def __init__(self, id: str, host: str, cls: int, type: TaskType, cpu_shares: int,
+                 memory: int, original_cpu_shares: int, original_memory: int,
+                 cut_received: Fraction = Fraction(0), cpu_util: float = 0.0,
+                 memory_util: float = 0.0, started_at: float = 0.0, executed_s: float = 0.0,
+                 pending_s: float = 0.0, preemptions: int = 0,
+                 constraints: tuple[Constraint, ...] = ()) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "cls", cls)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "cpu_shares", cpu_shares)
+        object.__setattr__(self, "memory", memory)
+        object.__setattr__(self, "original_cpu_shares", original_cpu_shares)
+        object.__setattr__(self, "original_memory", original_memory)
+        object.__setattr__(self, "cut_received", cut_received)
+        object.__setattr__(self, "cpu_util", cpu_util)
+        object.__setattr__(self, "memory_util", memory_util)
+        object.__setattr__(self, "started_at", started_at)
+        object.__setattr__(self, "executed_s", executed_s)
+        object.__setattr__(self, "pending_s", pending_s)
+        object.__setattr__(self, "preemptions", preemptions)
+        object.__setattr__(self, "constraints", constraints)
 
     @property
     def util(self) -> float:
@@ -195,7 +232,7 @@ def check_labels(raw: object, field_name: str = "labels") -> tuple[tuple[str, st
     return tuple(sorted(raw.items()))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class HostView:
     """A read-only snapshot of one host, as the scheduler sees it.
 
@@ -221,6 +258,26 @@ class HostView:
     # The room of every pass (domain.capacity.ROOM_KEYS order), derived from the fields above
     # whenever a view is made, so a changed copy can never carry stale rooms.
     rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+
+    # By hand (init=False) for compiled construction speed, as Request's.
+    def __init__(self, id: str, cpu_capacity: int, memory_capacity: int, cpu_util: float,
+                 memory_util: float, region: Region, tally: tuple[int, ...],
+                 cpu_limits: tuple[int, ...], memory_limits: tuple[int, ...],
+                 address: str = "", util_at: float | None = None,
+                 windows: LoadWindows | None = None) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "cpu_capacity", cpu_capacity)
+        object.__setattr__(self, "memory_capacity", memory_capacity)
+        object.__setattr__(self, "cpu_util", cpu_util)
+        object.__setattr__(self, "memory_util", memory_util)
+        object.__setattr__(self, "region", region)
+        object.__setattr__(self, "tally", tally)
+        object.__setattr__(self, "cpu_limits", cpu_limits)
+        object.__setattr__(self, "memory_limits", memory_limits)
+        object.__setattr__(self, "address", address)
+        object.__setattr__(self, "util_at", util_at)
+        object.__setattr__(self, "windows", windows)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         object.__setattr__(

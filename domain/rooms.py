@@ -25,11 +25,19 @@ class RoomKind(StrEnum):
     KILL = "kill"  # if every task a request of class ``cls`` may kill were killed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RoomKey:
     kind: RoomKind
     cls: int = 0  # CUT: the new host class; KILL: the request class
     job: bool = False  # KILL: whether the request is a job (class-4 services become victims)
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, kind: RoomKind, cls: int = 0, job: bool = False) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "cls", cls)
+        object.__setattr__(self, "job", job)
 
 
 SIMPLE_ROOM = RoomKey(RoomKind.SIMPLE)

@@ -127,7 +127,7 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-@dataclass
+@dataclass(init=False)
 class ServiceClock:
     """The service one request received, from its admission at ``admitted_s``.
 
@@ -150,6 +150,28 @@ class ServiceClock:
     run_started_s: float | None = None  # its current run's start (work since it is lost on a kill)
     lost_s: float = 0.0  # run time lost to kills (a killed job restarts from scratch)
     starts_at_s: float | None = None  # when the current placement's container is taken to run
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(
+        self, admitted_s: float, phase: Phase = Phase.NEW, since_s: float = 0.0,
+        executed_s: float = 0.0, pending_s: float = 0.0, allocation_s: float = 0.0,
+        placements: int = 0, preemptions: int = 0, run_started_s: float | None = None,
+        lost_s: float = 0.0, starts_at_s: float | None = None,
+    ) -> None:
+        self.admitted_s = admitted_s
+        self.phase = phase
+        self.since_s = since_s
+        self.executed_s = executed_s
+        self.pending_s = pending_s
+        self.allocation_s = allocation_s
+        self.placements = placements
+        self.preemptions = preemptions
+        self.run_started_s = run_started_s
+        self.lost_s = lost_s
+        self.starts_at_s = starts_at_s
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         self.since_s = self.admitted_s
@@ -250,7 +272,7 @@ class ServiceClock:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ServiceLevel:
     """One request's figures at a moment."""
 
@@ -262,6 +284,19 @@ class ServiceLevel:
     overhead: float  # C
     preemptions: int
     lost_s: float
+
+    # By hand (init=False), as ServiceClock's.
+    def __init__(self, executed_s: float, pending_s: float, availability: float,
+                 objective: float, qos: float, overhead: float, preemptions: int,
+                 lost_s: float) -> None:
+        object.__setattr__(self, "executed_s", executed_s)
+        object.__setattr__(self, "pending_s", pending_s)
+        object.__setattr__(self, "availability", availability)
+        object.__setattr__(self, "objective", objective)
+        object.__setattr__(self, "qos", qos)
+        object.__setattr__(self, "overhead", overhead)
+        object.__setattr__(self, "preemptions", preemptions)
+        object.__setattr__(self, "lost_s", lost_s)
 
     @property
     def met(self) -> bool:

@@ -51,7 +51,7 @@ class RequestStatus(StrEnum):
     WAITING = "waiting"  # still waiting (queued, or a victim) when the run ended
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RequestLevel:
     """One line of ``requests.jsonl``."""
 
@@ -62,6 +62,19 @@ class RequestLevel:
     met_slo: bool
     preemptions: int
     status: RequestStatus
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, id: str, cls: int, type: TaskType, availability: float,
+                 met_slo: bool, preemptions: int, status: RequestStatus) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "cls", cls)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "availability", availability)
+        object.__setattr__(self, "met_slo", met_slo)
+        object.__setattr__(self, "preemptions", preemptions)
+        object.__setattr__(self, "status", status)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "class": self.cls, "type": self.type.value,

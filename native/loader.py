@@ -250,8 +250,15 @@ def loaded_modules() -> dict[str, str]:
 
 
 def _rebuild(cls: Any, state: dict[str, Any]) -> Any:
-    """An instance of a compiled class from its attributes, past a frozen ``__setattr__``."""
-    instance = cls.__new__(cls)
+    """An instance of a compiled class from its attributes, past a frozen ``__setattr__``.
+
+    A class with its own ``__init__`` (a dataclass declared ``init=False``) is made by it:
+    mypyc's ``__new__`` calls a compiled ``__init__``, with the arguments it is given."""
+    if cls.__dataclass_params__.init:
+        instance = cls.__new__(cls)
+    else:
+        instance = cls(**{f.name: state[f.name] for f in dataclasses.fields(cls)
+                          if f.init and f.name in state})
     for name, value in state.items():
         object.__setattr__(instance, name, value)
     return instance
@@ -268,9 +275,10 @@ def _reduce_frozen(instance: Any) -> tuple[Any, ...]:
 def make_picklable() -> int:
     """Let the compiled core's frozen dataclasses cross processes (``--jobs``): mypyc restores
     a pickled instance with ``setattr``, which a frozen dataclass refuses, where pure Python
-    writes its ``__dict__``. Registers a reducer (``copyreg``) for each such class of the
-    compiled modules imported so far; returns how many (0 when the core is pure). Call it in
-    the process that pickles, after the imports."""
+    writes its ``__dict__``. So too those with a hand-written ``__init__`` (``init=False``),
+    which mypyc's ``__new__`` calls: without its arguments, it fails. Registers a reducer
+    (``copyreg``) for each such class of the compiled modules imported so far; returns how
+    many (0 when the core is pure). Call it in the process that pickles, after the imports."""
     count = 0
     for name in MODULES:
         module = sys.modules.get(name)
@@ -280,7 +288,8 @@ def make_picklable() -> int:
         for value in list(vars(module).values()):
             if (isinstance(value, type) and value.__module__ == name
                     and hasattr(value, "__mypyc_attrs__") and dataclasses.is_dataclass(value)
-                    and value.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+                    and (value.__dataclass_params__.frozen  # type: ignore[attr-defined]
+                         or not value.__dataclass_params__.init)):  # type: ignore[attr-defined]
                 copyreg.pickle(value, _reduce_frozen)
                 count += 1
     return count

@@ -46,7 +46,7 @@ DEFAULT_RETRY_LIMIT = 32
 NOT_RETRIED = "no host that changed since its last try could take it"
 
 
-@dataclass
+@dataclass(init=False)
 class Outcome:
     """What one event led to, in the order it was applied."""
 
@@ -61,6 +61,24 @@ class Outcome:
     waiting: list[Decision] = field(default_factory=list)
     # cuts given back once the decisions were applied, in order (DESIGN 3.8)
     restored: list[TaskRestore] = field(default_factory=list)
+
+    # Written by hand (init=False), as the generated one would be but for a default
+    # factory's parameter, None here: compiled (see native.loader), the dataclass's own
+    # __init__ stays interpreted and is several times slower (one outcome per event).
+    # tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(
+        self, decisions: list[Decision] | None = None, applied: list[Decision] | None = None,
+        killed: list[Task] | None = None, queued: list[PendingEntry] | None = None,
+        refused: list[Decision] | None = None, waiting: list[Decision] | None = None,
+        restored: list[TaskRestore] | None = None,
+    ) -> None:
+        self.decisions = [] if decisions is None else decisions
+        self.applied = [] if applied is None else applied
+        self.killed = [] if killed is None else killed
+        self.queued = [] if queued is None else queued
+        self.refused = [] if refused is None else refused
+        self.waiting = [] if waiting is None else waiting
+        self.restored = [] if restored is None else restored
 
     def decision_for(self, request_id: str) -> Decision | None:
         for decision in (*self.applied, *self.refused, *self.waiting):
