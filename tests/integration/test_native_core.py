@@ -189,3 +189,14 @@ def test_builds_of_the_same_sources_reuse_the_cache_and_wait_for_each_other(buil
 def test_a_bad_setting_is_an_error() -> None:
     with pytest.raises(loader.NativeCoreError, match="use auto, 0"):
         loader.decide("yes")
+
+
+def test_hand_written_inits_hold_compiled_too(built: Path) -> None:
+    """tests/unit/test_dataclass_inits.py runs pure; its checks that hold compiled, and a
+    pickle round trip (mypyc's ``__new__`` calls a compiled ``__init__``), in the build."""
+    from tests.unit.test_dataclass_inits import HAND_WRITTEN, ids
+
+    done = run("1", script=ROOT / "tests" / "support" / "native_inits.py", timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"core": "compiled", "classes": [ids(cls) for cls in HAND_WRITTEN]}
