@@ -152,13 +152,21 @@ def power_w(
 # --- windows ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class UtilSample:
     """One sample (or a window's average) of CPU and memory utilization, optionally power."""
 
     cpu_util: float
     memory_util: float
     power_w: float | None = None
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, cpu_util: float, memory_util: float, power_w: float | None = None) -> None:
+        object.__setattr__(self, "cpu_util", cpu_util)
+        object.__setattr__(self, "memory_util", memory_util)
+        object.__setattr__(self, "power_w", power_w)
 
 
 def average(samples: Sequence[UtilSample]) -> UtilSample | None:
@@ -305,11 +313,17 @@ def decide_host_update(
     return HostUpdate(cpu, memory, current.power_w)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TaskUtil:
     task_id: str
     cpu_util: float
     memory_util: float
+
+    # By hand (init=False), as UtilSample's.
+    def __init__(self, task_id: str, cpu_util: float, memory_util: float) -> None:
+        object.__setattr__(self, "task_id", task_id)
+        object.__setattr__(self, "cpu_util", cpu_util)
+        object.__setattr__(self, "memory_util", memory_util)
 
     def payload(self) -> dict[str, str | float]:
         return {

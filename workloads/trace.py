@@ -121,7 +121,7 @@ class TraceHeader:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TraceRequest:
     """One request of the trace. ``request_class`` is the JSON key ``class``."""
 
@@ -135,6 +135,25 @@ class TraceRequest:
     makespan_s: float
     request_rate: int | None = None
     constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
+
+    # Written by hand (init=False), as the generated one would be: compiled (see
+    # native.loader), the dataclass's own __init__ stays interpreted and is several times
+    # slower. tests/unit/test_dataclass_inits.py checks it against the fields.
+    def __init__(self, t_s: float, id: str, request_class: int, type: TaskType,
+                 workload: Workload, cpu_shares: int, memory_bytes: int, makespan_s: float,
+                 request_rate: int | None = None,
+                 constraints: tuple[Constraint, ...] = ()) -> None:
+        object.__setattr__(self, "t_s", t_s)
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "request_class", request_class)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "cpu_shares", cpu_shares)
+        object.__setattr__(self, "memory_bytes", memory_bytes)
+        object.__setattr__(self, "makespan_s", makespan_s)
+        object.__setattr__(self, "request_rate", request_rate)
+        object.__setattr__(self, "constraints", constraints)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         # Checked once here, whoever builds it; ints for times are stored as floats.

@@ -32,8 +32,10 @@ from domain.restore import TaskRestore
 from domain.rooms import RoomKey, RoomKind
 from domain.slo import Phase, ServiceClock, ServiceLevel
 from measure.service_levels import RequestLevel, RequestStatus
+from monitor.core import TaskUtil, UtilSample
 from native.loader import MODULES
 from scheduler.service import Outcome
+from workloads.trace import TraceRequest, Workload
 
 
 def hand_written_inits() -> list[type[Any]]:
@@ -100,6 +102,11 @@ EXAMPLES: dict[type[Any], Callable[[], Any]] = {
                                                Decision.refused(_request(), "wait")],
         [TaskRestore("task-1", "host-1", 300, 4000, Fraction(0), 100, 1000)],
     ),
+    TraceRequest: lambda: TraceRequest(1.5, "req-1", 2, TaskType.SERVICE, Workload.REDIS, 300,
+                                       4000, 600.0, 50, (Constraint.parse("node.id==h1",
+                                                                          "constraints"),)),
+    UtilSample: lambda: UtilSample(0.25, 0.5, 120.0),
+    TaskUtil: lambda: TaskUtil("task-1", 0.25, 0.5),
 }
 
 
