@@ -41,6 +41,8 @@ NODE_GRACE_S = 15.0  # a node must be gone this long before its tasks are resche
 @dataclass
 class _Nodes:
     missing_since: dict[str, float] = field(default_factory=dict)
+    # jobs whose Swarm task is done, but not ended yet: when the reconciliation first saw it
+    done_since: dict[str, float] = field(default_factory=dict)
 
 
 class SwarmSync:
@@ -137,6 +139,9 @@ class SwarmSync:
 
     def _reconcile(self) -> None:
         services = {info.task_id: info for info in self.backend.services()}
+        done_since = self._nodes.done_since
+        for task_id in [t for t in done_since if t not in services]:
+            del done_since[task_id]  # its service is gone (ended by its agent's report)
         for info in services.values():
             self._reconcile_service(info)
         for task in self.store.tasks():
@@ -165,7 +170,13 @@ class SwarmSync:
         # Only jobs end on a task state: a service's newest task is briefly 'failed' between a
         # crash and the restart Swarm gives it; a service ends when stopped or when it vanishes.
         if done and is_job and task is not None:
-            self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
+            # The node's agent reports the exit with what Swarm's task does not say (whether
+            # the kernel killed it out of memory): Swarm's state ends the job only when no
+            # report came within the grace (the agent is down, or the node gone).
+            first = self._nodes.done_since.setdefault(info.task_id, self.clock())
+            if self.clock() - first >= self.settings.exit_report_grace_s:
+                del self._nodes.done_since[info.task_id]
+                self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
         elif done and is_job and self.by_swarm:  # finished before it was ever booked
             self.backend.remove(info.task_id)
             final = RequestStatus.COMPLETED if finished else RequestStatus.FAILED

@@ -51,6 +51,9 @@ class ManagerSettings:
     agent_port: int = 8081
     sync_interval_s: float = 5.0  # node discovery and reconciliation with Swarm
     retry_interval_s: float = 10.0  # pending queue retried at least this often
+    # a job Swarm shows done waits this long for its agent's report (which says whether the
+    # kernel killed it out of memory) before it is ended from Swarm's state alone
+    exit_report_grace_s: float = 10.0
     swarm_pending_timeout_s: float = 60.0  # 'swarm' policy: refuse what Swarm cannot start
     threads: int = 8  # WSGI worker threads
     service_prefix: str = "gs-"

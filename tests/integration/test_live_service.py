@@ -518,6 +518,29 @@ def test_an_out_of_memory_kill_is_reported_as_such(live: Live) -> None:
     assert (ended["kind"], ended["status"], ended.get("oom")) == ("ended", "failed", True)
 
 
+def test_an_out_of_memory_kill_stays_one_when_swarm_sees_the_end_first(live: Live) -> None:
+    # The manager's reconciliation (every second here) can see Swarm's task failed before the
+    # node's agent reports the exit; only the agent's report says "out of memory". Stopping
+    # the agent makes that order certain: Swarm shows the job failed for several
+    # reconciliations before the agent, started again, reports it. Swarm's state must not
+    # end the job meanwhile (it did: the end then said nothing of the memory).
+    live.stop_manager()
+    live.settings["GREENSWARM_EXIT_REPORT_GRACE_S"] = "60"
+    live.start_manager()
+    live.stop_agent()
+    live.submit("greedy", 3, "job", 100, "16m", ["dd", "if=/dev/zero", "of=/dev/null",
+                                                  "bs=64M", "count=4"])
+    service = live.docker.services.get(f"{live.prefix}-greedy")
+    poll(lambda: any(t["Status"]["State"] == "failed" for t in service.tasks()), 60,
+         "Swarm to show the job failed")
+    time.sleep(3)  # three reconciliations see it failed, with no report from the agent
+    assert live.request("greedy")["status"] not in ("failed", "completed")
+    live.start_agent()
+    record = live.wait_status("greedy", "failed")
+    ended = record["history"][-1]
+    assert (ended["kind"], ended["status"], ended.get("oom")) == ("ended", "failed", True)
+
+
 def test_listing_tasks_survives_a_service_removed_meanwhile(
     live: Live, docker_socket: str, busybox_image: str
 ) -> None:
