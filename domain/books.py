@@ -22,6 +22,15 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
     """
     if task.cls <= new_class:
         return None
+    sizes = _cut_sizes(task, new_class, classes)
+    if sizes is None:
+        return None
+    return classes.request_cut(task.cls, new_class), sizes[0], sizes[1]
+
+
+def _cut_sizes(task: Task, new_class: int, classes: ClassTable) -> tuple[int, int] | None:
+    """``cut_target``'s new CPU shares and memory (``new_class`` below the task's class),
+    without the total cut: a store sums these on every change of a task."""
     # total = t(tk) - t(nc) = n/d, > 0 as tk > nc; compared with the cut received in integers
     # (denominators > 0), which is exact and much cheaper than Fraction's operators
     n, d = classes.request_cut_ratio(task.cls, new_class)
@@ -32,14 +41,12 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
     memory = min(task.memory, after_cut_ratio(task.original_memory, n, d))
     if cpu == task.cpu_shares and memory == task.memory:
         return None
-    return classes.request_cut(task.cls, new_class), cpu, memory
+    return cpu, memory
 
 
 def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
-    """The tally of a host that runs only ``task``.
-
-    Its cut sums are ``cut_target`` for each stricter class, written out with the task's
-    fields read once (a store computes this on every change of a task)."""
+    """The tally of a host that runs only ``task`` (its cut sums: ``cut_target``'s, for each
+    stricter host class)."""
     values = [0] * TALLY_SIZE
     cls = task.cls
     cpu_shares, memory = task.cpu_shares, task.memory
@@ -50,18 +57,9 @@ def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
     if cls == 4 and task.type == "service":
         values[SVC4_CPU] = cpu_shares
         values[SVC4_MEM] = memory
-    if cls > 1:  # only a stricter host class (1, 2, 3 below the task's) cuts it
-        received = task.cut_received
-        received_n, received_d = received.numerator, received.denominator
-        original_cpu, original_memory = task.original_cpu_shares, task.original_memory
-        for new_class in range(1, min(cls, 4)):
-            n, d = classes.request_cut_ratio(cls, new_class)
-            if n * received_d <= received_n * d:
-                continue  # no allowance left
-            cpu = min(cpu_shares, after_cut_ratio(original_cpu, n, d))
-            cut_memory = min(memory, after_cut_ratio(original_memory, n, d))
-            if cpu == cpu_shares and cut_memory == memory:
-                continue  # rounding leaves it unchanged
-            values[CUT_CPU + new_class - 1] = cpu_shares - cpu
-            values[CUT_MEM + new_class - 1] = memory - cut_memory
+    for new_class in range(1, min(cls, 4)):  # only a stricter host class (1-3) cuts it
+        sizes = _cut_sizes(task, new_class, classes)
+        if sizes is not None:
+            values[CUT_CPU + new_class - 1] = cpu_shares - sizes[0]
+            values[CUT_MEM + new_class - 1] = memory - sizes[1]
     return tuple(values)

@@ -173,8 +173,9 @@ class SwarmSync:
             # The node's agent reports the exit with what Swarm's task does not say (whether
             # the kernel killed it out of memory): Swarm's state ends the job only when no
             # report came within the grace (the agent is down, or the node gone).
-            first = self._nodes.done_since.setdefault(info.task_id, self.clock())
-            if self.clock() - first >= self.settings.exit_report_grace_s:
+            now = self.clock()
+            first = self._nodes.done_since.setdefault(info.task_id, now)
+            if now - first >= self.settings.exit_report_grace_s:
                 del self._nodes.done_since[info.task_id]
                 self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
         elif done and is_job and self.by_swarm:  # finished before it was ever booked
