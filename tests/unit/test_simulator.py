@@ -3,7 +3,9 @@ determinism. Small hand-made traces whose outcome can be computed by hand."""
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from domain.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
+from sim import engine
 from sim.config import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, SimResult
 from sim.engine import ProgressCallback, Simulation
 from sim.profiles import DEFAULT_PROFILES, Profiles, Step, UsageProfile
@@ -450,3 +453,55 @@ def test_qos_rounds_at_simultaneous_job_ends_keep_the_books(seed: int) -> None:
     assert metrics.requests == len(requests)
     assert metrics.kills > 0  # the rounds preempted
     sim.check_books()
+
+
+def test_a_run_pauses_the_cyclic_collector_and_gives_it_back_as_it_was() -> None:
+    """The run collects cyclic garbage itself (sim.engine): the automatic collector is off
+    while it runs, and on again afterwards, with nothing left frozen, even when it fails."""
+    seen: list[tuple[bool, int]] = []
+    sim = thesis_sim("energy", seed=1, duration_s=300.0)
+    sim.progress = lambda t_s, end_s: seen.append((gc.isenabled(), gc.get_freeze_count()))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    sim.run()
+    assert seen and not any(enabled for enabled, _ in seen)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+    failing = thesis_sim("energy", seed=1, duration_s=300.0)
+
+    def fail(t_s: float, end_s: float) -> None:
+        raise RuntimeError("stop")
+
+    failing.progress = fail
+    with pytest.raises(RuntimeError, match="stop"):
+        failing.run()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()  # a caller that had it off keeps it off
+    try:
+        thesis_sim("energy", seed=1, duration_s=60.0).run()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_run_s_own_collections_free_cyclic_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cycles made during a run are still freed: by the run's own passes (made frequent here)
+    and, for those made after the last pass, by the collector once it is back."""
+    monkeypatch.setattr(engine, "_GC_EVERY_EVENTS", 100)
+    refs: list[weakref.ref[Any]] = []
+    dead_by_the_next_call: list[bool] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    def progress(t_s: float, end_s: float) -> None:
+        if refs:  # 2,000 events later: passes of the run came between
+            dead_by_the_next_call.append(refs[-1]() is None)
+        refs.append(weakref.ref(Cycle()))
+
+    sim = thesis_sim("energy", seed=1, duration_s=3600.0)
+    sim.progress = progress
+    sim.run()
+    assert len(dead_by_the_next_call) > 2 and all(dead_by_the_next_call)
+    gc.collect()
+    assert refs[-1]() is None
