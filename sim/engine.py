@@ -235,19 +235,20 @@ class Simulation:
         # what it allocated since the last pass, every _GC_EVERY_EVENTS events, and freezes
         # the survivors (gc.freeze: never traversed again until the end); memory and results
         # are the same.
+        # (A caller that froze objects itself keeps them frozen: the run then only collects.)
         collecting = gc.isenabled()
-        frozen_before = gc.get_freeze_count()
+        freezing = gc.get_freeze_count() == 0
         gc.disable()
         try:
-            self._loop()
+            self._loop(freezing)
         finally:
-            if frozen_before == 0:  # (objects someone else froze stay frozen)
+            if freezing:
                 gc.unfreeze()
             if collecting:
                 gc.enable()
         return self._finish(time.perf_counter() - wall_start)
 
-    def _loop(self) -> None:
+    def _loop(self, freezing: bool) -> None:
         end_s = self.end_s
         heap = self._heap
         arrival = next(self._arrivals, None)
@@ -277,7 +278,8 @@ class Simulation:
                 progress(t, end_s)
             if self._events % _GC_EVERY_EVENTS == 0:
                 gc.collect()
-                gc.freeze()
+                if freezing:
+                    gc.freeze()
         if progress is not None:
             progress(end_s, end_s)
 

@@ -483,6 +483,25 @@ def test_a_run_pauses_the_cyclic_collector_and_gives_it_back_as_it_was() -> None
         gc.enable()
 
 
+def test_a_run_leaves_what_its_caller_froze_frozen_and_freezes_nothing_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine, "_GC_EVERY_EVENTS", 100)
+    kept = [object() for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(kept)
+        seen: list[int] = []
+        sim = thesis_sim("energy", seed=1, duration_s=900.0)
+        sim.progress = lambda t_s, end_s: seen.append(gc.get_freeze_count())
+        sim.run()
+        assert len(seen) > 1 and set(seen) == {frozen}  # collected, never frozen by the run
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_the_run_s_own_collections_free_cyclic_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cycles made during a run are still freed: by the run's own passes (made frequent here)
     and, for those made after the last pass, by the collector once it is back."""
