@@ -39,9 +39,12 @@ NODE_GRACE_S = 15.0  # a node must be gone this long before its tasks are resche
 
 
 @dataclass
-class _Nodes:
+class _Waits:
+    """What the reconciliation waits out before it acts, each by when it first saw it."""
+
+    # nodes gone from Swarm: their tasks are rescheduled after NODE_GRACE_S
     missing_since: dict[str, float] = field(default_factory=dict)
-    # jobs whose Swarm task is done, but not ended yet: when the reconciliation first saw it
+    # jobs whose Swarm task is done, not ended yet: ended from Swarm's state after the grace
     done_since: dict[str, float] = field(default_factory=dict)
 
 
@@ -68,7 +71,7 @@ class SwarmSync:
         self.clock = clock
         self.queue_retry = queue_retry
         self.by_swarm = by_swarm
-        self._nodes = _Nodes()
+        self._waits = _Waits()
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -106,7 +109,7 @@ class SwarmSync:
                 or self.settings.agent_url
                 or f"http://{node.address}:{self.settings.agent_port}"
             )
-            self._nodes.missing_since.pop(node.id, None)
+            self._waits.missing_since.pop(node.id, None)
             host = known.get(node.id)
             wanted = (node.cpu_shares, node.memory_bytes, node.address)
             if host is None or (host.cpu_capacity, host.memory_capacity, host.address) != wanted:
@@ -114,7 +117,7 @@ class SwarmSync:
                 joined = True
         drained = {n.id for n in nodes if n.availability is NodeAvailability.DRAIN}
         for host_id in set(known) - present:
-            first = self._nodes.missing_since.setdefault(host_id, now)
+            first = self._waits.missing_since.setdefault(host_id, now)
             if host_id in drained or now - first >= NODE_GRACE_S:
                 self.host_lost(host_id, "drained" if host_id in drained else "left the Swarm")
         paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
@@ -125,7 +128,7 @@ class SwarmSync:
             self.queue_retry()
 
     def host_lost(self, host_id: str, why: str = "left the Swarm") -> None:
-        self._nodes.missing_since.pop(host_id, None)
+        self._waits.missing_since.pop(host_id, None)
         log.warning("host %s %s: rescheduling its tasks", host_id, why)
         tasks = {t.id for t in self.store.tasks_on(host_id)}
         for task_id in tasks:
@@ -139,7 +142,7 @@ class SwarmSync:
 
     def _reconcile(self) -> None:
         services = {info.task_id: info for info in self.backend.services()}
-        done_since = self._nodes.done_since
+        done_since = self._waits.done_since
         for task_id in [t for t in done_since if t not in services]:
             del done_since[task_id]  # its service is gone (ended by its agent's report)
         for info in services.values():
@@ -174,9 +177,9 @@ class SwarmSync:
             # the kernel killed it out of memory): Swarm's state ends the job only when no
             # report came within the grace (the agent is down, or the node gone).
             now = self.clock()
-            first = self._nodes.done_since.setdefault(info.task_id, now)
+            first = self._waits.done_since.setdefault(info.task_id, now)
             if now - first >= self.settings.exit_report_grace_s:
-                del self._nodes.done_since[info.task_id]
+                del self._waits.done_since[info.task_id]
                 self._end_from_swarm(info, EndStatus.FINISHED if finished else EndStatus.FAILED)
         elif done and is_job and self.by_swarm:  # finished before it was ever booked
             self.backend.remove(info.task_id)
