@@ -206,17 +206,19 @@ def run_submit(args: argparse.Namespace) -> int:
     return _wait(api, record["id"], record["type"], args.timeout_s)
 
 
+# "killed-and-rescheduled": a manager before issue 28 kept it for a request running again
+RUNNING = frozenset({"running", "killed-and-rescheduled"})
+
+
 def _wait(api: ManagerClient, request_id: str, kind: str, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         record = api.get(f"/requests/{request_id}")
         status = record["status"]
-        done = status in FINAL or (
-            kind == "service" and status in {"running", "killed-and-rescheduled"}
-        )
+        done = status in FINAL or (kind == "service" and status in RUNNING)
         if done:
             print(f"{request_id}: {status}")
-            return 0 if status in {"completed", "running", "killed-and-rescheduled"} else 1
+            return 0 if status == "completed" or status in RUNNING else 1
         time.sleep(1.0)
     print(f"{request_id}: still {status} after {timeout_s:.0f} s", file=sys.stderr)
     return 1

@@ -292,8 +292,8 @@ def test_a_kill_reschedules_the_victim_on_another_node_with_its_original_resourc
     decision = answer["decision"]
     assert (decision["pass"], answer["request"]["host"], decision["kills"]) == \
         ("kill", hot, [hog]), decision
-    poll(lambda: cluster.request(hog)["status"] == "killed-and-rescheduled", 60,
-         f"{hog} to be rescheduled")
+    poll(lambda: cluster.request(hog)["status"] == "running" and cluster.request(hog)["kills"],
+         60, f"{hog} to be rescheduled")
     record = cluster.request(hog)
     assert record["host"] == spare
     assert record["current"] == record["original"] == {"cpu_shares": 128, "memory": 32 * 2**20}
