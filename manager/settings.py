@@ -65,6 +65,8 @@ class ManagerSettings:
     # GET /metrics (DESIGN 11) also takes this bearer token, so that Prometheus need not hold
     # the shared one (which can submit and stop requests); empty: the shared token only.
     metrics_token: str = ""
+    # Dashboard sessions (DESIGN 9, manager/sessions.py) end this long after logging in.
+    session_max_age_s: float = 12 * 3600.0
     # The SPECpower table the hosts' power is estimated with (`greenswarm bench power-tables`).
     power_table: str = DEFAULT_POWER_TABLE
     # The class table and region bounds (GREENSWARM_OVERBOOKING_MODEL, _LEE_BELOW, _EED_ABOVE)
@@ -160,6 +162,9 @@ class ManagerSettings:
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
+        if not 1 <= self.session_max_age_s <= 30 * 86400:
+            raise ValidationError(f"{ENV_PREFIX}SESSION_MAX_AGE_S",
+                                  "must be between 1 s and 30 days")
         check_id(self.federation_name, f"{ENV_PREFIX}FEDERATION_NAME")
         if not 0 < self.peer_refresh_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}PEER_REFRESH_S", "must be between 0 and 3600 s")
