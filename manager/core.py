@@ -44,6 +44,7 @@ from host_registry.redis_store import RedisStore, redis_errors
 from manager.agents import AgentClient
 from manager.deployments import DeploymentRecords, DeploymentStatus
 from manager.effects import Effects
+from manager.history import History, build_sample
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
 from manager.peering import Forward, Forwarded, Peering
@@ -117,6 +118,8 @@ class Manager:
         self.metrics = ManagerMetrics(StateCollector(
             store.all_hosts, self.host_name, store.pending, records.counts, clock, self.power,
             self.slo_classes))
+        self.history = History(store.client, settings.redis_prefix, settings.history_interval_s,
+                               settings.history_keep_s)
         self.effects = Effects(store, records, backend, agents, self.room_freed,
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
@@ -159,6 +162,8 @@ class Manager:
             if now >= next_retry:
                 next_retry = now + self.settings.retry_interval_s
                 self.queue_retry()
+            if self.history.due(now):
+                self._sample()
 
     def _prepare_records(self) -> None:
         """Before any write: records of an earlier version's statuses take today's, and the SLO
@@ -179,6 +184,16 @@ class Manager:
             self.power.meter(self.clock(), self.store.all_hosts())
         except GreenSwarmError as exc:
             log.warning("power: cannot read the hosts: %s", exc)
+
+    def _sample(self) -> None:
+        """One sample of the cluster into the manager's history (DESIGN 11)."""
+        try:
+            now, hosts = self.clock(), list(self.store.all_hosts())
+            self.history.record(build_sample(
+                now, hosts, self.power.hosts(hosts, now), self.power.energy,
+                len(self.store.pending()), self.slo_classes(now)))
+        except GreenSwarmError as exc:
+            log.warning("history: no sample: %s", exc)
 
     def _sync_logged(self) -> None:
         try:
