@@ -3,9 +3,9 @@ capped Redis stream, for the dashboard's charts over time.
 
 The manager's timer takes a sample every ``GREENSWARM_HISTORY_INTERVAL_S`` (10 s by default)
 and the stream keeps ``GREENSWARM_HISTORY_KEEP_S`` of them (a day by default: 8,640 samples of
-about 400 bytes, some 3.5 MB); the oldest is trimmed as each new one comes. ``GET /history`` reads them after a cursor, as
-``GET /events`` reads events. Nothing here walks the requests: a sample reads the hosts, the
-queue's length, the SLO tally and the metered energy.
+about 400 bytes, some 3.5 MB); the oldest is trimmed as each new one comes. ``GET /history``
+reads them after a cursor, as ``GET /events`` reads events. Nothing here walks the requests:
+a sample reads the hosts, the queue's length, the SLO tally and the metered energy.
 
 =====================  =========================================================================
  key                    holds
