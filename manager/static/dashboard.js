@@ -221,7 +221,7 @@
     const label = (scale) => (v) => (v === null ? "" : defs[0].pct ? +v.toFixed(1) + "%"
       : scale === "kWh" ? +v.toPrecision(3) + ""
       : Math.abs(v) >= 1000 ? +(v / 1000).toFixed(1) + "k" : String(+v.toFixed(2)));
-    const axes = [{}, ...scales.map((scale, i) => ({ scale, side: i === 0 ? 3 : 1, size: 48,
+    const axes = [{}, ...scales.map((scale, i) => ({ scale, side: i === 0 ? 3 : 1, size: 56,
       grid: { show: i === 0 }, values: (u, ticks) => ticks.map(label(scale)) }))];
     const opts = {
       width: Math.max(200, box.clientWidth), height: 130,
