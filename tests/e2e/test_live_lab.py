@@ -367,7 +367,9 @@ def test_the_dashboard_and_a_prometheus_see_the_labs_three_nodes(
             "return [...document.querySelectorAll('tr.host .host-name')].map((e) => e.textContent);")
         assert set(shown) == hostnames
         host = cluster.request(first)["host"]
-        browser.find_element(By.CSS_SELECTOR, f'tr.host[data-host="{host}"] .expand').click()
+        browser.execute_script(  # in one script: the rows are redrawn every 2 s
+            "document.querySelector('tr.host[data-host=\"' + arguments[0] + '\"] .expand')"
+            ".click();", host)
         wait(browser, lambda d: d.find_elements(
             By.CSS_SELECTOR, f'tr[data-host-tasks="{host}"] li[data-task="{first}"]'),
             "the placed request on its host, opened")

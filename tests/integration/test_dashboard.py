@@ -45,7 +45,8 @@ def test_the_dashboard_shows_hosts_requests_and_events_live(
         "const r = document.querySelector(arguments[0]);"
         "return [r.querySelector('.host-name').textContent, !!r.querySelector('td.estimated')];",
         row) == [hostname, True]
-    browser.find_element(By.CSS_SELECTOR, row + " .expand").click()  # its tasks, when opened
+    browser.execute_script(  # its tasks, when opened (in one script: rows are redrawn)
+        "document.querySelector(arguments[0] + ' .expand').click();", row)
     wait(browser, lambda d: d.find_elements(
         By.CSS_SELECTOR, f'tr[data-host-tasks="{live.node_id}"] li[data-task="d1"]'),
         "the placed request on its host")
