@@ -136,8 +136,8 @@ class Manager:
 
     def start(self) -> None:
         """Start the loop, reconcile with the Swarm once, then keep doing so on a timer."""
+        self._prepare_records()  # before the loop runs: nothing else writes yet, no time limit
         self.loop.start()
-        self.loop.call(self._prepare_records)
         try:
             self.loop.call(self.swarm.sync)
         except GreenSwarmError as exc:
