@@ -227,7 +227,10 @@
       width: Math.max(200, box.clientWidth), height: 130,
       legend: { show: true, live: false },
       cursor: { show: true },
-      scales: Object.fromEntries([["x", { time: true }], ...scales.map((s) => [s, { auto: true }])]),
+      // counts and shares from 0 (a share up to 100 % at least); power and energy as they vary
+      scales: Object.fromEntries([["x", { time: true }], ...scales.map((s) => [s,
+        s === "W" || s === "kWh" ? { auto: true }
+          : { range: (u, min, max) => [0, Math.max(defs[0].pct ? 100 : 1, (max || 0) * 1.1)] }])]),
       axes,
       series: [{}, ...defs.map((d) => ({ label: d.label, stroke: d.stroke, scale: d.scale || "y", width: 1.5,
         dash: d.dash, paths: d.step ? uPlot.paths.stepped({ align: 1 }) : undefined, spanGaps: false }))],

@@ -122,6 +122,7 @@ def big_manager(redis_srv: RedisServer) -> Iterator[tuple[Manager, str]]:
         yield manager, f"http://127.0.0.1:{port}"
     finally:
         server.close()
+        server.task_dispatcher.shutdown()  # its worker threads too
         manager.stop()
         store.flush()
 
