@@ -425,7 +425,9 @@ def run_undeploy(args: argparse.Namespace) -> int:
 def _event_line(event: dict[str, Any], names: dict[str, str]) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("t") or 0))
     host = event.get("host")
-    where = f"  on {names.get(host, host)}" if host else ""
+    where = ""
+    if host:  # the server's name first: it names hosts that left too
+        where = f"  on {event.get('host_name') or names.get(host, host)}"
     return f"{stamp}  {event['request']:<20}  {event['kind']:<12}{where}  {event.get('reason', '')}"
 
 
@@ -452,7 +454,8 @@ def run_events(args: argparse.Namespace) -> int:
             page = api.get(f"/events?since={cursor}&limit=1000")
             cursor = page["next"]
             for event in page["events"]:
-                if event.get("host") and event["host"] not in names:
+                if event.get("host") and not event.get("host_name") \
+                        and event["host"] not in names:
                     names = _host_names(api)
                 print(json.dumps(event) if args.json else _event_line(event, names), flush=True)
             if len(page["events"]) < 1000:
