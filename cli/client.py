@@ -206,17 +206,19 @@ def run_submit(args: argparse.Namespace) -> int:
     return _wait(api, record["id"], record["type"], args.timeout_s)
 
 
+# "killed-and-rescheduled": a manager before issue 28 kept it for a request running again
+RUNNING = frozenset({"running", "killed-and-rescheduled"})
+
+
 def _wait(api: ManagerClient, request_id: str, kind: str, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         record = api.get(f"/requests/{request_id}")
         status = record["status"]
-        done = status in FINAL or (
-            kind == "service" and status in {"running", "killed-and-rescheduled"}
-        )
+        done = status in FINAL or (kind == "service" and status in RUNNING)
         if done:
             print(f"{request_id}: {status}")
-            return 0 if status in {"completed", "running", "killed-and-rescheduled"} else 1
+            return 0 if status == "completed" or status in RUNNING else 1
         time.sleep(1.0)
     print(f"{request_id}: still {status} after {timeout_s:.0f} s", file=sys.stderr)
     return 1
@@ -423,7 +425,9 @@ def run_undeploy(args: argparse.Namespace) -> int:
 def _event_line(event: dict[str, Any], names: dict[str, str]) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("t") or 0))
     host = event.get("host")
-    where = f"  on {names.get(host, host)}" if host else ""
+    where = ""
+    if host:  # the server's name first: it names hosts that left too
+        where = f"  on {event.get('host_name') or names.get(host, host)}"
     return f"{stamp}  {event['request']:<20}  {event['kind']:<12}{where}  {event.get('reason', '')}"
 
 
@@ -450,7 +454,8 @@ def run_events(args: argparse.Namespace) -> int:
             page = api.get(f"/events?since={cursor}&limit=1000")
             cursor = page["next"]
             for event in page["events"]:
-                if event.get("host") and event["host"] not in names:
+                if event.get("host") and not event.get("host_name") \
+                        and event["host"] not in names:
                     names = _host_names(api)
                 print(json.dumps(event) if args.json else _event_line(event, names), flush=True)
             if len(page["events"]) < 1000:

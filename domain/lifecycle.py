@@ -39,11 +39,10 @@ class TaskEnd:
 
 class RequestStatus(StrEnum):
     PENDING = "pending"  # waiting in the pending queue (queued, or a victim without a place)
-    RUNNING = "running"
+    RUNNING = "running"  # placed (again, after a kill: its history and kill count say so)
     COMPLETED = "completed"  # a job that exited 0
     FAILED = "failed"  # exited non-zero, or could not be started
     REJECTED = "rejected"  # no pass placed it and the client did not ask to queue
-    KILLED_AND_RESCHEDULED = "killed-and-rescheduled"  # killed to make room, running elsewhere
     STOPPED = "stopped"  # stopped by the client (DELETE /requests/{id})
 
 

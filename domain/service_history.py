@@ -27,10 +27,12 @@ Pure: the moment to evaluate at is given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from domain.events import Event, EventKind
-from domain.slo import ServiceClock, ServiceLevel
+from domain.slo import Phase, ServiceClock, ServiceLevel
 
 _STOPS = frozenset({EventKind.KILLED, EventKind.PREEMPTED, EventKind.HOST_LOST})
 _ENDS = frozenset({EventKind.REJECTED, EventKind.ENDED, EventKind.STOPPED, EventKind.VANISHED})
@@ -40,6 +42,87 @@ def service_level(
     history: Sequence[Event], *, now: float, objective: float, alpha_s: float, is_job: bool,
 ) -> ServiceLevel | None:
     """The request's figures at ``now`` (or at its end); None without a dated ``submitted``."""
+    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job)
+    if replayed is None:
+        return None
+    clock, refused, _ = replayed
+    clock.settle(now)
+    level = clock.at(max(now, clock.since_s), objective, alpha_s)
+    if refused:  # refused at once: it received nothing
+        return ServiceLevel(0.0, level.pending_s, 0.0, objective, level.qos, 0.0, 0, 0.0)
+    return level
+
+
+@dataclass(frozen=True, slots=True)
+class SloOutlook:
+    """Whether a request meets its objective (A >= sigma) as of its last event, and the moments
+    after it when that changes if nothing else happens: A falls while it waits and rises while
+    it runs, so a waiting request stops meeting it and a running one may start to. At most two
+    changes: an allocation that is not measured falls, then rises once its start is due."""
+
+    final: bool  # it is over: its verdict is for good
+    meets: bool
+    flips: tuple[float, ...]
+
+    def meets_at(self, t: float) -> bool:
+        return self.meets != (sum(1 for f in self.flips if f <= t) % 2 == 1)
+
+
+def slo_outlook(
+    history: Sequence[Event], *, objective: float, alpha_s: float, is_job: bool,
+) -> SloOutlook | None:
+    """The request's verdict from its history (DESIGN 3.10: it met its SLO if A >= sigma when
+    it ended; a request refused at once missed it); None without a dated ``submitted``.
+    What :func:`service_level` says at any later moment, from its last event on."""
+    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job)
+    if replayed is None:
+        return None
+    clock, refused, last_t = replayed
+    if refused:
+        return SloOutlook(True, False, ())
+    level = clock.at(max(last_t, clock.since_s), objective, alpha_s)
+    meets = level.availability >= objective
+    if clock.phase is Phase.DONE:
+        return SloOutlook(True, meets, ())
+    # g = e - sigma (e + p): A >= sigma while g >= 0; it moves at a constant rate per phase
+    g = level.executed_s - objective * (level.executed_s + level.pending_s)
+    segments: list[tuple[float, float, float]] = []  # (from, to, rate of g)
+    start = max(last_t, clock.since_s)
+    if clock.phase is Phase.ALLOCATING and clock.starts_at_s is not None:
+        due = max(start, clock.starts_at_s)
+        segments.append((start, due, _rate(clock, Phase.ALLOCATING, objective)))
+        segments.append((due, math.inf, 1.0 - objective))
+    else:
+        segments.append((start, math.inf, _rate(clock, clock.phase, objective)))
+    flips: list[float] = []
+    now_meets = g >= 0
+    for begin, end, rate in segments:
+        if (now_meets and rate < 0) or (not now_meets and rate > 0):
+            at = begin + (-g / rate if rate else math.inf)
+            if at < end:
+                flips.append(at)
+                now_meets = not now_meets
+        if end < math.inf:
+            g += rate * (end - begin)
+    return SloOutlook(False, meets, tuple(flips))
+
+
+def _rate(clock: ServiceClock, phase: Phase, objective: float) -> float:
+    """How fast e - sigma (e + p) moves in ``phase``: e grows while it runs, p while it waits
+    (and while a placement after its first allocates); nothing moves in its first allocation."""
+    if phase is Phase.RUNNING:
+        return 1.0 - objective
+    if phase in (Phase.NEW, Phase.WAITING) or (
+            phase is Phase.ALLOCATING and clock.placements > 1):
+        return -objective
+    return 0.0
+
+
+def _replay(
+    history: Sequence[Event], *, alpha_s: float, is_job: bool,
+) -> tuple[ServiceClock, bool, float] | None:
+    """The request's clock after its events (time order), whether it was refused at once, and
+    its last event's moment; None without a dated ``submitted`` first."""
     events = sorted((e for e in history if e.t is not None), key=lambda e: e.t or 0.0)
     if not events or events[0].kind is not EventKind.SUBMITTED:
         return None
@@ -50,9 +133,11 @@ def service_level(
     placed_ever = False
     waited = False  # it waited in the queue (its first placement was not on its arrival)
     refused = False
+    last_t = first_t
     for event in events[1:]:
         t = event.t
         assert t is not None
+        last_t = t
         clock.settle(t)
         kind = event.kind
         if kind is EventKind.QUEUED or (kind is EventKind.SWARM and not event.host):
@@ -69,8 +154,5 @@ def service_level(
             refused = kind is EventKind.REJECTED and not placed_ever
             clock.ended(t)
             break
-    clock.settle(now)
-    level = clock.at(max(now, clock.since_s), objective, alpha_s)
-    if refused:  # refused at once: it received nothing
-        return ServiceLevel(0.0, level.pending_s, 0.0, objective, level.qos, 0.0, 0, 0.0)
-    return level
+    clock.settle(last_t)
+    return clock, refused, last_t

@@ -17,6 +17,7 @@ from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
 EVENT_CURSOR = re.compile(r"0|\$|[0-9]{1,20}-[0-9]{1,20}")
+HISTORY_CURSOR = re.compile(r"0|[0-9]{1,20}-[0-9]{1,20}")
 
 
 def manager() -> Manager:
@@ -146,8 +147,37 @@ def events() -> Response:
     if not EVENT_CURSOR.fullmatch(since):
         raise ValidationError("since", "must be a cursor that GET /events gave, 0 or $")
     limit = _int_arg("limit", 100, 1, 1000)
-    found, cursor = manager().records.events(since, limit)
+    manager_ = manager()
+    found, cursor = manager_.records.events(since, limit)
+    for event in found:  # its host by name, a host that left included
+        host = event.get("host")
+        if isinstance(host, str) and host and event.get("cluster") is None:
+            event["host_name"] = manager_.host_name(host)
     return jsonify({"events": found, "next": cursor})
+
+
+@blueprint.get("/slo")
+def slo() -> Response:
+    """Per class, its requests by SLO state now and the share that met or meet their
+    objective (DESIGN 3.10, 11), from the tally the records keep."""
+    allow_only(dict(request.args), set())
+    manager_ = manager()
+    return jsonify({"classes": [row.to_json() for row in manager_.slo_classes(manager_.clock())]})
+
+
+@blueprint.get("/history")
+def history() -> Response:
+    """The manager's samples of the cluster (DESIGN 11; one per GREENSWARM_HISTORY_INTERVAL_S,
+    a day kept), oldest first, after the cursor ``since`` ("0": the oldest kept)."""
+    allow_only(dict(request.args), {"since", "limit"})
+    since = request.args.get("since", "0")
+    if not HISTORY_CURSOR.fullmatch(since):
+        raise ValidationError("since", "must be a cursor that GET /history gave, or 0")
+    limit = _int_arg("limit", 1000, 1, 10_000)
+    manager_ = manager()
+    samples, cursor = manager_.history.read(since, limit)
+    return jsonify({"interval_s": manager_.history.interval_s, "samples": samples,
+                    "next": cursor})
 
 
 @blueprint.get("/metrics")

@@ -12,6 +12,7 @@ import task_registry.api
 from host_registry.events import Registry
 from manager import dashboard
 from manager.core import Manager, ManagerEvents
+from manager.sessions import DashboardSessions
 from web import edge as web
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,9 @@ def create_app(manager_: Manager) -> Flask:
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
                                             manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
+    settings = manager_.settings
+    app.extensions[dashboard.SESSIONS_KEY] = DashboardSessions(
+        manager_.store.client, settings.redis_prefix, settings.token, settings.session_max_age_s)
     app.register_blueprint(manager.api.blueprint)
     app.register_blueprint(dashboard.blueprint)
     app.register_blueprint(host_registry.api.blueprint)

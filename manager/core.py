@@ -40,10 +40,11 @@ from federation.peers import (
 )
 from federation.placement import ClusterLink, Refusal
 from host_registry.power import RedisPowerReadings
-from host_registry.redis_store import RedisStore
+from host_registry.redis_store import RedisStore, redis_errors
 from manager.agents import AgentClient
 from manager.deployments import DeploymentRecords, DeploymentStatus
 from manager.effects import Effects
+from manager.history import History, build_sample
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
 from manager.peering import Forward, Forwarded, Peering
@@ -51,6 +52,7 @@ from manager.power import PowerView
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
+from manager.slo_tally import ClassFulfilment, SloTally
 from manager.spec import parse_deployment, parse_spec
 from manager.swarm import SwarmBackend
 from scheduler.plugin import PlacedBy
@@ -111,8 +113,13 @@ class Manager:
         self.power = PowerView(settings.power_model, RedisPowerReadings(store.client,
                                                                         settings.redis_prefix),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
+        self.slo_tally = SloTally(store.client, settings.redis_prefix, self.slo,
+                                  settings.allocation_s)
         self.metrics = ManagerMetrics(StateCollector(
-            store.all_hosts, self.host_name, store.pending, records.counts, clock, self.power))
+            store.all_hosts, self.host_name, store.pending, records.counts, clock, self.power,
+            self.slo_classes))
+        self.history = History(store.client, settings.redis_prefix, settings.history_interval_s,
+                               settings.history_keep_s)
         self.effects = Effects(store, records, backend, agents, self.room_freed,
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
@@ -129,6 +136,7 @@ class Manager:
 
     def start(self) -> None:
         """Start the loop, reconcile with the Swarm once, then keep doing so on a timer."""
+        self._prepare_records()  # before the loop runs: nothing else writes yet, no time limit
         self.loop.start()
         try:
             self.loop.call(self.swarm.sync)
@@ -154,6 +162,21 @@ class Manager:
             if now >= next_retry:
                 next_retry = now + self.settings.retry_interval_s
                 self.queue_retry()
+            if self.history.due(now):
+                self._sample()
+
+    def _prepare_records(self) -> None:
+        """Before any write: records of an earlier version's statuses take today's, and the SLO
+        tally is kept from now on (rebuilt when it is missing or was made otherwise)."""
+        moved = self.records.migrate_statuses()
+        if moved:
+            log.info("%d records moved from an earlier version's statuses", moved)
+        self.records.keep_tally(self.slo_tally)
+
+    def slo_classes(self, now: float) -> list[ClassFulfilment]:
+        """Each class's requests by SLO state at ``now`` (DESIGN 3.10, 11), from the tally."""
+        with redis_errors():
+            return self.slo_tally.classes(now)
 
     def _meter_power(self) -> None:
         """The cluster's power now, into its kWh so far (every sync interval)."""
@@ -161,6 +184,16 @@ class Manager:
             self.power.meter(self.clock(), self.store.all_hosts())
         except GreenSwarmError as exc:
             log.warning("power: cannot read the hosts: %s", exc)
+
+    def _sample(self) -> None:
+        """One sample of the cluster into the manager's history (DESIGN 11)."""
+        try:
+            now, hosts = self.clock(), list(self.store.all_hosts())
+            self.history.record(build_sample(
+                now, hosts, self.power.hosts(hosts, now), self.power.energy,
+                len(self.store.pending()), self.slo_classes(now)))
+        except GreenSwarmError as exc:
+            log.warning("history: no sample: %s", exc)
 
     def _sync_logged(self) -> None:
         try:

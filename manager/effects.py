@@ -105,14 +105,13 @@ class Effects:
             )
             self.room_freed(host)
             return
-        killed_before = record.kills > 0  # taken off a host before: this is a reschedule
-        status = RequestStatus.KILLED_AND_RESCHEDULED if killed_before else RequestStatus.RUNNING
+        # running, whether it ran before or not: its history and kill count say it was killed
         self.records.update(
             request_id,
             Event(EventKind.PLACED, f"placed: {decision.reason}", pass_=decision.pass_,
                   policy=decision.policy or None, victims=decision.kills,
                   cuts=tuple(cut.task for cut in decision.cuts)),
-            status=status,
+            status=RequestStatus.RUNNING,
             host=host,
             service_id=service_id,
             cpu_shares=decision.cpu_shares,

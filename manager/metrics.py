@@ -13,7 +13,15 @@ that several managers in one process, as in the tests, do not mix):
   CPU shares and memory, capacities, overbooking factor, task count, estimated watts (the
   energy model at its utilization and memory in use, DESIGN 7.4) and measured watts (RAPL,
   where its monitor reads it); the pending queue's length,
-  its oldest wait and its lowest Q; the requests by status.
+  its oldest wait and its lowest Q; the requests by status;
+* what an operator asks first (DESIGN 11): the cluster's energy since the manager started,
+  ``greenswarm_energy_kwh_total{source}`` (estimated, and measured where hosts read RAPL; metered
+  every sync interval), and per class its requests by SLO state,
+  ``greenswarm_slo_requests{class, state}`` (met, missed: over; meeting, missing: active, now),
+  its fulfilment ``greenswarm_slo_fulfilment_ratio{class}`` (the share that met or meets its
+  objective; absent while a class has no request) and ``greenswarm_slo_objective{class}``. The
+  SLO figures come from the tally the records keep as they change (manager/slo_tally.py): a
+  scrape reads a few counters, never a request's history.
 
 A scrape that cannot read Redis yields the counters and ``greenswarm_up 0`` rather than an
 error, so Prometheus keeps the series it can.
@@ -26,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from domain.errors import GreenSwarmError
@@ -34,6 +42,7 @@ from domain.lifecycle import RequestStatus
 from domain.model import HostView
 from domain.pending import PendingEntry
 from manager.power import PowerView
+from manager.slo_tally import ClassFulfilment
 from scheduler.service import Outcome
 
 log = logging.getLogger(__name__)
@@ -44,15 +53,17 @@ DECISION_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 HostsReader = Callable[[], Iterable[HostView]]
 PendingReader = Callable[[], list[PendingEntry]]
 StatusCounter = Callable[[], dict[RequestStatus, int]]
+SloReader = Callable[[float], list[ClassFulfilment]]
 
 
 class StateCollector(Collector):
     """The gauges, read from the registries on every scrape."""
 
     def __init__(self, hosts: HostsReader, names: Callable[[str], str], pending: PendingReader,
-                 statuses: StatusCounter, clock: Callable[[], float], power: PowerView) -> None:
+                 statuses: StatusCounter, clock: Callable[[], float], power: PowerView,
+                 slo: SloReader | None = None) -> None:
         self._hosts, self._names, self._pending, self._statuses = hosts, names, pending, statuses
-        self._clock, self._power = clock, power
+        self._clock, self._power, self._slo = clock, power, slo
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("greenswarm_up", "1 when the registries could be read")
@@ -122,6 +133,35 @@ class StateCollector(Collector):
         for status in RequestStatus:
             requests.add_metric([status.value], float(counts.get(status, 0)))
         yield requests
+        yield from self._first_asked(now)
+
+    def _first_asked(self, now: float) -> Iterator[Metric]:
+        """The cluster's kWh and each class's SLO fulfilment (DESIGN 11)."""
+        energy = CounterMetricFamily("greenswarm_energy_kwh",
+                                     "the cluster's energy since the manager started (kWh)",
+                                     labels=["source"])
+        energy.add_metric(["estimated"], self._power.energy.estimated_kwh)
+        energy.add_metric(["measured"], self._power.energy.measured_kwh)
+        yield energy
+        if self._slo is None:
+            return
+        states = GaugeMetricFamily("greenswarm_slo_requests",
+                                   "requests by SLO state: met, missed (over), meeting, missing "
+                                   "(active, now)", labels=["class", "state"])
+        share = GaugeMetricFamily("greenswarm_slo_fulfilment_ratio",
+                                  "the share of a class's requests that met or meet their "
+                                  "objective (DESIGN 3.10)", labels=["class"])
+        objective = GaugeMetricFamily("greenswarm_slo_objective",
+                                      "the availability objective of the class", labels=["class"])
+        for row in self._slo(now):
+            cls = str(row.cls)
+            for state, value in (("met", row.met), ("missed", row.missed),
+                                 ("meeting", row.meeting), ("missing", row.missing)):
+                states.add_metric([cls, state], float(value))
+            if row.fulfilment is not None:
+                share.add_metric([cls], row.fulfilment)
+            objective.add_metric([cls], row.objective)
+        yield from (states, share, objective)
 
 
 class ManagerMetrics:

@@ -296,6 +296,27 @@ POWER = _object(
     },
     ["hosts", "cluster"],
 )
+SLO_CLASSES = _object(
+    {
+        "classes": _list(_object(
+            {"class": INT, "objective": NUMBER, "met": INT, "missed": INT, "meeting": INT,
+             "missing": INT, "requests": INT, "fulfilment": _nullable(NUMBER)},
+            ["class", "objective", "met", "missed", "meeting", "missing", "requests",
+             "fulfilment"],
+        )),
+    },
+    ["classes"],
+)
+HISTORY_SAMPLE = _object(
+    {
+        "t": NUMBER, "hosts_on": INT, "estimated_w": NUMBER, "measured_w": _nullable(NUMBER),
+        "estimated_kwh": NUMBER, "measured_kwh": NUMBER, "cpu_util": NUMBER,
+        "memory_util": NUMBER, "cpu_allocated": NUMBER, "memory_allocated": NUMBER,
+        "queue": INT, "tasks": INT,
+        "slo": {"type": "object", "additionalProperties": _nullable(NUMBER)},
+    },
+    ["t", "hosts_on", "estimated_w", "estimated_kwh", "queue"],
+)
 SERVICE_LEVEL = _object(
     {
         "availability": NUMBER,
@@ -682,13 +703,28 @@ def document() -> dict[str, Any]:
             "/events": {"get": _op(
                 "get", "every request's typed events as written, oldest first, after a cursor",
                 answer=_object({"events": _list(_object({"id": STRING, "request": STRING,
-                                                         "kind": STRING, "t": NUMBER},
+                                                         "kind": STRING, "t": NUMBER,
+                                                         "host": STRING, "host_name": STRING},
                                                         ["id", "request", "kind"])),
                                 "next": STRING}, ["events", "next"]),
                 errors=("400", "503"),
                 params=[_query("since", {"type": "string",
                                          "pattern": "^(0|\\$|[0-9]{1,20}-[0-9]{1,20})$"}),
                         _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000})],
+            )},
+            "/slo": {"get": _op("get", "per class, its requests by SLO state now (met, "
+                                "missed: over; meeting, missing: active) and the share that "
+                                "met or meet their objective", answer=SLO_CLASSES,
+                                errors=("400", "503"))},
+            "/history": {"get": _op(
+                "get", "the manager's samples of the cluster (one per interval, a day kept), "
+                "oldest first, after a cursor",
+                answer=_object({"interval_s": NUMBER, "samples": _list(HISTORY_SAMPLE),
+                                "next": STRING}, ["interval_s", "samples", "next"]),
+                errors=("400", "503"),
+                params=[_query("since", {"type": "string",
+                                         "pattern": "^(0|[0-9]{1,20}-[0-9]{1,20})$"}),
+                        _query("limit", {"type": "integer", "minimum": 1, "maximum": 10000})],
             )},
             "/metrics": {"get": metrics},
             "/power": {"get": _op("get", "each host's power, estimated and measured (RAPL), "

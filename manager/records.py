@@ -11,6 +11,8 @@
                                     typed events are converted when read, see legacy_event)
  ``{p}:requests``                   sorted set: every request id by creation time
  ``{p}:requests:{status}``          set: the ids in one status, for ``GET /requests?status=``
+ ``{p}:slo:...``                    the per-class SLO tally, written with the records
+                                    (manager/slo_tally.py)
  ``{p}:events``                     stream: every history event of every request as it is
                                     written (fields ``request`` and ``event``, its JSON), the
                                     last ``EVENTS_KEPT`` or so, for ``GET /events``; the
@@ -29,12 +31,22 @@ from typing import Any
 
 import redis
 
-from domain.errors import NotFoundError, ValidationError
+from domain.errors import NotFoundError, UnavailableError, ValidationError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
+from manager.slo_tally import SloTally
 
 EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
+WRITE_TRIES = 20  # a record written by someone else meanwhile: read it again, this often
+# Statuses written by earlier versions, and what they mean now. "killed-and-rescheduled" was
+# the status of a request that ran again after a kill, for good: a status is what a request is
+# now (running), its history says it was killed.
+LEGACY_STATUSES = {"killed-and-rescheduled": RequestStatus.RUNNING}
+
+
+def read_status(raw: str) -> RequestStatus:
+    return LEGACY_STATUSES.get(raw) or RequestStatus(raw)
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,51 @@ class RequestRecords:
     def __init__(self, client: redis.Redis, prefix: str = "gs") -> None:
         self._redis: Any = client  # decode_responses=True: replies are str (see redis_store)
         self.prefix = prefix
+        self.tally: SloTally | None = None  # the per-class SLO tally, kept with every write
+
+    def keep_tally(self, tally: SloTally) -> None:
+        """Keep ``tally`` with every write from now on; rebuilt from every record first when
+        it was made with other objectives (or never). Call before the records are written."""
+        self.tally = tally
+        with redis_errors():
+            if not tally.is_current():
+                self._rebuild_tally(tally)
+
+    def _rebuild_tally(self, tally: SloTally, batch: int = 500) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        tally.clear(pipe)
+        pipe.execute()
+        ids = list(self._redis.zrange(f"{self.prefix}:requests", 0, -1))
+        for start in range(0, len(ids), batch):
+            chunk = ids[start:start + batch]
+            reads = self._redis.pipeline(transaction=False)
+            for request_id in chunk:
+                reads.hget(self._key(request_id), "spec")
+                reads.lrange(self._key(request_id) + ":history", 0, -1)
+            found = reads.execute()
+            writes = self._redis.pipeline(transaction=False)
+            for i, request_id in enumerate(chunk):
+                spec, history = found[2 * i], found[2 * i + 1]
+                if spec is None:
+                    continue
+                verdict = tally.verdict(json.loads(spec), _events(history))
+                tally.stage(writes, request_id, self._key(request_id), None, verdict)
+            writes.execute()
+
+    def migrate_statuses(self) -> int:
+        """Records in a status of an earlier version (LEGACY_STATUSES) take its meaning now;
+        how many moved."""
+        moved = 0
+        with redis_errors():
+            for raw, status in LEGACY_STATUSES.items():
+                old_key = f"{self.prefix}:requests:{raw}"
+                for request_id in self._redis.smembers(old_key):
+                    pipe = self._redis.pipeline(transaction=True)
+                    pipe.smove(old_key, self._status_key(status), request_id)
+                    pipe.hset(self._key(request_id), "status", status.value)
+                    pipe.execute()
+                    moved += 1
+        return moved
 
     @property
     def _events_key(self) -> str:
@@ -125,9 +182,13 @@ class RequestRecords:
             )
             pipe.zadd(f"{self.prefix}:requests", {request_id: now})
             pipe.sadd(self._status_key(RequestStatus.PENDING), request_id)
-            submitted = json.dumps(Event(EventKind.SUBMITTED, "submitted", t=now).to_json())
+            first = Event(EventKind.SUBMITTED, "submitted", t=now)
+            submitted = json.dumps(first.to_json())
             pipe.rpush(self._key(request_id) + ":history", submitted)
             self._stream(pipe, request_id, submitted)
+            if self.tally is not None:
+                self.tally.stage(pipe, request_id, self._key(request_id), None,
+                                 self.tally.verdict(spec, [first]))
             pipe.execute()
 
     def _stream(self, pipe: Any, request_id: str, entry: str) -> None:
@@ -169,25 +230,41 @@ class RequestRecords:
         the event with the record's fields this change set (status, host, resources, ...)."""
         now = time.time()
         key = self._key(request_id)
-        with redis_errors():
-            old_status = self._redis.hget(key, "status")
-            if old_status is None:
-                raise NotFoundError(f"no request {request_id!r}")
-            mapping = {name: "" if value is None else str(value) for name, value in fields_.items()}
-            mapping["updated_at"] = repr(now)
-            detail = {k: v for k, v in fields_.items() if v is not None}
-            pipe = self._redis.pipeline(transaction=True)
-            if status is not None:
-                mapping["status"] = status.value
-                pipe.srem(self._status_key(RequestStatus(old_status)), request_id)
-                pipe.sadd(self._status_key(status), request_id)
-                detail["status"] = status.value
-            pipe.hset(key, mapping=mapping)
-            moment = now if event.t is None else event.t  # a given t: when it happened
-            entry = json.dumps({**replace(event, t=moment).to_json(), **detail})
-            pipe.rpush(key + ":history", entry)
-            self._stream(pipe, request_id, entry)
-            pipe.execute()
+        mapping = {name: "" if value is None else str(value) for name, value in fields_.items()}
+        mapping["updated_at"] = repr(now)
+        detail = {k: v for k, v in fields_.items() if v is not None}
+        if status is not None:
+            mapping["status"] = status.value
+            detail["status"] = status.value
+        moment = now if event.t is None else event.t  # a given t: when it happened
+        entry = json.dumps({**replace(event, t=moment).to_json(), **detail})
+        written = read_event(json.loads(entry))  # as the history will read it back
+        with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            for _ in range(WRITE_TRIES):
+                try:
+                    pipe.watch(key)  # the tally moves the record from what it read
+                    old_status, spec, old_bucket = pipe.hmget(key, "status", "spec", "slo")
+                    if old_status is None:
+                        raise NotFoundError(f"no request {request_id!r}")
+                    verdict = None
+                    if self.tally is not None:
+                        history = _events(pipe.lrange(key + ":history", 0, -1))
+                        verdict = self.tally.verdict(json.loads(spec), [*history, written])
+                    pipe.multi()
+                    if status is not None:
+                        # the old status's set by its stored name (an earlier version's too)
+                        pipe.srem(f"{self.prefix}:requests:{old_status}", request_id)
+                        pipe.sadd(self._status_key(status), request_id)
+                    pipe.hset(key, mapping=mapping)
+                    pipe.rpush(key + ":history", entry)
+                    self._stream(pipe, request_id, entry)
+                    if self.tally is not None:
+                        self.tally.stage(pipe, request_id, key, old_bucket, verdict)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+        raise UnavailableError(f"request {request_id!r} kept changing while it was written")
 
     def get(self, request_id: str) -> RequestRecord:
         key = self._key(request_id)
@@ -201,7 +278,7 @@ class RequestRecords:
         return RequestRecord(
             id=fields_["id"],
             spec=json.loads(fields_["spec"]),
-            status=RequestStatus(fields_["status"]),
+            status=read_status(fields_["status"]),
             host=fields_["host"] or None,
             service_id=fields_["service_id"] or None,
             cpu_shares=int(fields_["cpu_shares"]),
@@ -210,7 +287,7 @@ class RequestRecords:
             kills=int(fields_.get("kills") or 0),  # absent from records written before it
             created_at=float(fields_["created_at"]),
             updated_at=float(fields_["updated_at"]),
-            history=[read_event(json.loads(item)) for item in history],
+            history=_events(history),
             cluster=fields_.get("cluster") or None,  # absent from records written before it
             forwarded_from=fields_.get("forwarded_from") or None,
             host_name=fields_.get("host_name") or None,
@@ -236,7 +313,7 @@ class RequestRecords:
 
     def status_of(self, request_id: str) -> RequestStatus | None:
         raw = self._field(request_id, "status")
-        return RequestStatus(raw) if raw else None
+        return read_status(raw) if raw else None
 
     def kills_of(self, request_id: str) -> int:
         """The record's kill count (0 for a record written before it was kept)."""
@@ -247,6 +324,10 @@ class RequestRecords:
         with redis_errors():
             raw: str | None = self._redis.hget(self._key(request_id), name)
         return raw
+
+
+def _events(raw: list[str]) -> list[Event]:
+    return [read_event(json.loads(item)) for item in raw]
 
 
 def read_event(obj: Mapping[str, Any]) -> Event:

@@ -65,6 +65,12 @@ class ManagerSettings:
     # GET /metrics (DESIGN 11) also takes this bearer token, so that Prometheus need not hold
     # the shared one (which can submit and stop requests); empty: the shared token only.
     metrics_token: str = ""
+    # Dashboard sessions (DESIGN 9, manager/sessions.py) end this long after logging in.
+    session_max_age_s: float = 12 * 3600.0
+    # The manager's own history for the dashboard's charts (manager/history.py): one sample of
+    # the cluster this often, kept this long (a day: 8,640 samples, some 3.5 MB in Redis).
+    history_interval_s: float = 10.0
+    history_keep_s: float = 86400.0
     # The SPECpower table the hosts' power is estimated with (`greenswarm bench power-tables`).
     power_table: str = DEFAULT_POWER_TABLE
     # The class table and region bounds (GREENSWARM_OVERBOOKING_MODEL, _LEE_BELOW, _EED_ABOVE)
@@ -160,6 +166,15 @@ class ManagerSettings:
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
+        if not 1 <= self.session_max_age_s <= 30 * 86400:
+            raise ValidationError(f"{ENV_PREFIX}SESSION_MAX_AGE_S",
+                                  "must be between 1 s and 30 days")
+        if not 0.1 <= self.history_interval_s <= 3600:
+            raise ValidationError(f"{ENV_PREFIX}HISTORY_INTERVAL_S",
+                                  "must be between 0.1 and 3600 s")
+        if not self.history_interval_s <= self.history_keep_s <= 31 * 86400:
+            raise ValidationError(f"{ENV_PREFIX}HISTORY_KEEP_S", "must be at least one "
+                                  "interval (HISTORY_INTERVAL_S) and at most 31 days")
         check_id(self.federation_name, f"{ENV_PREFIX}FEDERATION_NAME")
         if not 0 < self.peer_refresh_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}PEER_REFRESH_S", "must be between 0 and 3600 s")

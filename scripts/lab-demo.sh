@@ -143,7 +143,7 @@ cat <<EOF
 EOF
 show greenswarm submit greenswarm/busybox:latest --name "$p-urgent" --class 1 --type service \
     --cpu-shares 768 --memory 128m -- sleep 1d
-helper wait-status "$p-encode" killed-and-rescheduled --timeout-s 60 \
+helper wait-status "$p-encode" running --kills 1 --timeout-s 60 \
     || die "encode was not rescheduled"
 
 cat <<EOF

@@ -119,9 +119,11 @@ def cmd_wait_region(api: ManagerClient, args: argparse.Namespace) -> int:
 
 def cmd_wait_status(api: ManagerClient, args: argparse.Namespace) -> int:
     def there() -> bool:
-        return bool(api.get(f"/requests/{args.request}")["status"] in args.statuses)
-    return 0 if wait(there, args.timeout_s, f"{args.request} to be {'/'.join(args.statuses)}") \
-        else 1
+        record = api.get(f"/requests/{args.request}")
+        return bool(record["status"] in args.statuses and record["kills"] >= args.kills)
+    again = f" after {args.kills} kill(s)" if args.kills else ""
+    return 0 if wait(there, args.timeout_s,
+                     f"{args.request} to be {'/'.join(args.statuses)}{again}") else 1
 
 
 def _docker_resources(node: str, container_task: str) -> str:
@@ -227,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     status = sub.add_parser("wait-status")
     status.add_argument("request")
     status.add_argument("statuses", nargs="+")
+    status.add_argument("--kills", type=int, default=0,
+                        help="and taken off a host at least this often (running again)")
     status.add_argument("--timeout-s", type=float, default=90.0)
     report = sub.add_parser("report")
     report.add_argument("--prefix", required=True)

@@ -150,6 +150,7 @@ class Stack:
             "GREENSWARM_SERVICE_PREFIX": self.prefix,
             "GREENSWARM_SYNC_INTERVAL_S": "1",
             "GREENSWARM_RETRY_INTERVAL_S": "2",
+            "GREENSWARM_HISTORY_INTERVAL_S": "1",
             "GREENSWARM_MANAGER_URL": self.peer_url,
             "GREENSWARM_AGENT_RECONCILE_INTERVAL_S": "2",
             "GREENSWARM_MONITOR_HOST_INTERVAL_S": "1",

@@ -105,7 +105,7 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
         f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.1, "memory_util": 0.1}
     )  # ...and the monitor sees it
     assert response.json()["region"] == "LEE"
-    record = live.wait_status("victim", "killed-and-rescheduled")
+    record = live.wait_status("victim", "running")  # again: its history says it was killed
     live.wait_resources("victim", (700, 64 * 2**20))
     assert live.running("victim").id != old_container
     kinds = [e["kind"] for e in record["history"]]
@@ -130,7 +130,8 @@ def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> Non
     old_container = live.running("target").id
     response = live.post("/registry/tasks/target/kill", {})
     assert response.status_code == 202, response.text
-    record = live.wait_status("target", "killed-and-rescheduled")
+    poll(lambda: live.request("target")["kills"] == 1, 30, "the kill to be recorded")
+    record = live.wait_status("target", "running")  # what it is now (issue 28, item 7)
     events = record["history"]
     killed = [e for e in events if e["kind"] == "killed" and e["host"] == live.node_id]
     assert len(killed) == 1 and killed[0]["kills"] == 1 and record["kills"] == 1
@@ -451,14 +452,14 @@ def test_fifty_concurrent_submissions_never_overbook_a_host(live: Live) -> None:
 
     # The books equal the running tasks once the manager has carried out every decision (a
     # start is booked before its record says so). A victim placed again from the pending
-    # queue runs under "killed-and-rescheduled".
+    # queue is running again.
     booked: list[tuple[int, int]] = []
 
     def books_match() -> bool:
         host = live.get("/hosts")[0]["cpu_allocated"]
         records = live.get("/requests")  # every request of this manager, in one read
         running = sum(r["current"]["cpu_shares"] for r in records
-                      if r["status"] in ("running", "killed-and-rescheduled"))
+                      if r["status"] == "running")
         booked.append((host, running))
         return host == running
 
@@ -598,7 +599,7 @@ def check_records_registry_and_containers_agree(live: Live, timeout_s: float = 3
     def agree() -> bool:
         last.clear()
         for record in live.get("/requests"):
-            if record["status"] not in ("running", "killed-and-rescheduled"):
+            if record["status"] != "running":
                 continue
             answer = requests.get(f"{live.url}/registry/tasks/{record['id']}", timeout=30,
                                   headers=live.headers())
@@ -679,7 +680,7 @@ def test_a_drained_node_loses_its_tasks_at_once_and_its_monitor_cannot_register_
         assert not live.get("/registry/hosts")
     finally:
         set_availability(live, "active")
-    live.wait_status("mover", "killed-and-rescheduled", timeout_s=30)
+    live.wait_status("mover", "running", timeout_s=30)
 
 
 def test_the_cli_names_nodes_by_hostname_and_stops_requests(
@@ -741,3 +742,34 @@ def test_events_follow_every_request_with_a_cursor(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[2] for line in lines] == ["submitted", "placed", "stopped"]
     assert live.docker.info()["Name"] in lines[1]  # the host by its name
+
+
+def test_a_request_killed_and_placed_again_is_running_in_status_and_metrics(
+    live: Live, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28, item 7: a request killed and placed again kept `killed-and-rescheduled` for
+    good, in `greenswarm status` and out of greenswarm_requests{status="running"}. Its status
+    is what it is now; its history and kill count say it was killed. The metrics also carry
+    the cluster's kWh and its class's SLO state."""
+    from cli.main import main
+    from tests.support.live import TOKEN
+
+    live.submit("again", 2, "service", 300, "64m")
+    assert live.post("/registry/tasks/again/kill", {}).status_code == 202
+    poll(lambda: live.request("again")["kills"] == 1, 30, "the kill to be recorded")
+    record = live.wait_status("again", "running", "killed-and-rescheduled", timeout_s=60)
+    assert record["status"] == "running", record["status"]
+    assert [e["kind"] for e in record["history"]].count("killed") == 1
+    monkeypatch.setenv("GREENSWARM_TOKEN", TOKEN)
+    capsys.readouterr()
+    assert main(["status", "again", "--url", live.url]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("again  running  class 2"), first
+    assert main(["status", "--status", "running", "--ids", "--url", live.url]) == 0
+    assert "again" in capsys.readouterr().out
+    text = requests.get(live.url + "/metrics", headers=live.headers(), timeout=30).text
+    assert 'greenswarm_requests{status="running"} 1.0' in text
+    assert 'greenswarm_energy_kwh_total{source="estimated"}' in text
+    states = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith('greenswarm_slo_requests{class="2"')}
+    assert sum(states.values()) == 1.0, states  # counted once, in one state

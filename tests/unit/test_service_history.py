@@ -137,3 +137,56 @@ def test_offloaded_on_arrival_runs_at_its_peer_like_a_placement_here() -> None:
     refused = service_level([ev(K.SUBMITTED, 0), ev(K.NOT_OFFLOADED, 0), ev(K.REJECTED, 0)],
                             now=10, objective=1.0, alpha_s=1.2, is_job=False)
     assert refused is not None and refused.availability == 0.0
+
+
+# -- the outlook: the verdict from the last event on, without replaying again -----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from domain.service_history import slo_outlook  # noqa: E402
+
+_STEPS = st.lists(st.tuples(st.sampled_from([K.QUEUED, K.PLACED, K.STARTED, K.KILLED,
+                                             K.PREEMPTED, K.HOST_LOST, K.START_FAILED,
+                                             K.CUT, K.ENDED, K.REJECTED]),
+                            st.floats(0, 50)), max_size=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_STEPS, st.sampled_from([1.0, 5 / 6, 2 / 3, 0.5]), st.sampled_from([0.0, 1.2, 7.0]),
+       st.booleans(), st.lists(st.floats(0, 400), min_size=1, max_size=6))
+def test_the_outlook_says_what_the_service_level_says_at_every_later_moment(
+    steps: list[tuple[EventKind, float]], objective: float, alpha_s: float, is_job: bool,
+    later: list[float],
+) -> None:
+    """The metrics' tally (manager/slo_tally.py) keeps each request's outlook from its last
+    event; asked at any later moment it must agree with the full replay of GET /requests/{id}
+    (away from the exact moment of a change, where rounding decides)."""
+    t = 100.0
+    history = [ev(K.SUBMITTED, t)]
+    for kind, gap in steps:
+        t += gap
+        history.append(ev(kind, t, "a" if kind is K.PLACED else None))
+    outlook = slo_outlook(history, objective=objective, alpha_s=alpha_s, is_job=is_job)
+    assert outlook is not None and len(outlook.flips) <= 2
+    for extra in later:
+        now = t + extra
+        if any(abs(now - f) < 1e-6 for f in outlook.flips):
+            continue
+        level = service_level(history, now=now, objective=objective, alpha_s=alpha_s,
+                              is_job=is_job)
+        assert level is not None
+        assert outlook.meets_at(now) == (level.availability >= objective), (now, outlook)
+
+
+def test_a_waiting_request_stops_meeting_its_objective_when_its_slack_is_spent() -> None:
+    """Placed on arrival at 0, running from 0 (measured), killed at 100: e = 100, p = 0. With
+    sigma = 0.5 it meets the objective until p = 100, at 200, unless something happens."""
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.STARTED, 0), ev(K.KILLED, 100)]
+    outlook = slo_outlook(history, objective=0.5, alpha_s=1.2, is_job=False)
+    assert outlook is not None and not outlook.final
+    assert outlook.meets and outlook.flips == (pytest.approx(200.0),)
+    assert outlook.meets_at(199) and not outlook.meets_at(201)
+    refused = slo_outlook([ev(K.SUBMITTED, 0), ev(K.REJECTED, 0)], objective=0.5,
+                          alpha_s=1.2, is_job=False)
+    assert refused is not None and refused.final and not refused.meets
