@@ -20,6 +20,16 @@ lowest allocation first (overbooking factor, then fewer tasks, then id; at most
 Jobs are never moved (a host with a job is never emptied); one host at a time (no plan while
 one is under way); a moved service keeps its original resources (the simple pass places it
 unchanged).
+
+A caller (energy and qos, with the power manager and ``consolidate`` on)::
+
+    if consolidator.due(now):
+        plan = consolidator.plan(store, now, on=book.in_state(PowerState.ON),
+                                 excluded=constrained_out)
+        consolidator.commit(plan, now)           # pins its tasks, marks its host in flight
+        for move in plan.moves:                  # simulator: at once; live: make-before-break
+            ...                                  # (--update-order start-first, new node.id)
+        consolidator.finished()                  # live: once every moved service runs
 """
 
 from __future__ import annotations

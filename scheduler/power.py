@@ -25,6 +25,27 @@ Rules:
 The manager keeps the holds between calls; its caller applies each decision to its
 :class:`domain.power.PowerBook` at once (the simulator), or when its backend switched the host
 (live: ``switch_failed`` drops the holds of a switch that failed).
+
+How a caller (the simulator's engine, the manager's loop) drives it, at each moment ``now``::
+
+    for change in book.tick(now):            # timed (simulator); live: book.settle(...)
+        meter.set_power_state(change.at, change.host, change.new)
+        if change.new is PowerState.ON:
+            retry(power.release(change.host))    # the requests held for it, from the queue
+    scheduler.set_closed_hosts(book.closed())    # only hosts on take work
+    recent.record(now, request.cpu_shares, request.memory)  # each new request, on arrival
+    # a request no host on takes (refused, queued, or placed only by a kill):
+    hold = power.hold(request, power_hosts(), now, exclude=constrained_out)
+    #   hold: it waits in the queue (its wait is pending time) instead of the kill or the
+    #   refusal; hold.decision, if any, is applied (book.apply) and sent to the backend;
+    #   None, and power.would_take(...) None too: refused as before (queue: false)
+    plan = power.plan(power_hosts(), recent, now, waiting=queue_no_host_on_takes)
+    for decision in plan.decisions:              # at least every few seconds, and on task ends
+        change = book.apply(decision, now)       # live: after (or while) the backend switches
+        meter.set_power_state(now, change.host, change.new)
+
+``power_hosts()`` builds one :class:`PowerHost` per host: its view, ``book.get(id)``, when it
+last became empty (None while it holds a task, a booking or a suspended task) and its model.
 """
 
 from __future__ import annotations

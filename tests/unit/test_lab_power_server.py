@@ -8,11 +8,12 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
-from domain.errors import AuthError, UnavailableError, ValidationError
+from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from lab.power_server import make_server, parse_listen, read_token
 from lab.settings import LabPaths, LabSettings
 from manager.power_backends import (
@@ -112,3 +113,56 @@ def test_a_generated_token_is_kept_private_and_reused(settings: LabSettings,
     assert read_token(settings, None)[0] == token
     monkeypatch.setenv("GREENSWARM_TOKEN", "shared")
     assert read_token(settings, None) == ("shared", "GREENSWARM_TOKEN")
+
+
+# -- lab/power.py's pure parts: which node, and what its power is ---------------------------------
+
+
+def _lab_state(settings: LabSettings) -> Any:
+    from dataclasses import replace
+
+    from lab.model import empty_state, node_record
+    from monitor.cgroups import CgroupVersion
+
+    nodes = tuple(replace(node_record(settings, i), swarm_node_id=f"swarm{i}") for i in (1, 2))
+    return replace(empty_state(settings, CgroupVersion.V2), nodes=nodes)
+
+
+def test_a_node_is_found_by_name_swarm_id_or_address(settings: LabSettings) -> None:
+    from lab.power import UnknownNodeError, find_node
+
+    state = _lab_state(settings)
+    assert {find_node(state, ref).name for ref in ("gs-node2", "swarm2", "10.123.0.12")} == {
+        "gs-node2"}
+    with pytest.raises(UnknownNodeError) as info:
+        find_node(state, "gs-node9")
+    assert isinstance(info.value, NotFoundError)
+
+
+def test_a_record_of_off_counts_only_while_the_engine_does_not_run(settings: LabSettings) -> None:
+    from lab.power import NodePower, power_of
+
+    node = _lab_state(settings).nodes[0]
+    records = {"gs-node1": {"state": "off", "since": 123.0}}
+    assert power_of(node, None, records) == (NodePower.OFF, 123.0)
+    assert power_of(node, None, {}) == (NodePower.STOPPED, None)  # died: nobody switched it
+    assert power_of(node, 4242, records, answering=True) == (NodePower.ON, None)
+    assert power_of(node, 4242, records, answering=False) == (NodePower.BOOTING, None)
+
+
+def test_lab_status_shows_a_node_switched_off_as_off_and_the_lab_still_up(
+        settings: LabSettings) -> None:
+    from lab.model import DaemonState, EngineState, SwarmState
+    from lab.status import LabStatus, NodeStatus, render
+
+    def node(name: str, daemon: DaemonState, swarm: SwarmState) -> NodeStatus:
+        return NodeStatus(name, "10.123.0.11", "/run/x.sock", None, daemon,
+                          EngineState.SILENT, swarm, "swarm1", 0.5, 512 * 2**20,
+                          f"/greenswarm-lab/{name}", None, None)
+
+    status = LabStatus(True, EngineState.ANSWERING, "active", _lab_state(settings),
+                       (node("gs-node1", DaemonState.RUNNING, SwarmState.READY),
+                        node("gs-node2", DaemonState.OFF, SwarmState.DOWN)))
+    lines = render(status).splitlines()
+    assert any(line.startswith("gs-node2") and "  off  " in line for line in lines)
+    assert any(line.startswith("lab up (1 node(s) switched off)") for line in lines)
