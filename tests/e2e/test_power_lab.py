@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from domain.power import PowerState
+from lab.power_server import server_pid
 from lab.proc import daemon_pid
 from manager.power_backends import (
     BackendKind,
@@ -30,7 +31,7 @@ from manager.power_backends import (
     PowerBackendSettings,
     PowerTarget,
 )
-from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
+from tests.e2e.conftest import REPO, Lab, assert_lab_gone, lab_cli, node_engine
 
 pytestmark = pytest.mark.lab
 
@@ -149,3 +150,25 @@ def test_a_node_is_drained_switched_off_and_on_again_as_the_same_swarm_node(
         assert backend.status(target).state is PowerState.ON
     finally:
         service.remove()
+
+
+def test_a_detached_power_endpoint_serves_until_lab_down_stops_it(
+        lab: Lab, main_engine: Any, tmp_path: Path) -> None:
+    """The last test: it takes the module's lab down."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    port = _free_port()
+    done = lab_cli("power", "serve", "--listen", f"127.0.0.1:{port}", "--token-file",
+                   str(token_file), "--detach")
+    assert done.returncode == 0, done.stdout + done.stderr
+    pid = server_pid(lab.settings)
+    assert pid is not None
+    nodes = requests.get(f"http://127.0.0.1:{port}/nodes", timeout=10,
+                         headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert {n["name"]: n["power"] for n in nodes} == {"gs-node1": "on", "gs-node2": "on"}
+    down = lab_cli("down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert server_pid(lab.settings) is None
+    assert not Path(f"/proc/{pid}").exists() or \
+        Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    assert_lab_gone(lab, main_engine)
