@@ -9,14 +9,22 @@ Power of a host that is on::
 term is 0.392 W per GB of memory in use (DESIGN 7.4), taken per GiB (2^30 bytes, the binary
 unit the project uses for memory everywhere).
 
-Two variants are always computed side by side:
+Three variants are always computed side by side:
 
-* ``energy_kwh``: every host is on for the whole run, idle power included;
-* ``energy_kwh_switch_off``: a host with no task counts as switched off (0 W) while empty.
+* ``energy_kwh``: what the hosts drew as switched by the power manager (DESIGN 3.15): a host
+  ``on`` draws the formula above, ``shutting-down`` its idle power (the table's 0 % value),
+  ``off`` the standby power (``standby_w``, 5 W by default), ``booting`` the table's 100 %
+  value. With no power state ever fed (the power manager off), every host is on, and this is
+  ``energy_kwh_all_on``;
+* ``energy_kwh_all_on``: every host on for the whole run, idle power included;
+* ``energy_kwh_switch_off``: a bound: a host with no task counts as switched off (0 W) while
+  empty, at no cost and with no delay.
 
 Energy is the integral of power over time. Utilization is piecewise constant between the state
 changes fed to :class:`EnergyMeter`, so the integral is an exact sum of ``P x dt`` over the
 segments (no sampling error). Before its first state change a host is on, idle and empty.
+Power states are fed the same way (:meth:`EnergyMeter.set_power_state`), so the energy as drawn
+is exact too.
 
 Published tables (watts at 0, 10, ..., 100 % load). All are SPECpower_ssj2008 results of real
 servers, as packaged in CloudSim's ``power.models`` (``PowerModelSpecPower*``) and used by
@@ -45,10 +53,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from domain.errors import ValidationError
+from domain.power import PowerState
 
 GIB = 1024**3
 JOULES_PER_KWH = 3.6e6
 MEMORY_W_PER_GIB = 0.392
+DEFAULT_STANDBY_W = 5.0  # an off host (DESIGN 3.15)
+EFFICIENCY_LOAD = 0.7  # the load at which hosts are compared for efficiency (DESIGN 3.15)
 _SPEC_SOURCE = "SPECpower_ssj2008, via CloudSim power.models (Beloglazov & Buyya 2012)"
 
 
@@ -163,6 +174,25 @@ class PowerModel:
             memory_in_use_bytes / GIB
         )
 
+    def state_power_w(self, state: PowerState, cpu_util: float, memory_in_use_bytes: float,
+                      standby_w: float = DEFAULT_STANDBY_W) -> float:
+        """Watts of a host in a power state (DESIGN 3.15, 7.4): on, the formula; shutting
+        down, idle; off, ``standby_w``; booting, the table's 100 % value."""
+        if state is PowerState.ON:
+            return self.power_w(cpu_util, memory_in_use_bytes)
+        if state is PowerState.SHUTTING_DOWN:
+            return self.table.idle_w
+        if state is PowerState.OFF:
+            return standby_w
+        return self.table.max_w
+
+    def watts_per_core(self, cpu_capacity: int, load: float = EFFICIENCY_LOAD) -> float:
+        """Watts per core (1024 shares) of a host of ``cpu_capacity`` shares at ``load``: the
+        power manager switches on the least first (DESIGN 3.15)."""
+        if cpu_capacity <= 0:
+            raise ValidationError("cpu_capacity", "must be > 0")
+        return self.table.cpu_power_w(load) * 1024 / cpu_capacity
+
     def describe(self) -> dict[str, object]:
         return {
             "table": self.table.name,
@@ -186,9 +216,15 @@ class HostPowerState(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class HostEnergy:
     host_id: str
-    energy_kwh: float
-    energy_kwh_switch_off: float
-    empty_s: float  # time the host had no task (switched off in the second variant)
+    energy_kwh: float  # as drawn, in the power states fed (all on when none was)
+    energy_kwh_switch_off: float  # the bound: 0 W while empty
+    empty_s: float  # time the host had no task (switched off in the bound)
+    energy_kwh_all_on: float = math.nan  # on for the whole run (nan: the same as energy_kwh)
+    off_s: float = 0.0  # time the host was not on (shutting down, off or booting)
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.energy_kwh_all_on):
+            object.__setattr__(self, "energy_kwh_all_on", self.energy_kwh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +238,10 @@ class EnergyReport:
         return math.fsum(h.energy_kwh for h in self.hosts)
 
     @property
+    def energy_kwh_all_on(self) -> float:
+        return math.fsum(h.energy_kwh_all_on for h in self.hosts)
+
+    @property
     def energy_kwh_switch_off(self) -> float:
         return math.fsum(h.energy_kwh_switch_off for h in self.hosts)
 
@@ -211,7 +251,8 @@ class EnergyReport:
 
     @property
     def mean_power_w(self) -> float:
-        """Mean power of the whole cluster (all hosts on)."""
+        """Mean power of the whole cluster, as drawn (all hosts on when no power state was
+        fed)."""
         if self.duration_s <= 0:
             return 0.0
         return self.energy_kwh * JOULES_PER_KWH / self.duration_s
@@ -224,8 +265,8 @@ class EnergyReport:
 
 
 class _HostMeter:
-    __slots__ = ("cpu_util", "empty", "empty_s", "joules", "joules_off", "last_t", "memory",
-                 "model", "watts")
+    __slots__ = ("cpu_util", "drawn", "empty", "empty_s", "joules", "joules_off", "last_t",
+                 "memory", "model", "not_on_s", "state", "state_w", "watts")
 
     def __init__(self, model: PowerModel, t_start_s: float) -> None:
         self.model = model
@@ -237,6 +278,13 @@ class _HostMeter:
         self.joules: list[float] = []
         self.joules_off: list[float] = []
         self.empty_s = 0.0
+        # The power state (DESIGN 3.15): while the host is not on it draws ``state_w`` instead
+        # of ``watts``; ``drawn`` keeps the differences, so that the energy as drawn is the
+        # energy all on plus their sum (nothing more to do while the host is on).
+        self.state = PowerState.ON
+        self.state_w: float | None = None
+        self.drawn: list[float] = []
+        self.not_on_s = 0.0
 
     def advance(self, t: float) -> None:
         dt = t - self.last_t
@@ -247,6 +295,11 @@ class _HostMeter:
                 self.empty_s += dt
             else:
                 self.joules_off.append(watts * dt)
+            if self.state_w is not None:
+                self.drawn.append((self.state_w - watts) * dt)
+                self.not_on_s += dt
+                if len(self.drawn) > 4096:
+                    self.drawn = [math.fsum(self.drawn)]
             self.last_t = t
             if len(self.joules) > 4096:  # keep the exact sum, bound the memory
                 self.joules = [math.fsum(self.joules)]
@@ -282,7 +335,11 @@ class EnergyMeter:
         model: PowerModel | Mapping[str, PowerModel] | None = None,
         *,
         t_start_s: float = 0.0,
+        standby_w: float = DEFAULT_STANDBY_W,
     ) -> None:
+        if not (math.isfinite(standby_w) and standby_w >= 0):
+            raise ValidationError("standby_w", "must be finite and >= 0")
+        self.standby_w = standby_w
         if not host_ids:
             raise ValidationError("hosts", "need at least one host")
         if len(set(host_ids)) != len(host_ids):
@@ -338,6 +395,23 @@ class EnergyMeter:
             watts = meter.model.power_w_unchecked(cpu_util, memory_in_use_bytes)
         meter.set(t, host_id, cpu_util, memory_in_use_bytes, empty, watts)
 
+    def set_power_state(self, t: float, host_id: str, state: PowerState) -> None:
+        """The host is in power ``state`` from ``t`` on (DESIGN 3.15): it draws that state's
+        power (``PowerModel.state_power_w``) in the energy as drawn; its load, fed by
+        ``update``, still counts in the energy all on. A time before its last change raises."""
+        meter = self._hosts.get(host_id)
+        if meter is None:
+            raise ValidationError("host_id", f"unknown host {host_id!r}")
+        if not math.isfinite(t):
+            raise ValidationError("t", "must be finite")
+        meter.set(t, host_id, meter.cpu_util, meter.memory, meter.empty, meter.watts)
+        meter.state = PowerState(state)
+        meter.state_w = (None if meter.state is PowerState.ON else
+                         meter.model.state_power_w(meter.state, 0.0, 0.0, self.standby_w))
+
+    def power_state(self, host_id: str) -> PowerState:
+        return self._hosts[host_id].state
+
     def feed(self, states: Iterable[HostPowerState]) -> None:
         for state in states:
             self.update(state.t_s, state.host_id, state.cpu_util, state.memory_in_use_bytes,
@@ -348,6 +422,11 @@ class EnergyMeter:
         meter = self._hosts[host_id]
         watts = meter.model.power_w(meter.cpu_util, meter.memory)
         return watts, (0.0 if meter.empty else watts)
+
+    def drawn_w(self, host_id: str) -> float:
+        """Current power of a host as drawn, in its power state."""
+        meter = self._hosts[host_id]
+        return meter.watts if meter.state_w is None else meter.state_w
 
     def finish(self, t_end_s: float) -> EnergyReport:
         hosts: list[HostEnergy] = []
@@ -361,12 +440,18 @@ class EnergyMeter:
             watts = meter.model.power_w_unchecked(meter.cpu_util, meter.memory)
             joules = math.fsum([*meter.joules, watts * dt])
             joules_off = math.fsum([*meter.joules_off, 0.0 if meter.empty else watts * dt])
+            not_on = meter.state_w is not None
+            drawn = (joules if not meter.drawn and not not_on else math.fsum(
+                [*meter.joules, watts * dt, *meter.drawn,
+                 (meter.state_w - watts) * dt if meter.state_w is not None else 0.0]))
             hosts.append(
                 HostEnergy(
                     host_id=host_id,
-                    energy_kwh=joules / JOULES_PER_KWH,
+                    energy_kwh=drawn / JOULES_PER_KWH,
                     energy_kwh_switch_off=joules_off / JOULES_PER_KWH,
                     empty_s=meter.empty_s + (dt if meter.empty else 0.0),
+                    energy_kwh_all_on=joules / JOULES_PER_KWH,
+                    off_s=meter.not_on_s + (dt if not_on else 0.0),
                 )
             )
         return EnergyReport(self.t_start_s, t_end_s, tuple(hosts))

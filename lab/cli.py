@@ -5,6 +5,7 @@
     greenswarm lab down [--purge]
     greenswarm lab status [--json]
     greenswarm lab images [--force] [--images all|minimal]
+    greenswarm lab power serve|stop|on|off|status ...   (lab/power_server.py)
 
 Wired into the main CLI by ``register(subparsers)``; also runnable as ``python -m lab``.
 Heavy imports happen inside the handlers.
@@ -73,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         default=str(ImageSet.ALL),
                         help="all (default) or minimal (greenswarm/busybox only, seconds)")
     images.set_defaults(handler=_images)
+
+    from lab.power_server import register as register_power  # `lab power ...` (DESIGN 3.15)
+
+    register_power(commands)
 
 
 def _report(line: str) -> None:

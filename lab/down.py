@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab import cgroups, daemons, engine, mounts, network
+from lab import cgroups, daemons, engine, mounts, network, power_server
 from lab.cgroups import CgroupLayout
 from lab.errors import LabError, LabUnavailableError
 from lab.model import LABEL_NODE, LabState, NodeRecord, manager_record, node_record
@@ -69,7 +69,12 @@ def down(settings: LabSettings, purge: bool, report: Report) -> DownSummary:
             if daemons.stop_delay_daemon(settings):
                 removed.append("delay between clusters")
 
+        def stop_power_server() -> None:
+            if power_server.stop_server(settings):
+                removed.append("power server")
+
         steps: list[Callable[[], object]] = [
+            stop_power_server,
             swarm,
             delay,
             lambda: removed.extend(_down_network(settings, state)),
@@ -293,6 +298,9 @@ def leftovers_of(settings: LabSettings, layout: CgroupLayout) -> list[str]:
     delay_pid = daemons.delay_daemon_pid(settings)
     if delay_pid is not None:
         found.append(f"delay daemon pid {delay_pid}")
+    power_pid = power_server.server_pid(settings)
+    if power_pid is not None:
+        found.append(f"power server pid {power_pid}")
     run_dir = settings.paths.run_dir
     if run_dir.is_dir():
         found += [f"daemon pid {pid}" for pid in

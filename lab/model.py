@@ -29,6 +29,7 @@ LABEL_CGROUP = "greenswarm.lab.cgroup"
 class DaemonState(StrEnum):
     RUNNING = "running"
     STOPPED = "stopped"
+    OFF = "off"  # stopped on purpose: switched off by the power manager (lab/power.py)
 
 
 class EngineState(StrEnum):

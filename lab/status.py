@@ -18,6 +18,7 @@ from lab.model import (
     NodeRecord,
     SwarmState,
 )
+from lab.power import read_records
 from lab.proc import daemon_pid
 from lab.settings import LabSettings
 from lab.store import load_state
@@ -95,25 +96,38 @@ def collect(settings: LabSettings) -> LabStatus:
     main_swarm, swarm_states = (_swarm_view(settings, settings.engine.main_url) if main_ok
                                 else ("unknown", {}))
     layout = _layout()
-    nodes = tuple(_node_status(n, swarm_states, layout) for n in (state.nodes if state else ()))
-    clusters = tuple(_cluster_status(settings, c, layout)
+    off = _switched_off(settings)
+    nodes = tuple(_node_status(n, swarm_states, layout, off)
+                  for n in (state.nodes if state else ()))
+    clusters = tuple(_cluster_status(settings, c, layout, off)
                      for c in (state.clusters if state else ()))
-    up = (bool(nodes) and all(n.swarm is SwarmState.READY for n in nodes)
+    # a node switched off (lab/power.py) is off, not broken
+    running = [n for n in nodes if n.daemon is not DaemonState.OFF]
+    up = (bool(running) and all(n.swarm is SwarmState.READY for n in running)
           and all(c.up for c in clusters))
     return LabStatus(up, EngineState.ANSWERING if main_ok else EngineState.SILENT, main_swarm,
                      state, nodes, clusters)
 
 
+def _switched_off(settings: LabSettings) -> set[str]:
+    """The nodes the power manager switched off (lab/power.py's records)."""
+    try:
+        return {name for name, r in read_records(settings.paths).items()
+                if r.get("state") == "off"}
+    except LabError:
+        return set()
+
+
 def _cluster_status(settings: LabSettings, cluster: ClusterRecord,
-                    layout: cgroups.CgroupLayout | None) -> ClusterStatus:
+                    layout: cgroups.CgroupLayout | None, off: set[str]) -> ClusterStatus:
     swarm, swarm_states = (_swarm_view(settings, cluster.manager.socket_url)
                            if engine.ping(cluster.manager.socket_url, timeout_s=2)
                            else ("unknown", {}))
     return ClusterStatus(
         index=cluster.index, bridge=cluster.bridge, gateway=cluster.gateway, swarm=swarm,
         swarm_id=cluster.swarm_id,
-        manager=_node_status(cluster.manager, swarm_states, layout),
-        nodes=tuple(_node_status(n, swarm_states, layout) for n in cluster.nodes))
+        manager=_node_status(cluster.manager, swarm_states, layout, set()),
+        nodes=tuple(_node_status(n, swarm_states, layout, off) for n in cluster.nodes))
 
 
 def _swarm_view(settings: LabSettings, url: str) -> tuple[str, dict[str, SwarmState]]:
@@ -137,8 +151,9 @@ def _layout() -> cgroups.CgroupLayout | None:
 
 
 def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
-                 layout: cgroups.CgroupLayout | None) -> NodeStatus:
+                 layout: cgroups.CgroupLayout | None, off: set[str]) -> NodeStatus:
     pid = daemon_pid(Path(node.pidfile))
+    stopped = DaemonState.OFF if node.name in off else DaemonState.STOPPED
     answering = pid is not None and engine.ping(node.socket_url, timeout_s=2)
     usage = cgroups.read_usage(layout, node.cgroup_parent) if layout else None
     return NodeStatus(
@@ -146,7 +161,7 @@ def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
         address=node.address,
         socket=node.socket,
         pid=pid,
-        daemon=DaemonState.RUNNING if pid is not None else DaemonState.STOPPED,
+        daemon=DaemonState.RUNNING if pid is not None else stopped,
         engine=EngineState.ANSWERING if answering else EngineState.SILENT,
         swarm=swarm_states.get(node.swarm_node_id or "", SwarmState.ABSENT),
         swarm_node_id=node.swarm_node_id,
@@ -164,7 +179,7 @@ def _table(nodes: tuple[NodeStatus, ...]) -> list[str]:
             "MEM USED", "SOCKET")
     rows = [head] + [(
         n.name, (n.swarm_node_id or "-")[:12], n.address,
-        str(n.engine) if n.daemon is DaemonState.RUNNING else "stopped",
+        str(n.engine) if n.daemon is DaemonState.RUNNING else str(n.daemon),
         str(n.swarm), f"{n.cpus:g}", format_bytes(n.memory_bytes),
         "-" if n.cpu_used_s is None else f"{n.cpu_used_s:.1f}s",
         "-" if n.memory_used_bytes is None else format_bytes(n.memory_used_bytes),
@@ -182,7 +197,9 @@ def render(status: LabStatus) -> str:
     lines = _table(status.nodes)
     state = status.state
     lines.append("")
-    lines.append(f"lab {'up' if status.up else 'NOT READY'}: bridge {state.bridge} "
+    off = sum(1 for n in status.nodes if n.daemon is DaemonState.OFF)
+    lines.append(f"lab {'up' if status.up else 'NOT READY'}"
+                 f"{f' ({off} node(s) switched off)' if off else ''}: bridge {state.bridge} "
                  f"({state.gateway}), main engine {status.main_engine} on {state.main_socket}, "
                  f"swarm {status.main_swarm}, cgroups {state.cgroup_version} "
                  f"/{state.cgroup_name}/<node>")
