@@ -15,6 +15,11 @@ DESIGN 3.8), end the task again, on the usual request mix.
 
 from __future__ import annotations
 
+# ruff: noqa: E402 (an entry point: the compiled core is enabled before the imports below)
+from native import loader
+
+loader.enable()
+
 import argparse
 import random
 import time

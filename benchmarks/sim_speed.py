@@ -27,6 +27,11 @@ pace still slows; the second is the closer one.
 
 from __future__ import annotations
 
+# ruff: noqa: E402 (an entry point: the compiled core is enabled before the imports below)
+from native import loader
+
+loader.enable()
+
 import argparse
 import cProfile
 import io
@@ -36,7 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cli.argtypes import positive_float
-from native import loader
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
 from sim.profiles import load_shipped_profiles

@@ -1,4 +1,7 @@
-"""``greenswarm decide``: where would this request go, and why (a dry run, nothing applied)."""
+"""``greenswarm decide``: where would this request go, and why (a dry run, nothing applied).
+
+The scheduler decides, as it would decide the request submitted at the scenario's ``now``
+(``Scheduler.decide_one``): any policy of the registration table, round policies included."""
 
 from __future__ import annotations
 
@@ -16,12 +19,9 @@ from cli.scenario import load_scenario
 from domain.classes import ClassTable
 from domain.errors import ValidationError
 from domain.regions import RegionBounds
-from domain.store import ClusterReader, ClusterStore
+from domain.store import ClusterStore
 from scheduler import registry
-from scheduler.constraints import merged, name_constraints, ruled_out
-from scheduler.load import LoadView
-from scheduler.plugin import LoadAware
-from scheduler.policies.qos import QosPolicy
+from scheduler.service import Scheduler
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,21 +77,10 @@ def decide_all(document: object, args: argparse.Namespace) -> dict[str, Any] | l
                     raise
                 raise ValidationError(f"[{index}].{exc.field}", exc.message) from None
             policy = registry.make_policy(args.policy, options, seed=args.seed)
-            view: ClusterReader = scenario.store
-            if isinstance(policy, LoadAware) and policy.predicts_recent:
-                view = LoadView(scenario.store, scenario.now, scenario.recent,
-                                cluster.freshness(), scenario.store.task)
-            hosts = [host.id for host in scenario.store.all_hosts()]
-            constrained = ruled_out(scenario.request, hosts, scenario.facts)
-            exclude = merged((), "", constrained)
-            if isinstance(policy, QosPolicy):  # the request as new (Q = 0) at the scenario's now
-                decision = policy.decide_waiting(
-                    scenario.request, view, q_s=0.0, now=scenario.now, slo=slo,
-                    alpha_s=args.allocation_s, exclude=exclude, explain=args.explain)
-            else:
-                decision = policy.decide(scenario.request, view, explain=args.explain,
-                                         exclude=exclude)
-            decision = name_constraints(decision, constrained, len(hosts))
+            scheduler = Scheduler(scenario.store, policy, slo=slo, alpha_s=args.allocation_s,
+                                  freshness=cluster.freshness(), recent=scenario.recent)
+            scheduler.set_node_facts(scenario.facts)
+            decision = scheduler.decide_one(scenario.request, scenario.now, explain=args.explain)
         results.append(decision.to_dict(with_explain=args.explain))
     return results[0] if single else results
 

@@ -2,6 +2,11 @@
 
 Each subcommand lives next to the code it drives and exposes ``register(subparsers)``; the heavy
 imports happen inside the handlers so ``greenswarm --help`` stays fast.
+
+The process's entry point (every service runs through it: ``greenswarm manager``, ``agent``,
+``monitor``, and the simulator's ``bench simulate`` with its worker processes, forked after it):
+:func:`main` enables the compiled core before anything else of ours is imported, so this module
+imports nothing of ours at its top but the loader.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from domain.errors import GreenSwarmError
+from native.loader import NativeCoreError, enable
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -45,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Everything after the first ``--`` is handed to the command as ``args.trailing`` (e.g.
     the command of ``greenswarm submit IMAGE [options] -- CMD ARGS...``)."""
+    try:
+        enable()  # the compiled core, when built for these sources (README, The compiled core)
+    except NativeCoreError as exc:
+        print(f"greenswarm: error: {exc}", file=sys.stderr)
+        return 2
+    from domain.errors import GreenSwarmError
+
     words = list(sys.argv[1:] if argv is None else argv)
     trailing: list[str] = []
     if "--" in words:

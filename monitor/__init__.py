@@ -11,7 +11,3 @@ Layers, from pure to I/O:
 - ``service``: the loop that ties them (stoppable with a ``threading.Event``).
 - ``settings`` and ``cli``: the edge (environment and command line).
 """
-
-from native.loader import attach
-
-attach(__name__, __path__)  # the compiled core first, when built for these sources

@@ -4,7 +4,7 @@
 module               what
 ===================  ==========================================================================
 native/loader.py     which modules are compiled (MODULES), the cache's layout, and the loader
-                     that each compiled package's ``__init__`` calls (standard library only)
+                     the entry points enable (``enable()``; standard library only)
 native/build.py      ``python -m native.build`` (``scripts/build-native.sh``): compiles MODULES
                      into ``/var/cache/greenswarm/native/<key>/``, reusing a build of the same
                      sources

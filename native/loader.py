@@ -1,15 +1,22 @@
 """Which modules the compiled core holds, where its builds live, and the loader.
 
-Each package holding compiled modules calls :func:`attach` first thing in its ``__init__``. The
-first call of a process decides, once, between compiled and pure Python: compiled when
-``GREENSWARM_NATIVE`` allows it and the cache holds a build for exactly the current sources of
-MODULES (their hash, with this Python's extension suffix). Then every such package gets the
-build's package directory in front of its ``__path__``, so ``import domain.energy`` finds the
-``.so`` before the ``.py``, and the build's top directory (the group's shared library) goes at
-the end of ``sys.path``. The choice is all or nothing: mypyc's modules of one group call each
-other natively, so a compiled module never runs beside an edited pure one of the group.
+A process runs the compiled core only when its entry point asks for it: the ``greenswarm``
+command (cli/main.py, so the manager, the agent, the monitor, the simulator and every other
+subcommand), ``python -m monitor`` and the benchmarks call :func:`enable` once, before any
+module of MODULES is imported. It decides, once, between compiled and pure Python: compiled
+when ``GREENSWARM_NATIVE`` allows it and the cache holds a build for exactly the current
+sources of MODULES (their hash, with this Python's extension suffix). Compiled, it puts a
+finder first in ``sys.meta_path`` that serves each module of MODULES (and the group's shared
+library) from the build, so ``import domain.energy`` loads the ``.so`` instead of the ``.py``;
+nothing else changes (``sys.path`` and the packages' ``__path__`` stay as they are). The choice
+is all or nothing: mypyc's modules of one group call each other natively, so a compiled module
+never runs beside an edited pure one of the group, nor beside a module of the group imported
+before :func:`enable` (then the whole core runs pure, saying so).
 
-Standard library only: the services import this through ``domain``.
+Importing a package of ours does none of this: a pure package never imports this module
+(import-linter's "pure packages import no loader"), reads no setting and hashes no file.
+
+Standard library only: the entry points import it before anything else of ours.
 """
 
 from __future__ import annotations
@@ -17,12 +24,16 @@ from __future__ import annotations
 import copyreg
 import dataclasses
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
 import sysconfig
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # The compiled modules (profiled with ``python -m benchmarks.sim_speed --skip-thesis
@@ -96,18 +107,18 @@ class NativeCoreError(RuntimeError):
     """GREENSWARM_NATIVE=1 and no compiled core for these sources, or a bad setting."""
 
 
-def packages(modules: tuple[str, ...] = MODULES) -> list[str]:
-    """The packages whose ``__init__`` attaches (every parent package of a compiled module)."""
-    return sorted({m.rsplit(".", 1)[0] for m in modules})
-
-
 def module_path(module: str, root: Path = ROOT) -> Path:
     return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
+def ext_suffix() -> str:
+    """This interpreter's file suffix of an extension module (``.cpython-311-x86_64-...so``)."""
+    return str(sysconfig.get_config_var("EXT_SUFFIX"))
+
+
 def python_tag() -> str:
     """This interpreter, as far as a compiled extension cares: version, build and ABI."""
-    return f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')}"
+    return f"{sys.implementation.cache_tag} {ext_suffix()}"
 
 
 def source_hash(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> str:
@@ -178,21 +189,39 @@ def find_build(cache: Path, sources: str, python: str) -> Path | None:
 
 def missing_modules(lib: Path) -> list[str]:
     """The modules of MODULES without their extension under ``lib``."""
-    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
-    return [m for m in MODULES if not lib.joinpath(*m.split(".")[:-1],
-                                                   m.rsplit(".", 1)[-1] + suffix).is_file()]
+    return [m for m in MODULES if not extension_path(lib, m).is_file()]
 
 
-def decide(setting: str | None = None, root: Path = ROOT, cache: Path | None = None) -> Choice:
-    """Compiled or pure, by the setting and the cache (no side effects but a stderr line)."""
+def extension_path(lib: Path, module: str) -> Path:
+    """Where a build's ``lib`` directory holds ``module``'s extension."""
+    *package, leaf = module.split(".")
+    return lib.joinpath(*package, leaf + ext_suffix())
+
+
+def decide(
+    setting: str | None = None, root: Path = ROOT, cache: Path | None = None,
+    imported: Collection[str] = (),
+) -> Choice:
+    """Compiled or pure, by the setting and the cache (no side effects but a stderr line).
+    ``imported``: the modules of MODULES this process imported already (from their sources):
+    with any, a build found is not used (all or nothing)."""
     mode = (os.environ.get(ENV, "auto") if setting is None else setting).strip().lower() or "auto"
     if mode not in ("auto", "0", "1"):
         raise NativeCoreError(f"{ENV}={mode!r}: use auto, 0 (pure Python) or 1 (compiled)")
     if mode == "0":
         return Choice(None, f"{ENV}=0")
     cache = cache_root() if cache is None else cache
-    sources = source_hash(root)
-    build = find_build(cache, sources, python_tag())
+    build = find_build(cache, source_hash(root), python_tag()) if _has_builds(cache) else None
+    if build is not None and imported:
+        early = sorted(imported)
+        named = ", ".join(early[:3]) + (f" and {len(early) - 3} more" if len(early) > 3 else "")
+        if mode == "1":
+            raise NativeCoreError(
+                f"{ENV}=1 but {named} imported before the compiled core was enabled; "
+                "call native.loader.enable() at the entry point, before any other import of ours")
+        print(f"greenswarm: {named} imported before the compiled core was enabled; "
+              "running pure Python", file=sys.stderr)
+        return Choice(None, "imported before enable")
     if build is not None:
         return Choice(build, f"built for these sources in {build}")
     stale = _built_before(cache, root)
@@ -208,45 +237,82 @@ def decide(setting: str | None = None, root: Path = ROOT, cache: Path | None = N
     return Choice(None, "not built")
 
 
+def _has_builds(cache: Path) -> bool:
+    """Whether ``cache`` holds any build at all (an image without one hashes no source)."""
+    try:
+        return any(not entry.name.startswith(".") and (entry / MANIFEST).is_file()
+                   for entry in cache.iterdir())
+    except OSError:
+        return False
+
+
 def _built_before(cache: Path, root: Path) -> bool:
     """Whether this source tree had a compiled core built before (for other sources)."""
     return root_marker(cache, root).is_file()
 
 
+# -- the entry points' switch ------------------------------------------------------------------
+
 _choice: Choice | None = None
 
 
-def choice() -> Choice:
-    """The process's decision (made at the first call)."""
+def enable() -> Choice:
+    """Run the compiled core in this process when :func:`decide` says so; the choice.
+
+    Called once by each entry point, first thing, before any module of MODULES is imported
+    (a later call returns the first one's choice). Compiled, it puts :class:`CompiledCore`
+    first in ``sys.meta_path``; pure, it changes nothing. ``GREENSWARM_NATIVE=1`` without a
+    usable build raises NativeCoreError."""
     global _choice
     if _choice is None:
-        _choice = decide()
-        if _choice.build is not None:
-            lib = str(_choice.build / "lib")
-            if lib not in sys.path:
-                sys.path.append(lib)
+        choice = decide(imported=[name for name in MODULES if name in sys.modules])
+        if choice.build is not None:
+            sys.meta_path.insert(0, CompiledCore(choice.build / "lib"))
+        _choice = choice
     return _choice
 
 
-def attach(package: str, path: list[str]) -> None:
-    """Put the compiled core's directory for ``package`` in front of its ``__path__``."""
-    build = choice().build
-    if build is None:
-        return
-    compiled = str(build.joinpath("lib", *package.split(".")))
-    if compiled not in path:
-        path.insert(0, compiled)
-
-
 def core() -> str:
-    """``compiled`` or ``pure``: what this process runs (after its first ``attach``)."""
-    return choice().core
+    """``compiled`` or ``pure``: what this process runs (pure unless :func:`enable` chose)."""
+    return "pure" if _choice is None else _choice.core
 
 
 def loaded_modules() -> dict[str, str]:
     """The compiled core's modules imported so far, each with the file it came from."""
     return {name: str(getattr(sys.modules[name], "__file__", "")) for name in MODULES
             if name in sys.modules}
+
+
+class CompiledCore:
+    """A ``sys.meta_path`` finder: each module of MODULES, and the group's shared library the
+    compiled modules import by its top-level name, from a build's ``lib`` directory; nothing
+    else. (Not an ``importlib.abc.MetaPathFinder``: importing that costs more than it gives.)"""
+
+    def __init__(self, lib: Path, modules: Sequence[str] = MODULES) -> None:
+        self.lib = lib
+        self.files = {name: extension_path(lib, name) for name in modules}
+        suffix = ext_suffix()
+        for shared in lib.glob("*" + suffix):  # e.g. 530047706b7c971360ac__mypyc
+            self.files[shared.name[: -len(suffix)]] = shared
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        file = self.files.get(fullname)
+        if file is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, file, loader=_CompiledLoader(fullname, str(file)))
+
+
+class _CompiledLoader(importlib.machinery.ExtensionFileLoader):
+    """Loads a compiled module, then lets the compiled core's frozen dataclasses be pickled."""
+
+    def exec_module(self, module: ModuleType) -> None:
+        super().exec_module(module)
+        # This module's, and those of the modules of its group it imported: mypyc imports a
+        # module of its own group directly, past importlib and this finder.
+        make_picklable()
 
 
 def _rebuild(cls: Any, state: dict[str, Any]) -> Any:
@@ -277,16 +343,19 @@ def make_picklable() -> int:
     a pickled instance with ``setattr``, which a frozen dataclass refuses, where pure Python
     writes its ``__dict__``. So too those with a hand-written ``__init__`` (``init=False``),
     which mypyc's ``__new__`` calls: without its arguments, it fails. Registers a reducer
-    (``copyreg``) for each such class of the compiled modules imported so far; returns how
-    many (0 when the core is pure). Call it in the process that pickles, after the imports."""
+    (``copyreg``) for each such class of the compiled modules imported so far that has none
+    yet; returns how many (0 when the core is pure). The finder calls it after each module it
+    loads, so the classes of every module imported at the top of a module are covered, and a
+    worker process forked after the imports inherits them."""
     count = 0
+    suffix = ext_suffix()
     for name in MODULES:
         module = sys.modules.get(name)
-        if module is None or not str(getattr(module, "__file__", "")).endswith(
-                str(sysconfig.get_config_var("EXT_SUFFIX"))):
+        if module is None or not str(getattr(module, "__file__", "")).endswith(suffix):
             continue
         for value in list(vars(module).values()):
             if (isinstance(value, type) and value.__module__ == name
+                    and value not in copyreg.dispatch_table
                     and hasattr(value, "__mypyc_attrs__") and dataclasses.is_dataclass(value)
                     and (value.__dataclass_params__.frozen  # type: ignore[attr-defined]
                          or not value.__dataclass_params__.init)):  # type: ignore[attr-defined]

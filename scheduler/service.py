@@ -99,6 +99,7 @@ class Scheduler:
         alpha_s: float = 0.0,
         admits_to_queue: bool = False,
         freshness: Freshness | None = None,
+        recent: RecentPlacements | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -117,7 +118,8 @@ class Scheduler:
         # placed since its last measurement are remembered for it.
         self.freshness = freshness or Freshness()
         self._predicts = isinstance(policy, LoadAware) and policy.predicts_recent
-        self.recent = RecentPlacements(self.freshness.stale_after_s)
+        self.recent = (recent if recent is not None
+                       else RecentPlacements(self.freshness.stale_after_s))
         # With a store that logs its changes: where each waiting request last failed, so a
         # retry can tell "no changed host could take it" without deciding (see retry_pending).
         # (A round policy's decisions depend on time, not on the hosts' books alone: never.)
@@ -189,6 +191,13 @@ class Scheduler:
         decides the new request directly here) and a random policy's draws (this one uses
         one). The federation asks it before it forwards a request (federation.offload)."""
         return self._decide(request, Outcome(), now=now)
+
+    def decide_one(self, request: Request, now: float, *, explain: bool = False) -> Decision:
+        """The decision for ``request`` as a new request at ``now``, applied nowhere (the store
+        is unchanged; ``greenswarm decide``). A round policy decides it as its rounds decide a
+        new waiting request (Q = 0, at ``now``, with this scheduler's objectives and allocation
+        time); closed hosts, constraints and expected utilization count as in ``submit``."""
+        return self._decide(request, Outcome(), q_s=0.0, now=now, explain=explain)
 
     # -- tasks that must move -------------------------------------------------------------
 
@@ -379,9 +388,10 @@ class Scheduler:
         *,
         q_s: float | None = None,
         now: float = 0.0,
+        explain: bool = False,
     ) -> Decision:
         """The policy's decision, timed, and noted in ``outcome``; ``q_s``: a waiting
-        request's QoS metric, for a round policy."""
+        request's QoS metric, for a round policy; ``explain``: with the policy's notes."""
         started = time.perf_counter_ns()
         excluded: Collection[str] = exclude
         if self.closed_hosts:
@@ -395,9 +405,9 @@ class Scheduler:
         if self._rounds is not None and q_s is not None:
             decision = self._rounds.decide_waiting(
                 request, view, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
-                exclude=excluded)
+                exclude=excluded, explain=explain)
         else:
-            decision = self.policy.decide(request, view, exclude=excluded)
+            decision = self.policy.decide(request, view, exclude=excluded, explain=explain)
         if constrained:
             decision = name_constraints(decision, constrained, len(hosts))
         decision = decision.timed((time.perf_counter_ns() - started) / 1e6)

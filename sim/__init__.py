@@ -31,7 +31,3 @@ edge. Use from Python::
 
 Speed: ``python -m benchmarks.sim_speed``.
 """
-
-from native.loader import attach
-
-attach(__name__, __path__)  # the compiled core first, when built for these sources

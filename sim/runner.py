@@ -6,7 +6,9 @@ of requests is streamed once per policy instead of being held in memory.
 With ``jobs`` above 1 the policies run side by side in worker processes (forked, so the trace's
 factory and the profiles need not be picklable; only policy names, progress and results cross
 the process boundary). A run is deterministic, so the results are the same as one after the
-other, decision times aside: they are wall clock, and parallel runs share the machine.
+other, decision times aside: they are wall clock, and parallel runs share the machine. The
+workers run the core their parent runs: forked, they inherit its choice and its imported modules
+(the compiled core's values pickle both ways, see native.loader.make_picklable).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing.queues import Queue
 
-from native.loader import make_picklable
 from scheduler import registry
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
@@ -150,9 +151,7 @@ def _run_in_worker(policy: str) -> SimResult:
     if _worker is None:
         raise RuntimeError("not a simulation worker")
     job, reports = _worker
-    result = job.run(policy, None if reports is None else _Reporter(policy, reports))
-    make_picklable()  # the compiled core's frozen values, for the way back
-    return result
+    return job.run(policy, None if reports is None else _Reporter(policy, reports))
 
 
 class _Reporter:

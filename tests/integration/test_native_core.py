@@ -28,7 +28,9 @@ ROOT = loader.ROOT
 SUFFIX = str(sysconfig.get_config_var("EXT_SUFFIX"))
 RUNNER = ROOT / "tests" / "support" / "native_run.py"
 STALE_LINE = "the compiled core is stale"
-CORE = "import sim.engine\nfrom native import loader\nprint(loader.core())\n"
+# An entry point: the compiled core enabled first, then the simulator's engine imported.
+CORE = ("import sys\npath = list(sys.path)\nfrom native import loader\nloader.enable()\n"
+        "import sim.engine\nassert sys.path == path, sys.path\nprint(loader.core())\n")
 
 
 def no_compiler() -> str | None:
@@ -184,6 +186,22 @@ def test_builds_of_the_same_sources_reuse_the_cache_and_wait_for_each_other(buil
     assert all(f"cached: {built}" in output for output in outputs), outputs
     assert not [entry for entry in built.parent.iterdir() if entry.name.startswith(".")
                 and entry.is_dir()]  # no build left half-done
+
+
+def test_enabling_after_an_import_of_the_core_runs_pure_and_says_so(
+    built: Path, tmp_path: Path,
+) -> None:
+    script = tmp_path / "late.py"
+    script.write_text("import domain.units\n" + CORE)  # and domain.errors, which it imports
+    late = run("auto", cache=built.parent, script=script, timeout=60)
+    assert late.returncode == 0, late.stderr
+    assert late.stdout.strip() == "pure"
+    assert late.stderr.strip().splitlines() == [
+        "greenswarm: domain.errors, domain.units imported before the compiled core was "
+        "enabled; running pure Python"]
+    demanded = run("1", cache=built.parent, script=script, timeout=60)
+    assert demanded.returncode != 0
+    assert "GREENSWARM_NATIVE=1 but domain.errors, domain.units imported" in demanded.stderr
 
 
 def test_a_bad_setting_is_an_error() -> None:

@@ -1,7 +1,8 @@
 """Run in a subprocess by tests/integration/test_native_core.py: the checks of
 tests/unit/test_dataclass_inits.py that hold compiled too (a compiled ``__init__`` has no
 signature to inspect, and its class cannot be patched), and a pickle round trip of each example
-(``--jobs`` sends them between processes). Prints one JSON line: the core and the classes.
+(``--jobs`` sends them between processes; the loader makes them picklable as it loads them, with
+no call of ours). Prints one JSON line: the core and the classes.
 
     python tests/support/native_inits.py   # a script: GREENSWARM_NATIVE decides, not tests/
 """
@@ -14,13 +15,12 @@ import pickle
 
 from native import loader
 
-CORE = loader.core()  # decided now, before tests/__init__ sets GREENSWARM_NATIVE=0
+CORE = loader.enable().core  # an entry point: before tests/__init__ sets GREENSWARM_NATIVE=0
 
 from tests.unit import test_dataclass_inits as checks  # noqa: E402
 
 
 def main() -> None:
-    loader.make_picklable()
     for cls in checks.HAND_WRITTEN:
         checks.test_init_sets_every_field(cls)
         example = checks.EXAMPLES[cls]()

@@ -5,11 +5,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from cli.main import main
+from domain.classes import ClassTable
+from domain.decision import Decision
+from domain.model import HostView, Request
+from domain.slo import SloTable
+from domain.store import ClusterReader
+from scheduler import registry
+from scheduler.plugin import PolicyPlugin
+from scheduler.policies.qos import QosOptions, QosPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -140,3 +150,64 @@ def test_decide_takes_the_slo_the_qos_policy_judges_victims_by(
     with pytest.raises(SystemExit) as caught:
         run(capsys, "--scenario", path, "--policy", "qos", "--slo", "9=0.5")
     assert caught.value.code == 2 and "--slo" in capsys.readouterr().err
+
+
+@dataclass
+class Relay:
+    """A second round policy (DESIGN 3.11's protocol, ``scheduler.plugin.RoundPolicy``), not a
+    QosPolicy: it hands every decision to one it holds. Outside a round it decides as qos does
+    there (t = 0, default objectives, no allocation time); in a round, with the round's."""
+
+    inner: QosPolicy
+    name: str = "relay"
+
+    @property
+    def watchdog_s(self) -> float:
+        return self.inner.watchdog_s
+
+    def decide(self, request: Request, view: ClusterReader, *, exclude: Collection[str] = (),
+               explain: bool = False) -> Decision:
+        return self.inner.decide(request, view, exclude=exclude, explain=explain)
+
+    def may_place(self, request: Request, hosts: Iterable[HostView], classes: ClassTable) -> bool:
+        return True
+
+    def decide_waiting(self, request: Request, view: ClusterReader, *, q_s: float, now: float,
+                       slo: SloTable, alpha_s: float, exclude: Collection[str] = (),
+                       explain: bool = False) -> Decision:
+        return self.inner.decide_waiting(request, view, q_s=q_s, now=now, slo=slo,
+                                         alpha_s=alpha_s, exclude=exclude, explain=explain)
+
+
+@pytest.fixture
+def relay() -> Iterator[None]:
+    registry.register(PolicyPlugin("relay", "qos's rounds, relayed", QosOptions,
+                                   lambda options, seed: Relay(QosPolicy(options)),
+                                   admits_to_queue=True))
+    try:
+        yield
+    finally:
+        registry.unregister("relay")
+
+
+@pytest.mark.parametrize(("extra", "kills"), [
+    ((), ["old"]),  # the old task's Q: 100 / (5/6) - 100 - 1.2 = 18.8 s, above the margin
+    (("--slo", "2=0.5"), ["old"]),  # 200 - 100 - 1.2 = 98.8 s
+    (("--slo", "2=0.99"), []),  # 101.01 - 100 - 1.2 = -0.19 s: behind its SLO, kept
+    (("--allocation-s", "5"), ["old"]),  # 120 - 100 - 5 = 15 s
+    (("--allocation-s", "30"), []),  # 120 - 100 - 30 = -10 s
+])
+def test_a_second_round_policy_decides_as_its_rounds_would(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, relay: None, extra: tuple[str, ...],
+    kills: list[str],
+) -> None:
+    """``decide`` asks the scheduler, which asks any round policy as its rounds do (the request
+    new, Q = 0, at the scenario's now 100, with --slo and --allocation-s): the relay decides
+    what qos decides, whatever their class, and neither at t = 0 (where the old task has no
+    slack: never preempted)."""
+    path = str(_full_host_scenario(tmp_path))
+    code, qos, _ = run(capsys, "--scenario", path, "--policy", "qos", "--explain", *extra)
+    assert code == 0 and json.loads(qos)["kills"] == kills
+    code, relayed, _ = run(capsys, "--scenario", path, "--policy", "relay", "--explain", *extra)
+    assert code == 0
+    assert json.loads(relayed) == json.loads(qos)

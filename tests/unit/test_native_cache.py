@@ -66,3 +66,44 @@ def test_pruning_keeps_the_newest_builds(tmp_path: Path) -> None:
     removed = build.prune(tmp_path, keep=3)
     assert sorted(removed) == entries[:2]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "b2", "b3", "b4"]
+
+
+def test_a_build_is_not_used_after_a_module_of_the_core_was_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """All or nothing: a module imported from its source before ``enable`` keeps the whole
+    core pure, saying so in one line (auto), or is an error (1)."""
+    fake_build(tmp_path, "built", loader.source_hash(), 1000.0)
+    assert loader.decide("auto", cache=tmp_path).core == "compiled"
+    late = loader.decide("auto", cache=tmp_path, imported=["sim.engine", "domain.units"])
+    assert late.core == "pure" and late.reason == "imported before enable"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "domain.units, sim.engine imported before" in err
+    with pytest.raises(loader.NativeCoreError, match=r"=1 but domain\.units imported before"):
+        loader.decide("1", cache=tmp_path, imported=["domain.units"])
+    assert loader.decide("0", cache=tmp_path, imported=["domain.units"]).reason.endswith("=0")
+
+
+def test_the_finder_serves_the_builds_modules_and_nothing_else(tmp_path: Path) -> None:
+    entry = fake_build(tmp_path, "built", loader.source_hash(), 1000.0)
+    lib = entry / "lib"
+    (lib / f"0123abcd__mypyc{SUFFIX}").touch()  # the group's shared library
+    finder = loader.CompiledCore(lib)
+    spec = finder.find_spec("domain.units")
+    assert spec is not None and spec.origin == str(lib / "domain" / f"units{SUFFIX}")
+    shared = finder.find_spec("0123abcd__mypyc")
+    assert shared is not None and shared.origin == str(lib / f"0123abcd__mypyc{SUFFIX}")
+    for interpreted in ("domain", "domain.store", "scheduler.registry", "sim.profiles", "json"):
+        assert finder.find_spec(interpreted) is None, interpreted
+
+
+def test_the_command_line_names_a_bad_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.main import main
+
+    monkeypatch.setattr(loader, "_choice", None)  # as in a fresh process
+    monkeypatch.setenv(loader.ENV, "yes")
+    assert main(["policies"]) == 2
+    err = capsys.readouterr().err
+    assert "greenswarm: error: GREENSWARM_NATIVE='yes'" in err and "Traceback" not in err
