@@ -129,7 +129,6 @@ from measure.results import (
     HostSummary,
     PolicyMetrics,
     PolicyResult,
-    Stats,
     WindowStats,
 )
 from measure.service_levels import (
@@ -140,6 +139,7 @@ from measure.service_levels import (
     ServiceSummary,
     ServiceTally,
 )
+from measure.stats import Stats
 from workloads.trace import TraceHeader, TraceRequest, Workload
 
 DEFAULT_DELAY_WINDOW_S = 300.0

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from domain.classes import CLASSES
 from measure.result_files import REQUESTS_FILE, WINDOWS_FILE
-from measure.results import WINDOW_COLUMNS, PolicyResult, Stats
+from measure.results import WINDOW_COLUMNS, PolicyResult
 from measure.service_levels import ClassLevels, ServiceSummary
+from measure.stats import Stats
 
 MD_MAX_WINDOWS = 36  # 3 hours of 5-minute windows: longer runs' windows stay in the CSV files
 GIB = 1024**3

@@ -51,7 +51,7 @@ from domain.events import EventKind
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder
-from measure.results import Stats
+from measure.stats import Stats
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
 from replay.values import ReplayCounters, RoundResult, ServiceTarget
