@@ -76,6 +76,7 @@ MODULES: tuple[str, ...] = (
     "measure.host_time",
     "measure.recorder",
     "measure.service_levels",
+    "measure.summarise",
     "monitor.core",
     "workloads.cluster",
     "workloads.thesis",
