@@ -109,9 +109,11 @@ import math
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 from domain.classes import MAX_CLASS
+from domain.decision import Decision
 from domain.energy import PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
@@ -137,6 +139,17 @@ class Cut(NamedTuple):
     task_id: str
     cpu_shares: int
     memory_bytes: int
+
+
+def cuts_of(decision: Decision) -> list[Cut]:
+    """A placing decision's cuts as the recorder counts them: every task it cut, and the
+    placed request itself when it was placed cut (with what it did not receive)."""
+    cuts = [Cut(c.task, c.cpu_freed, c.memory_freed) for c in decision.cuts]
+    if decision.cut_received > Fraction(0):
+        request = decision.request
+        cuts.append(Cut(request.id, request.cpu_shares - decision.cpu_shares,
+                        request.memory - decision.memory))
+    return cuts
 
 
 _END_STATUS = {
