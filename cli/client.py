@@ -22,7 +22,7 @@ from domain.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The client's commands, in the order ``greenswarm --help`` lists them."""
+    # in the order greenswarm --help lists them; the views: status, hosts, events, peers
     _add_submit(subparsers)
     _add_views(subparsers)
     _add_stop(subparsers)
@@ -75,7 +75,6 @@ def _add_submit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _add_views(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """status, hosts, events, peers: what the manager holds."""
     status = subparsers.add_parser("status", help="show one request, or a table of requests")
     status.add_argument("id", nargs="?")
     status.add_argument("--status", dest="filter", help="only requests in this status")
@@ -124,7 +123,6 @@ def _add_stop(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _add_deployments(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """deploy, deployments, undeploy (DESIGN 12)."""
     deploy = subparsers.add_parser(
         "deploy", help="place several requests with link constraints, all or nothing",
         description="POST /deployments with FILE (JSON: {name, requests, links}; DESIGN 12): "

@@ -20,8 +20,8 @@ sim/seeds.py           the same simulation over several seeds, summed up
 sim/summary.py         the side-by-side table, with the thesis's numbers
 =====================  ========================================================================
 
-``greenswarm bench simulate`` and ``greenswarm bench profile`` (cli/simulate.py) are the I/O
-edge. Use from Python::
+``greenswarm bench simulate`` (cli/simulate.py) and ``greenswarm bench profile``
+(cli/profile.py) are the I/O edge. Use from Python::
 
     from sim.profiles import load_shipped_profiles
     from sim.config import SimConfig
