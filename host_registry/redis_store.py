@@ -117,10 +117,12 @@ class RedisStore:
     def bounds(self) -> RegionBounds:
         return self._bounds
 
-    @property
-    def client(self) -> redis.Redis:
-        client: redis.Redis = self._redis
-        return client
+    def sibling(self, make: Callable[[redis.Redis, str], T]) -> T:
+        """A registry of other keys beside this store's (the request records, the
+        deployments, the power readings: ``make(connection, prefix)``), on its connection and
+        under its prefix: one connection and one prefix for all, and nobody else handles the
+        connection."""
+        return make(self._redis, self.host_keys.prefix)
 
     def ping(self) -> bool:
         with redis_errors():
