@@ -1,7 +1,7 @@
 """The per-host time accounting of :class:`measure.recorder.MetricsRecorder`.
 
 :class:`HostBook` holds every host's :class:`HostTime` and the cluster's energy meter, and
-records each state a driver reports (checked, or trusted from the simulator's engine).
+records each state the recorder checked.
 
 Each host's state is piecewise constant between two ``on_host_state`` calls. :func:`advance`
 integrates it over the time it held: utilization, booking, busy and empty time, time per region
@@ -19,7 +19,6 @@ from domain.energy import EnergyMeter, PowerModel
 from domain.errors import ValidationError
 from domain.model import HostSpec
 from domain.regions import Region, RegionBounds
-from measure.checks import check_nonneg
 from measure.results import SERIES_COLUMNS, HostSeries
 
 _N_SERIES = len(SERIES_COLUMNS)
@@ -179,62 +178,7 @@ class HostBook:
             raise ValidationError("host_id", f"unknown host {host_id!r}")
         return host
 
-    def state(
-        self,
-        t: float,
-        host_id: str,
-        cpu_util: float,
-        memory_util: float,
-        task_count: int,
-        memory_in_use_bytes: float | None,
-        cpu_allocated_shares: float | None,
-        memory_allocated_bytes: float | None,
-    ) -> None:
-        """The recorder's ``on_host_state`` (``t`` checked by the caller)."""
-        host = self.host(host_id)
-        if t < host.last_t:
-            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
-                                  f"{host.last_t}")
-        cpu = min(1.0, check_nonneg(cpu_util, "cpu_util"))
-        mem = min(1.0, check_nonneg(memory_util, "memory_util"))
-        if isinstance(task_count, bool) or not isinstance(task_count, int) or task_count < 0:
-            raise ValidationError("task_count", f"must be an integer >= 0, got {task_count!r}")
-        mem_bytes = (
-            mem * host.cap_mem if memory_in_use_bytes is None
-            else check_nonneg(memory_in_use_bytes, "memory_in_use_bytes")
-        )
-        cpu_alloc = (None if cpu_allocated_shares is None
-                     else check_nonneg(cpu_allocated_shares, "cpu_allocated_shares"))
-        mem_alloc = (None if memory_allocated_bytes is None
-                     else check_nonneg(memory_allocated_bytes, "memory_allocated_bytes"))
-        self._record(t, host_id, host, cpu, mem, mem_bytes, task_count, cpu_alloc, mem_alloc)
-
-    def state_unchecked(
-        self,
-        t: float,
-        host_id: str,
-        cpu_util: float,
-        memory_util: float,
-        task_count: int,
-        memory_in_use_bytes: float,
-        cpu_allocated_shares: float,
-        memory_allocated_bytes: float,
-    ) -> None:
-        """The recorder's ``on_host_state_unchecked``."""
-        host = self.hosts[host_id]
-        t = float(t)
-        if t < host.last_t:
-            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
-                                  f"{host.last_t}")
-        if not (cpu_util >= 0 and memory_util >= 0 and task_count >= 0
-                and memory_in_use_bytes >= 0 and cpu_allocated_shares >= 0
-                and memory_allocated_bytes >= 0):
-            raise ValidationError("host_state", f"negative or NaN state of {host_id} at {t}")
-        self._record(t, host_id, host, min(1.0, float(cpu_util)),
-                     min(1.0, float(memory_util)), float(memory_in_use_bytes), task_count,
-                     float(cpu_allocated_shares), float(memory_allocated_bytes))
-
-    def _record(
+    def record(
         self,
         t: float,
         host_id: str,
@@ -246,7 +190,8 @@ class HostBook:
         cpu_alloc: float | None,
         mem_alloc: float | None,
     ) -> None:
-        """Record the host's checked state from ``t`` on (allocations: None keeps them)."""
+        """Record the host's state, checked by the caller, from ``t`` on (allocations: None
+        keeps them)."""
         advance(host, t, self.bounds, self.t0_s, self.step_s)
         if cpu != host.cpu or mem_bytes != host.mem_bytes:  # else the same watts
             host.power = host.model.power_w_unchecked(cpu, mem_bytes)

@@ -450,8 +450,25 @@ class MetricsRecorder:
         memory_allocated_bytes: float | None = None,
     ) -> None:
         self._check_open()
-        self._hosts.state(check_t(t), host_id, cpu_util, memory_util, task_count,
-                          memory_in_use_bytes, cpu_allocated_shares, memory_allocated_bytes)
+        t = check_t(t)
+        host = self._hosts.host(host_id)
+        if t < host.last_t:
+            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
+                                  f"{host.last_t}")
+        cpu = min(1.0, check_nonneg(cpu_util, "cpu_util"))
+        mem = min(1.0, check_nonneg(memory_util, "memory_util"))
+        if isinstance(task_count, bool) or not isinstance(task_count, int) or task_count < 0:
+            raise ValidationError("task_count", f"must be an integer >= 0, got {task_count!r}")
+        mem_bytes = (
+            mem * host.cap_mem if memory_in_use_bytes is None
+            else check_nonneg(memory_in_use_bytes, "memory_in_use_bytes")
+        )
+        cpu_alloc = (None if cpu_allocated_shares is None
+                     else check_nonneg(cpu_allocated_shares, "cpu_allocated_shares"))
+        mem_alloc = (None if memory_allocated_bytes is None
+                     else check_nonneg(memory_allocated_bytes, "memory_allocated_bytes"))
+        self._hosts.record(t, host_id, host, cpu, mem, mem_bytes, task_count, cpu_alloc,
+                           mem_alloc)
 
     def on_host_state_unchecked(
         self,
@@ -470,9 +487,19 @@ class MetricsRecorder:
         type and finiteness checks only: a negative number or NaN, or a time before the host's
         last state, still raises; the state it records is the same."""
         self._check_open()
-        self._hosts.state_unchecked(t, host_id, cpu_util, memory_util, task_count,
-                                    memory_in_use_bytes, cpu_allocated_shares,
-                                    memory_allocated_bytes)
+        host = self._hosts.hosts[host_id]
+        t = float(t)
+        if t < host.last_t:
+            raise ValidationError("t", f"{t} is before the last state of {host_id} at "
+                                  f"{host.last_t}")
+        if not (cpu_util >= 0 and memory_util >= 0 and task_count >= 0
+                and memory_in_use_bytes >= 0 and cpu_allocated_shares >= 0
+                and memory_allocated_bytes >= 0):
+            raise ValidationError("host_state", f"negative or NaN state of {host_id} at {t}")
+        self._hosts.record(t, host_id, host, min(1.0, float(cpu_util)),
+                           min(1.0, float(memory_util)), float(memory_in_use_bytes),
+                           task_count, float(cpu_allocated_shares),
+                           float(memory_allocated_bytes))
 
     # ------------------------------------------------------------------ task ends
 
