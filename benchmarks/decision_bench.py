@@ -30,7 +30,7 @@ from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.store import ClusterStore
 from host_registry.memory import MemoryStore
-from measure.results import Stats
+from measure.stats import Stats
 from scheduler.plugin import Policy
 from scheduler.registry import make_policy
 from workloads.thesis import ThesisWorkloadConfig

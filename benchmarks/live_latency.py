@@ -23,7 +23,7 @@ import docker
 from client.manager import ManagerClient
 from domain.errors import GreenSwarmError
 from domain.labels import LABEL_TASK
-from measure.results import Stats
+from measure.stats import Stats
 
 
 def started_at(clients: list[docker.DockerClient], task_id: str) -> float | None:

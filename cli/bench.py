@@ -29,8 +29,9 @@ from collections.abc import Callable
 
 from cli.argtypes import non_negative_float, positive_float, positive_int
 from cli.options import add_hosts_argument
+from cli.profile import add_profile
 from cli.replay import add_replay
-from cli.simulate import THESIS_WORKLOAD, WORKLOADS, add_profile, add_simulate
+from cli.simulate import THESIS_WORKLOAD, WORKLOADS, add_simulate
 from domain.energy import DEFAULT_POWER_TABLE, POWER_TABLES
 
 Subparsers = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -266,8 +267,9 @@ def _power_tables(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ registration
 
-# The actions of ``greenswarm bench``; the simulator's and the replay's live in cli/simulate.py
-# and cli/replay.py and reuse add_power_table_argument (cli/options.py).
+# The actions of ``greenswarm bench``; the simulator's, the profiler's and the replay's live in
+# cli/simulate.py, cli/profile.py and cli/replay.py and reuse add_power_table_argument
+# (cli/options.py).
 BENCH_ACTIONS: tuple[ActionRegistrar, ...] = (
     _add_generate,
     _add_convert,

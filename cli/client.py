@@ -22,6 +22,14 @@ from domain.units import format_bytes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    # in the order greenswarm --help lists them; the views: status, hosts, events, peers
+    _add_submit(subparsers)
+    _add_views(subparsers)
+    _add_stop(subparsers)
+    _add_deployments(subparsers)
+
+
+def _add_submit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = subparsers.add_parser(
         "submit",
         help="submit a container request",
@@ -65,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _common(submit)
     submit.set_defaults(handler=run_submit)
 
+
+def _add_views(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="show one request, or a table of requests")
     status.add_argument("id", nargs="?")
     status.add_argument("--status", dest="filter", help="only requests in this status")
@@ -101,6 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _common(peers)
     peers.set_defaults(handler=run_peers)
 
+
+def _add_stop(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stop = subparsers.add_parser(
         "stop", help="stop requests and free their resources",
         description="Stop each request named (DELETE /requests/ID): a running one is removed "
@@ -110,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stop.set_defaults(handler=run_stop)
 
 
+def _add_deployments(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     deploy = subparsers.add_parser(
         "deploy", help="place several requests with link constraints, all or nothing",
         description="POST /deployments with FILE (JSON: {name, requests, links}; DESIGN 12): "

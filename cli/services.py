@@ -113,7 +113,7 @@ def run_manager(args: argparse.Namespace) -> int:
     manager = Manager(
         settings,
         store,
-        RequestRecords(store.client, settings.redis_prefix),
+        store.sibling(RequestRecords),
         SwarmBackend(settings.docker_url, settings.service_prefix),
         AgentClient(settings.token),
     )

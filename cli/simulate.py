@@ -41,9 +41,10 @@ from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC, QosValidationTes
 
 if TYPE_CHECKING:
     from measure.report import ReportFiles
-    from sim.config import ClusterSetup, SimResult
+    from sim.config import ClusterSetup, SimConfig, SimResult
     from sim.profiles import Profiles
-    from workloads.trace import TraceRequest
+    from sim.runner import TraceInput
+    from workloads.trace import TraceHeader, TraceRequest
 
 SIMULATION_FILE = "simulation.json"
 SIMULATION_SUMMARY = "simulation.md"
@@ -133,13 +134,45 @@ def default_jobs() -> int:
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from cli import policy_options
     from cli.options import add_power_table_argument, add_service_level_arguments
-    from sim.runner import default_policies
 
     parser = actions.add_parser(
         "simulate", help="replay a trace through the real scheduler in the simulator",
         description="Discrete-event simulation (DESIGN 7.2) of every policy on the same trace "
         "with the real scheduling code; writes results and the report into --out.",
     )
+    _add_simulate_input(parser)
+    add_power_table_argument(parser)
+    parser.add_argument("--profiles", metavar="FILE", default=None,
+                        help="usage profiles (default: sim/profiles.json as shipped)")
+    add_service_level_arguments(parser)
+    policy_options.add_policy_options(parser)
+    parser.add_argument("--queue-new", action="store_true",
+                        help="new requests ask to queue (DESIGN 3.7): one that no pass places "
+                        "waits in the pending queue instead of being refused, and counts as "
+                        "successful once placed, its wait in the scheduling delay; those still "
+                        "waiting at the end are undecided (not in the success rate: see "
+                        "'queued, still waiting at the end')")
+    _add_simulate_clusters(parser)
+    parser.add_argument("--no-probes", action="store_true",
+                        help="do not add the probe jobs of known length every 5 minutes")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                        help="run up to N policies at once, each in its own process (default: "
+                        "the number of processors, here "
+                        f"{default_jobs()}); the results are the same as with --jobs 1, "
+                        "decision times aside: they are wall clock, and parallel runs share "
+                        "the machine")
+    parser.add_argument("--progress", action="store_true",
+                        help="show a progress bar even when stderr is not a terminal")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.set_defaults(handler=run_simulate)
+
+
+def _add_simulate_input(parser: argparse.ArgumentParser) -> None:
+    """What is simulated: the trace or workload, its seeds, the policies, the hosts, how
+    long."""
+    from sim.runner import default_policies
+
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", metavar="FILE", help="a trace file (.jsonl or .jsonl.gz)")
     source.add_argument("--workload", choices=WORKLOADS,
@@ -173,17 +206,10 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         help="after the arrival window, simulate S more seconds with no new "
                         "request or probe: victims still queued may be placed then (every "
                         "average then covers the longer run)")
-    add_power_table_argument(parser)
-    parser.add_argument("--profiles", metavar="FILE", default=None,
-                        help="usage profiles (default: sim/profiles.json as shipped)")
-    add_service_level_arguments(parser)
-    policy_options.add_policy_options(parser)
-    parser.add_argument("--queue-new", action="store_true",
-                        help="new requests ask to queue (DESIGN 3.7): one that no pass places "
-                        "waits in the pending queue instead of being refused, and counts as "
-                        "successful once placed, its wait in the scheduling delay; those still "
-                        "waiting at the end are undecided (not in the success rate: see "
-                        "'queued, still waiting at the end')")
+
+
+def _add_simulate_clusters(parser: argparse.ArgumentParser) -> None:
+    """Several clusters over the hosts, federated or not (DESIGN 12)."""
     parser.add_argument("--clusters", type=cluster_sizes, default=None, metavar="SIZES",
                         help="split the hosts into clusters (DESIGN 12), e.g. 5,5 with --hosts "
                         "10x8c12g: the first 5 hosts are cluster c1, the next 5 c2, each with its "
@@ -203,19 +229,6 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         help="with --federation offload: unplaced: offload what the home "
                         "cluster does not place; kills: also what it would place only by "
                         "killing (default: unplaced)")
-    parser.add_argument("--no-probes", action="store_true",
-                        help="do not add the probe jobs of known length every 5 minutes")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    parser.add_argument("--jobs", type=positive_int, default=None, metavar="N",
-                        help="run up to N policies at once, each in its own process (default: "
-                        "the number of processors, here "
-                        f"{default_jobs()}); the results are the same as with --jobs 1, "
-                        "decision times aside: they are wall clock, and parallel runs share "
-                        "the machine")
-    parser.add_argument("--progress", action="store_true",
-                        help="show a progress bar even when stderr is not a terminal")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    parser.set_defaults(handler=run_simulate)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -253,70 +266,15 @@ def _simulate_seed(
 ) -> _SeedRun:
     """One run of every policy: results, ``simulation.md`` and the report into ``out``.
     ``seed`` None: the trace's own seed (or 0)."""
-    from cli import policy_options
-    from cli.options import slo_table
-    from domain.energy import PowerModel
     from measure.report import write_report
     from measure.result_files import save_result
-    from sim.config import SimConfig
-    from sim.runner import TraceInput, qos_validation_input, run_policies, thesis_input
-    from sim.summary import render_clusters, render_summary
-    from workloads.cluster import format_hosts_spec, parse_hosts_spec
-    from workloads.qos_validation import QosValidationConfig
-    from workloads.thesis import ProbeConfig, ThesisWorkloadConfig
+    from sim.runner import run_policies
+    from workloads.thesis import ProbeConfig
     from workloads.trace import TraceSource
-    from workloads.trace_file import open_trace
 
-    if args.workload == THESIS_WORKLOAD:
-        assert seed is not None  # run_simulate checked
-        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
-                                      duration_s=args.duration_s or 3600.0)
-        trace = thesis_input(seed, config)
-        hosts_note = ""
-    elif args.workload is not None:
-        assert seed is not None
-        trace = qos_validation_input(seed, QosValidationConfig(
-            QosValidationTest(args.workload),
-            hosts=parse_hosts_spec(args.hosts or QOS_VALIDATION_HOSTS_SPEC),
-            duration_s=args.duration_s or 3600.0))
-        hosts_note = ""
-    else:
-        path = args.trace
-        with open_trace(path) as reader:
-            header = reader.header
-        hosts_note = ""
-        if args.hosts is not None:
-            hosts = parse_hosts_spec(args.hosts)
-            own = format_hosts_spec(header.hosts)
-            hosts_note = (f" (from --hosts {args.hosts}, replacing the trace's "
-                          f"{len(header.hosts)} hosts"
-                          + (f", {own})" if len(own) <= 60 else ")"))
-            header = replace(header, hosts=hosts)
-
-        def stream() -> Iterator[TraceRequest]:
-            with open_trace(path, check_unique_ids=False) as reader:
-                yield from reader
-
-        trace = TraceInput(header, stream)
-        seed = seed if seed is not None else (header.seed or 0)
+    trace, seed, hosts_note = _trace_input(args, seed)
     arrivals_s = args.duration_s or trace.header.duration_s
-    setup = _cluster_setup(args, len(trace.header.hosts))
-    cluster = policy_options.cluster_options(args)
-    slo = slo_table(args)
-    sim_config = SimConfig(
-        policy=args.policies[0],
-        seed=seed,
-        end_s=arrivals_s + args.drain_s if args.drain_s else args.duration_s,
-        power_model=PowerModel.named(args.power_table),
-        options=policy_options.policy_options(args),
-        classes=cluster.classes(),
-        bounds=cluster.bounds(),
-        freshness=cluster.freshness(),
-        queue_new=True if args.queue_new else None,  # None: as each policy admits
-        slo=slo,
-        allocation_s=args.allocation_s,
-        clusters=setup,
-    )
+    sim_config = _sim_config(args, seed, arrivals_s, len(trace.header.hosts))
     # the validation tests are the paper's workloads alone: no probe jobs among them
     validation = args.workload not in (None, THESIS_WORKLOAD)
     board = (ProgressBoard(sys.stderr, args.policies, title=title)
@@ -333,10 +291,93 @@ def _simulate_seed(
             json.dumps(result.stats.to_json(), indent=2) + "\n", encoding="utf-8"
         )
     thesis = trace.header.source == TraceSource.THESIS.value
+    text = _simulation_text(args, trace.header, hosts_note, arrivals_s, sim_config, profiles,
+                            results, thesis)
+    (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
+    files = write_report(out, plots=not args.no_plots)
+    return _SeedRun(results, text, files, thesis)
+
+
+def _trace_input(args: argparse.Namespace, seed: int | None) -> tuple[TraceInput, int, str]:
+    """The trace of --workload or --trace, its seed (``seed``, or the trace's own, or 0), and
+    what to say of its hosts when --hosts replaced them."""
+    from sim.runner import TraceInput, qos_validation_input, thesis_input
+    from workloads.cluster import format_hosts_spec, parse_hosts_spec
+    from workloads.qos_validation import QosValidationConfig
+    from workloads.thesis import ThesisWorkloadConfig
+    from workloads.trace_file import open_trace
+
+    if args.workload == THESIS_WORKLOAD:
+        assert seed is not None  # run_simulate checked
+        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
+                                      duration_s=args.duration_s or 3600.0)
+        return thesis_input(seed, config), seed, ""
+    if args.workload is not None:
+        assert seed is not None
+        return qos_validation_input(seed, QosValidationConfig(
+            QosValidationTest(args.workload),
+            hosts=parse_hosts_spec(args.hosts or QOS_VALIDATION_HOSTS_SPEC),
+            duration_s=args.duration_s or 3600.0)), seed, ""
+    path = args.trace
+    with open_trace(path) as reader:
+        header = reader.header
+    hosts_note = ""
+    if args.hosts is not None:
+        hosts = parse_hosts_spec(args.hosts)
+        own = format_hosts_spec(header.hosts)
+        hosts_note = (f" (from --hosts {args.hosts}, replacing the trace's "
+                      f"{len(header.hosts)} hosts"
+                      + (f", {own})" if len(own) <= 60 else ")"))
+        header = replace(header, hosts=hosts)
+
+    def stream() -> Iterator[TraceRequest]:
+        with open_trace(path, check_unique_ids=False) as reader:
+            yield from reader
+
+    return (TraceInput(header, stream), seed if seed is not None else (header.seed or 0),
+            hosts_note)
+
+
+def _sim_config(args: argparse.Namespace, seed: int, arrivals_s: float, hosts: int) -> SimConfig:
+    """The simulator's settings of the command line (the first policy's; the runner sets
+    each policy's own)."""
+    from cli import policy_options
+    from cli.options import slo_table
+    from domain.energy import PowerModel
+    from sim.config import SimConfig
+
+    setup = _cluster_setup(args, hosts)
+    cluster = policy_options.cluster_options(args)
+    return SimConfig(
+        policy=args.policies[0],
+        seed=seed,
+        end_s=arrivals_s + args.drain_s if args.drain_s else args.duration_s,
+        power_model=PowerModel.named(args.power_table),
+        options=policy_options.policy_options(args),
+        classes=cluster.classes(),
+        bounds=cluster.bounds(),
+        freshness=cluster.freshness(),
+        queue_new=True if args.queue_new else None,  # None: as each policy admits
+        slo=slo_table(args),
+        allocation_s=args.allocation_s,
+        clusters=setup,
+    )
+
+
+def _simulation_text(
+    args: argparse.Namespace, header: TraceHeader, hosts_note: str, arrivals_s: float,
+    config: SimConfig, profiles: Profiles, results: list[SimResult], thesis: bool,
+) -> str:
+    """``simulation.md``: what was simulated, how, and the side-by-side table."""
+    from cli import policy_options
+    from sim.summary import render_clusters, render_summary
+
+    setup = config.clusters
+    slo = config.slo
+    assert slo is not None  # slo_table gives one
     sources = ", ".join(f"{w.value}: {p.source.value}"
                         for w, p in profiles.by_workload.items())
-    header = trace.header
-    text = (
+    return (
         "# Simulation\n\n"
         f"Trace: {header.source}, seed {header.seed}, {len(header.hosts)} hosts{hosts_note}, "
         f"arrivals until {arrivals_s:.10g} s; simulated {results[0].stats.end_s:.10g} s; "
@@ -351,9 +392,6 @@ def _simulate_seed(
         + render_summary(results, thesis=thesis)
         + (render_clusters(results) if setup is not None else "")
     )
-    (out / SIMULATION_SUMMARY).write_text(text, encoding="utf-8")
-    files = write_report(out, plots=not args.no_plots)
-    return _SeedRun(results, text, files, thesis)
 
 
 def _cluster_setup(args: argparse.Namespace, hosts: int) -> ClusterSetup | None:
@@ -418,60 +456,3 @@ def _offloads(result: SimResult) -> str:
 def _rate(result: SimResult) -> str:
     rate = result.result.metrics.success_rate
     return "n/a" if rate is None else f"{rate * 100:.1f}%"
-
-
-# ------------------------------------------------------------------ profile
-
-
-def add_profile(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = actions.add_parser(
-        "profile", help="measure the workloads' usage profiles from real containers",
-        description="Run each workload image alone on a Docker engine, sample its cgroup CPU "
-        "and memory every second, and write the usage profiles the simulator uses.",
-    )
-    parser.add_argument("--out", default="profiles.json", metavar="FILE",
-                        help="profiles file to write (default: profiles.json; the simulator "
-                        "ships sim/profiles.json)")
-    parser.add_argument("--docker", default="unix:///var/run/docker.sock", metavar="URL",
-                        help="Docker engine (default: the main engine; a lab node's socket "
-                        "works too)")
-    parser.add_argument("--workloads", default="ffmpeg,redis,dl,timeserver", metavar="LIST",
-                        help="workloads to measure (the others keep their defaults)")
-    parser.add_argument("--makespan-s", type=positive_float, default=30.0, metavar="S",
-                        help="makespan of the measured jobs (default: 30)")
-    parser.add_argument("--service-s", type=positive_float, default=40.0, metavar="S",
-                        help="how long each service run is sampled (default: 40)")
-    parser.add_argument("--rates", default="20,40,80", metavar="LIST",
-                        help="client requests per 10 s, one service run each (default: "
-                        "20,40,80, the thesis's rates)")
-    parser.set_defaults(handler=run_profile)
-
-
-def run_profile(args: argparse.Namespace) -> int:
-    import docker
-
-    from sim.profiler import measure_profiles
-    from sim.profiles import write_profiles
-    from workloads.trace import Workload
-
-    try:
-        workloads = [Workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
-        rates = [int(r) for r in args.rates.split(",") if r.strip()]
-    except ValueError as exc:
-        raise ValidationError("workloads", str(exc)) from None
-    if not rates or any(r < 1 for r in rates):
-        raise ValidationError("rates", "need at least one rate >= 1")
-    client = docker.DockerClient(base_url=args.docker)
-    try:
-        profiles = measure_profiles(client, workloads, makespan_s=args.makespan_s,
-                                    service_s=args.service_s, rates=rates, engine=args.docker)
-    finally:
-        client.close()
-    write_profiles(args.out, profiles)
-    print(f"wrote {args.out}")
-    for workload, profile in profiles.by_workload.items():
-        steps = ", ".join(f"{s.at_s:g}s: cpu {s.cpu_fraction:.3f} mem {s.memory_fraction:.3f}"
-                          for s in profile.steps)
-        print(f"  {workload.value} ({profile.source.value}): {steps}; per rate "
-              f"{profile.cpu_fraction_per_rate:.2e}")
-    return 0

@@ -117,10 +117,12 @@ class RedisStore:
     def bounds(self) -> RegionBounds:
         return self._bounds
 
-    @property
-    def client(self) -> redis.Redis:
-        client: redis.Redis = self._redis
-        return client
+    def sibling(self, make: Callable[[redis.Redis, str], T]) -> T:
+        """A registry of other keys beside this store's (the request records, the
+        deployments, the power readings: ``make(connection, prefix)``), on its connection and
+        under its prefix: one connection and one prefix for all, and nobody else handles the
+        connection."""
+        return make(self._redis, self.host_keys.prefix)
 
     def ping(self) -> bool:
         with redis_errors():
@@ -240,25 +242,15 @@ class RedisStore:
 
     def remove_host(self, host_id: str) -> list[Task]:
         key = self.host_keys.host(host_id)
-        class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
 
         def attempt() -> tuple[list[Task], Batch]:
-            with redis_errors():
-                pipe = self._redis.pipeline(transaction=False)
-                pipe.hgetall(key)
-                for class_key in class_keys:
-                    pipe.zrange(class_key, 0, -1)
-                fields, *id_lists = pipe.execute()
-            if not fields:
-                raise NotFoundError(f"no host {host_id!r}")
+            fields, task_hashes = self._read_host_tasks(host_id)
             view = host_from_hash(fields)
-            task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
-            task_fields = self._read_hashes(task_keys)
-            tasks = [task_from_hash(f) for f in task_fields if f]
+            tasks = [task_from_hash(f) for _, f in task_hashes]
             batch = Batch().check(key, fields)  # every task change rewrites the host hash
             for task in tasks:
                 self._stage_task_removal(batch, task)
-            batch.delete(key, *class_keys)
+            batch.delete(key, *self._class_keys(host_id))
             batch.zrem(self.host_keys.all, host_id)
             batch.zrem(self.host_keys.region_list(view.region, view.host_class), host_id)
             return sorted(tasks, key=lambda t: t.id), batch
@@ -423,22 +415,13 @@ class RedisStore:
 
     def restore_cuts(self, host_id: str) -> list[TaskRestore]:
         host_key = self.host_keys.host(host_id)
-        class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
 
         def attempt() -> tuple[list[TaskRestore], Batch | None]:
-            with redis_errors():
-                pipe = self._redis.pipeline(transaction=False)
-                pipe.hgetall(host_key)
-                for class_key in class_keys:
-                    pipe.zrange(class_key, 0, -1)
-                host_fields, *id_lists = pipe.execute()
-            if not host_fields:
-                raise NotFoundError(f"no host {host_id!r}")
-            task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
+            host_fields, task_hashes = self._read_host_tasks(host_id)
             read = {
                 task.id: (key, fields, task)
-                for key, fields in zip(task_keys, self._read_hashes(task_keys), strict=True)
-                if fields and (task := task_from_hash(fields)).host == host_id
+                for key, fields in task_hashes
+                if (task := task_from_hash(fields)).host == host_id
             }
             tasks = {task_id: task for task_id, (_, _, task) in read.items()}
             host = host_from_hash(host_fields)
@@ -563,6 +546,28 @@ class RedisStore:
             for key in keys:
                 pipe.hgetall(key)
             return list(pipe.execute())
+
+    def _class_keys(self, host_id: str) -> list[str]:
+        return [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
+
+    def _read_host_tasks(
+        self, host_id: str
+    ) -> tuple[dict[str, str], list[tuple[str, dict[str, str]]]]:
+        """A host's hash and, in class order, the hashes of the tasks its four class lists
+        name, with their keys (a task gone meanwhile is left out); NotFoundError without the
+        host. The host and its lists in one round trip, the tasks in a second."""
+        class_keys = self._class_keys(host_id)
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hgetall(self.host_keys.host(host_id))
+            for class_key in class_keys:
+                pipe.zrange(class_key, 0, -1)
+            fields, *id_lists = pipe.execute()
+        if not fields:
+            raise NotFoundError(f"no host {host_id!r}")
+        task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
+        hashes = zip(task_keys, self._read_hashes(task_keys), strict=True)
+        return fields, [(key, task_fields) for key, task_fields in hashes if task_fields]
 
     def _read_host(self, host_id: str) -> tuple[dict[str, str], HostView]:
         (fields,) = self._read_hashes([self.host_keys.host(host_id)])

@@ -110,8 +110,7 @@ class Manager:
                                    freshness=settings.cluster.freshness(),
                                    slo=self.slo, alpha_s=settings.allocation_s)
         self.loop = SchedulingLoop()
-        self.power = PowerView(settings.power_model, RedisPowerReadings(store.client,
-                                                                        settings.redis_prefix),
+        self.power = PowerView(settings.power_model, store.sibling(RedisPowerReadings),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
         self.slo_tally = SloTally(store.client, settings.redis_prefix, self.slo,
                                   settings.allocation_s)
@@ -127,7 +126,7 @@ class Manager:
         self.peering = Peering(settings.federation_name, settings.peers(),
                                refresh_s=settings.peer_refresh_s,
                                timeout_s=settings.peer_timeout_s, clock=clock)
-        self.deployments = DeploymentRecords(store.client, settings.redis_prefix)
+        self.deployments = store.sibling(DeploymentRecords)
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)

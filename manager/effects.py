@@ -11,6 +11,7 @@ scheduling loop only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 from domain.decision import Decision, Pass, TaskCut
 from domain.errors import GreenSwarmError, UnavailableError
@@ -120,60 +121,55 @@ class Effects:
         )
 
     def cut(self, cut: TaskCut, beneficiary: str) -> None:
-        what = (
-            f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut {cut.cut_received})"
-        )
-        try:
-            result = self.agents.cut(self.agent_url(cut.host), cut.task, cut.cpu_shares,
-                                     cut.memory)
-        except GreenSwarmError as exc:
-            self.records.update(
-                cut.task,
-                Event(EventKind.CUT, f"{what}; booked, not yet applied ({exc})", host=cut.host,
-                      by=beneficiary, applied=False),
-                cpu_shares=cut.cpu_shares,
-                memory=cut.memory,
-                cut_received=str(cut.cut_received),
-            )
-            return
-        if (result.cpu_shares, result.memory) != (cut.cpu_shares, cut.memory):
-            self.store.resize_task(cut.task, result.cpu_shares, result.memory)
-            what += f"; the node kept {result.memory} bytes (the task uses more than the target)"
-        self.records.update(
-            cut.task,
-            Event(EventKind.CUT, what, host=cut.host, by=beneficiary, applied=True),
-            cpu_shares=result.cpu_shares,
-            memory=result.memory,
-            cut_received=str(cut.cut_received),
+        self._push(
+            EventKind.CUT, cut.task, cut.host, cut.cpu_shares, cut.memory, cut.cut_received,
+            f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut "
+            f"{cut.cut_received})",
+            kept="; the node kept {memory} bytes (the task uses more than the target)",
+            by=beneficiary,
         )
 
     def restore(self, restore: TaskRestore) -> None:
         """Push a cut given back to the node (raising memory is always allowed) and record
         what it applied; the registry books that."""
-        what = (f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
-                f"(total cut {restore.cut_received})")
+        self._push(
+            EventKind.RESTORED, restore.task, restore.host, restore.cpu_shares, restore.memory,
+            restore.cut_received,
+            f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
+            f"(total cut {restore.cut_received})",
+            kept="; the node has {cpu_shares} shares and {memory} bytes",
+        )
+
+    def _push(
+        self, kind: EventKind, task_id: str, host: str, cpu_shares: int, memory: int,
+        cut_received: Fraction, what: str, *, kept: str, by: str | None = None,
+    ) -> None:
+        """Push a task's new CPU shares and memory to its node's agent, and record what the
+        node applied. Unreachable, it is booked, not yet applied: the agent's reconciliation
+        applies the booking later. When the node kept more memory (never below the task's
+        use plus a margin), the registry books what it kept and the event says so (``kept``,
+        formatted with the ``cpu_shares`` and ``memory`` the node has)."""
         try:
-            result = self.agents.cut(self.agent_url(restore.host), restore.task,
-                                     restore.cpu_shares, restore.memory)
-        except GreenSwarmError as exc:  # the agent's reconciliation applies the booking later
+            result = self.agents.cut(self.agent_url(host), task_id, cpu_shares, memory)
+        except GreenSwarmError as exc:
             self.records.update(
-                restore.task,
-                Event(EventKind.RESTORED, f"{what}; booked, not yet applied ({exc})",
-                      host=restore.host, applied=False),
-                cpu_shares=restore.cpu_shares,
-                memory=restore.memory,
-                cut_received=str(restore.cut_received),
+                task_id,
+                Event(kind, f"{what}; booked, not yet applied ({exc})", host=host, by=by,
+                      applied=False),
+                cpu_shares=cpu_shares,
+                memory=memory,
+                cut_received=str(cut_received),
             )
             return
-        if (result.cpu_shares, result.memory) != (restore.cpu_shares, restore.memory):
-            self.store.resize_task(restore.task, result.cpu_shares, result.memory)
-            what += f"; the node has {result.cpu_shares} shares and {result.memory} bytes"
+        if (result.cpu_shares, result.memory) != (cpu_shares, memory):
+            self.store.resize_task(task_id, result.cpu_shares, result.memory)
+            what += kept.format(cpu_shares=result.cpu_shares, memory=result.memory)
         self.records.update(
-            restore.task,
-            Event(EventKind.RESTORED, what, host=restore.host, applied=True),
+            task_id,
+            Event(kind, what, host=host, by=by, applied=True),
             cpu_shares=result.cpu_shares,
             memory=result.memory,
-            cut_received=str(restore.cut_received),
+            cut_received=str(cut_received),
         )
 
     def resized(self, task: Task) -> None:

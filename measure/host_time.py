@@ -1,5 +1,8 @@
 """The per-host time accounting of :class:`measure.recorder.MetricsRecorder`.
 
+:class:`HostBook` holds every host's :class:`HostTime` and the cluster's energy meter, and
+records each state the recorder checked.
+
 Each host's state is piecewise constant between two ``on_host_state`` calls. :func:`advance`
 integrates it over the time it held: utilization, booking, busy and empty time, time per region
 (LEE / DEE / EED) and, per bin of the plots' width, the series of :data:`SERIES_COLUMNS` plus how
@@ -10,9 +13,10 @@ much of the bin was accounted for; :func:`host_series` turns the bins into the b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from domain.energy import PowerModel
+from domain.energy import EnergyMeter, PowerModel
+from domain.errors import ValidationError
 from domain.model import HostSpec
 from domain.regions import Region, RegionBounds
 from measure.results import SERIES_COLUMNS, HostSeries
@@ -131,3 +135,101 @@ def host_series(hosts: Mapping[str, HostTime], t0_s: float, step_s: float,
         host_ids=tuple(hosts),
         values={name: tuple(rows) for name, rows in values.items()},
     )
+
+
+# At most this many bins of the plots are made at once (the columns grow beyond).
+PREALLOCATED_BINS = 3600
+
+
+class HostBook:
+    """Every host's time accounting and the cluster's energy meter (see the module docstring).
+
+    ``duration_hint_s``: the bins of the expected duration are made at once (+1: a float edge
+    at the end; at most PREALLOCATED_BINS)."""
+
+    __slots__ = ("bounds", "energy", "hosts", "models", "step_s", "t0_s")
+
+    def __init__(
+        self,
+        specs: Sequence[HostSpec],
+        power_model: PowerModel | Mapping[str, PowerModel] | None,
+        bounds: RegionBounds,
+        t0_s: float,
+        step_s: float,
+        duration_hint_s: float | None,
+    ) -> None:
+        self.bounds = bounds
+        self.t0_s = t0_s
+        self.step_s = step_s
+        self.models = _power_models(specs, power_model)
+        bins = 0
+        if duration_hint_s and 0 < duration_hint_s < math.inf:
+            bins = min(PREALLOCATED_BINS, math.ceil(duration_hint_s / step_s) + 1)
+        self.hosts: dict[str, HostTime] = {}
+        for spec in specs:
+            if spec.id in self.hosts:
+                raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
+            self.hosts[spec.id] = HostTime(spec, self.models[spec.id], t0_s, bins)
+        self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s)
+
+    def host(self, host_id: str) -> HostTime:
+        host = self.hosts.get(host_id)
+        if host is None:
+            raise ValidationError("host_id", f"unknown host {host_id!r}")
+        return host
+
+    def record(
+        self,
+        t: float,
+        host_id: str,
+        host: HostTime,
+        cpu: float,
+        mem: float,
+        mem_bytes: float,
+        task_count: int,
+        cpu_alloc: float | None,
+        mem_alloc: float | None,
+    ) -> None:
+        """Record the host's state, checked by the caller, from ``t`` on (allocations: None
+        keeps them)."""
+        advance(host, t, self.bounds, self.t0_s, self.step_s)
+        if cpu != host.cpu or mem_bytes != host.mem_bytes:  # else the same watts
+            host.power = host.model.power_w_unchecked(cpu, mem_bytes)
+        host.cpu = cpu
+        host.mem = mem
+        host.mem_bytes = mem_bytes
+        host.tasks = task_count
+        if task_count:
+            host.used = True
+        if cpu_alloc is not None:
+            host.cpu_alloc = cpu_alloc / host.cap_cpu
+        if mem_alloc is not None:
+            host.mem_alloc = mem_alloc / host.cap_mem
+        self.energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0, host.power)
+
+    def close(self, t_end: float) -> None:
+        """Every host's state held until ``t_end``."""
+        for host_id, host in self.hosts.items():
+            if t_end < host.last_t:
+                raise ValidationError(
+                    "t_end", f"{t_end} is before the last state of {host_id} at {host.last_t}"
+                )
+            advance(host, t_end, self.bounds, self.t0_s, self.step_s)
+
+
+def _power_models(
+    specs: Sequence[HostSpec], power_model: PowerModel | Mapping[str, PowerModel] | None
+) -> dict[str, PowerModel]:
+    """Every host's power model: the default, one for all, or one each."""
+    default_model = PowerModel.named()
+    models: dict[str, PowerModel] = {}
+    for spec in specs:
+        if power_model is None:
+            models[spec.id] = default_model
+        elif isinstance(power_model, PowerModel):
+            models[spec.id] = power_model
+        else:
+            if spec.id not in power_model:
+                raise ValidationError("power_model", f"no power model for host {spec.id!r}")
+            models[spec.id] = power_model[spec.id]
+    return models

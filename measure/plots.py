@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from measure.results import PolicyResult, Stats, percentile
+from measure.results import PolicyResult
+from measure.stats import Stats, percentile
 from measure.summary_md import pct, response_sort_key
 
 if TYPE_CHECKING:

@@ -38,10 +38,10 @@ from measure.results import (
     WINDOW_COLUMNS,
     HostSeries,
     PolicyResult,
-    Stats,
     WindowStats,
 )
 from measure.service_levels import RequestLevel
+from measure.stats import Stats
 from workloads.outfiles import open_text, out_directory, write_text
 
 RESULT_FILE = "result.json"

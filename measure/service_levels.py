@@ -33,6 +33,7 @@ from domain.classes import CLASSES
 from domain.errors import ValidationError
 from domain.model import TaskType
 from domain.slo import SloTable, default_objective
+from measure.stats import percentile
 
 GINI_INTERVAL_S = 600.0  # the paper's 10-minute intervals
 SHARES_PER_CORE = 1024
@@ -106,13 +107,6 @@ def gini(values: Sequence[float]) -> float:
     ordered = sorted(values)
     weighted = math.fsum((2 * i - n - 1) * x for i, x in enumerate(ordered, start=1))
     return weighted / (n * total)
-
-
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +249,8 @@ class ServiceTally:
                 requests=len(values),
                 met=self._met[c],
                 availability_min=values[0] if values else None,
-                availability_p10=_quantile(values, 0.10) if values else None,
-                availability_median=_quantile(values, 0.50) if values else None,
+                availability_p10=percentile(values, 0.10) if values else None,
+                availability_median=percentile(values, 0.50) if values else None,
                 availability_mean=math.fsum(values) / len(values) if values else None,
                 qos_deficit=math.fsum(deficits) / len(deficits) if deficits else None,
                 gini=math.fsum(ginis) / len(ginis) if ginis else None,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from domain.classes import CLASSES
 from measure.result_files import REQUESTS_FILE, WINDOWS_FILE
-from measure.results import WINDOW_COLUMNS, PolicyResult, Stats
+from measure.results import WINDOW_COLUMNS, PolicyResult
 from measure.service_levels import ClassLevels, ServiceSummary
+from measure.stats import Stats
 
 MD_MAX_WINDOWS = 36  # 3 hours of 5-minute windows: longer runs' windows stay in the CSV files
 GIB = 1024**3
@@ -210,19 +211,7 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
     names = [r.policy for r in results]
     metrics = [r.metrics.to_json() for r in results]
     parts = ["# Benchmark report", ""]
-    first = results[0]
-    trace = first.trace
-    if trace:
-        parts.append(
-            f"Trace: source `{trace.get('source')}`, seed {trace.get('seed')}, "
-            f"{trace.get('hosts')} hosts, {trace.get('duration_s')} s. "
-            f"Run: {first.t_end_s - first.t_start_s:g} s. "
-            f"Energy model: `{first.energy_model.get('table', 'per host')}` + "
-            f"{first.energy_model.get('memory_w_per_gib')} W per GiB in use. "
-            f"Regions: LEE < {first.region_bounds[0]:g} <= DEE <= {first.region_bounds[1]:g} "
-            "< EED of U = max(cpu, memory)."
-        )
-        parts.append("")
+    parts += _run_line(results[0])
     parts += service_section(results)
     for title, rows in _SECTIONS:
         parts.append(f"## {title}")
@@ -230,9 +219,37 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
         body = [[label, *(fmt(m.get(key)) for m in metrics)] for label, key, fmt in rows]
         parts.append(_table(["", *names], body))
         parts.append("")
+    parts += _windows_section(results, names)
+    parts += _distributions_section(results, names)
+    parts += _passes_section(results, names)
+    if plots:
+        parts.append("## Plots")
+        parts.append("")
+        parts += [f"![{Path(p).stem}]({p})" for p in plots]
+        parts.append("")
+    return "\n".join(parts)
 
-    parts.append("## Scheduling delay per 5-minute window (ms: mean / p50 / p90 / p99)")
-    parts.append("")
+
+def _run_line(first: PolicyResult) -> list[str]:
+    """What was run (from the first result): the trace, the energy model, the regions."""
+    trace = first.trace
+    if not trace:
+        return []
+    return [
+        f"Trace: source `{trace.get('source')}`, seed {trace.get('seed')}, "
+        f"{trace.get('hosts')} hosts, {trace.get('duration_s')} s. "
+        f"Run: {first.t_end_s - first.t_start_s:g} s. "
+        f"Energy model: `{first.energy_model.get('table', 'per host')}` + "
+        f"{first.energy_model.get('memory_w_per_gib')} W per GiB in use. "
+        f"Regions: LEE < {first.region_bounds[0]:g} <= DEE <= {first.region_bounds[1]:g} "
+        "< EED of U = max(cpu, memory).",
+        "",
+    ]
+
+
+def _windows_section(results: Sequence[PolicyResult], names: list[str]) -> list[str]:
+    """The delays per window, side by side, or where to find them when there are many."""
+    parts = ["## Scheduling delay per 5-minute window (ms: mean / p50 / p90 / p99)", ""]
     files = ", ".join(f"`{r.policy}/{WINDOWS_FILE}`" for r in results)
     most = max(len(r.delay_windows) for r in results)
     if most > MD_MAX_WINDOWS:
@@ -256,9 +273,12 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
         parts.append("")
         parts.append(f"The same windows, with every statistic: {files}.")
     parts.append("")
+    return parts
 
-    parts.append("## Service response times by workload and rate (ms: mean / p50 / p75)")
-    parts.append("")
+
+def _distributions_section(results: Sequence[PolicyResult], names: list[str]) -> list[str]:
+    """Service response times by workload and rate, job makespans by kind."""
+    parts = ["## Service response times by workload and rate (ms: mean / p50 / p75)", ""]
     keys = sorted({k for r in results for k in r.response_ms}, key=response_sort_key)
     if keys:
         parts.append(_table(
@@ -268,10 +288,7 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
         ))
     else:
         parts.append("No service response times were recorded.")
-    parts.append("")
-
-    parts.append("## Job makespans by kind (s: mean / p50 / p90 / p99)")
-    parts.append("")
+    parts += ["", "## Job makespans by kind (s: mean / p50 / p90 / p99)", ""]
     kinds = sorted({k for r in results for k in r.makespan_s})
     if kinds:
         parts.append(_table(
@@ -281,9 +298,11 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
     else:
         parts.append("No job finished.")
     parts.append("")
+    return parts
 
-    parts.append("## Placements per pass and allocations per class")
-    parts.append("")
+
+def _passes_section(results: Sequence[PolicyResult], names: list[str]) -> list[str]:
+    parts = ["## Placements per pass and allocations per class", ""]
     pass_names = sorted({p for r in results for p in r.passes})
     rows_out = [[f"placed by {p}", *(_int(r.passes.get(p, 0)) for r in results)]
                 for p in pass_names]
@@ -298,13 +317,7 @@ def render_markdown(results: Sequence[PolicyResult], plots: Sequence[str] = ()) 
         rows_out.append([f"class {cls}", *cells])
     parts.append(_table(["", *names], rows_out))
     parts.append("")
-
-    if plots:
-        parts.append("## Plots")
-        parts.append("")
-        parts += [f"![{Path(p).stem}]({p})" for p in plots]
-        parts.append("")
-    return "\n".join(parts)
+    return parts
 
 
 def response_sort_key(key: str) -> tuple[str, int]:

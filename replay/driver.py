@@ -29,7 +29,8 @@ from domain.errors import (
 from domain.model import HostSpec
 from domain.slo import SloTable
 from measure.recorder import MetricsRecorder
-from measure.results import PolicyResult, Stats
+from measure.results import PolicyResult
+from measure.stats import Stats
 from replay.clients import ServiceClient
 from replay.feed import RecorderFeed, recorder_host_ids
 from replay.plan import Submission, TraceClock, round_interval_wall_s

@@ -51,7 +51,7 @@ from domain.events import EventKind
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder
-from measure.results import Stats
+from measure.stats import Stats
 from replay.history import HistoryEvent, classify, is_oom
 from replay.plan import Submission, TraceClock
 from replay.values import ReplayCounters, RoundResult, ServiceTarget
@@ -178,30 +178,7 @@ class RecorderFeed:
         kills: list[str] = []
         host_id = decision.get("host") if placed else None
         if placed:
-            self._count("placed")
-            own = decision.get("request") or {}
-            cpu = int(own.get("cpu_shares", request.cpu_shares))
-            memory = int(own.get("memory", request.memory_bytes))
-            if cpu < request.cpu_shares or memory < request.memory_bytes:
-                cuts.append(Cut(sub.request_id, request.cpu_shares - cpu,
-                                request.memory_bytes - memory))
-            tracked.cpu, tracked.memory = cpu, memory
-            tracked.host = host_id
-            tracked.answer_placed = True
-            tracked.in_run = True
-            tracked.placed_wall_s = received_wall_s  # refined by its 'placed' event
-            for cut in decision.get("cuts", []):
-                cuts.append(self._answer_cut(cut))
-            for victim in decision.get("kills", []):
-                kills.append(str(victim))
-                self._count("kills_from_answers")
-                other = self._tracked.get(str(victim))
-                if other is not None:
-                    other.expected_kills += 1
-                    other.awaiting = True
-                    other.in_run = False
-                    other.host = None
-                    other.placed_wall_s = None
+            cuts, kills = self._answer_placed(tracked, decision, received_wall_s)
         elif record.get("status") == "pending":  # it asked to queue, and waits
             if not sub.probe:
                 self._count("queued")
@@ -227,6 +204,39 @@ class RecorderFeed:
         else:
             self._count("events_after_end")
         self.on_record(record)
+
+    def _answer_placed(
+        self, tracked: _Tracked, decision: Mapping[str, Any], received_wall_s: float
+    ) -> tuple[list[Cut], list[str]]:
+        """A placing answer: the request runs (maybe cut), and the tasks it cut and killed
+        are followed; returns the cuts and kills as the recorder counts them."""
+        self._count("placed")
+        sub, request = tracked.sub, tracked.sub.request
+        cuts: list[Cut] = []
+        own = decision.get("request") or {}
+        cpu = int(own.get("cpu_shares", request.cpu_shares))
+        memory = int(own.get("memory", request.memory_bytes))
+        if cpu < request.cpu_shares or memory < request.memory_bytes:
+            cuts.append(Cut(sub.request_id, request.cpu_shares - cpu,
+                            request.memory_bytes - memory))
+        tracked.cpu, tracked.memory = cpu, memory
+        tracked.host = decision.get("host")
+        tracked.answer_placed = True
+        tracked.in_run = True
+        tracked.placed_wall_s = received_wall_s  # refined by its 'placed' event
+        for cut in decision.get("cuts", []):
+            cuts.append(self._answer_cut(cut))
+        kills = [str(victim) for victim in decision.get("kills", [])]
+        for victim in kills:
+            self._count("kills_from_answers")
+            other = self._tracked.get(victim)
+            if other is not None:
+                other.expected_kills += 1
+                other.awaiting = True
+                other.in_run = False
+                other.host = None
+                other.placed_wall_s = None
+        return cuts, kills
 
     def _answer_cut(self, cut: Mapping[str, Any]) -> Cut:
         task_id = str(cut["task"])

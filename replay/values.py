@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from measure.results import Stats
+from measure.stats import Stats
 from workloads.trace import Workload
 
 

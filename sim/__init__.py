@@ -3,10 +3,13 @@
 =====================  ========================================================================
 module                 what
 =====================  ========================================================================
-sim/engine.py          the discrete-event loop: arrivals, runs, CPU contention, memory and OOM
-                       kills, the monitor model, the metrics recorder (one policy, one trace)
+sim/engine.py          the discrete-event loop: arrivals, decisions applied, task and monitor
+                       events, the metrics recorder (one policy, one trace)
 sim/config.py          a run's settings (SimConfig) and its result (SimResult, SimStats)
-sim/model.py           the modelled cluster: a task's run and a host's runs and monitor
+sim/model.py           the modelled cluster: a task's run and a host's runs and monitors; CPU
+                       shared out, memory limits and OOM kills, the monitors' pushes
+sim/routing.py         the clusters of a run and where a new request goes (federation)
+sim/books.py           the simulator's books against the stores' (a test aid)
 sim/contention.py      a host's cores shared by CPU shares (work-conserving water-filling)
 sim/monitor_model.py   the monitor's 3 s / 30 s (45 s) / 10 p.p. behaviour, computed exactly
                        from piecewise-constant utilization, with monitor.core's threshold logic
@@ -17,8 +20,8 @@ sim/seeds.py           the same simulation over several seeds, summed up
 sim/summary.py         the side-by-side table, with the thesis's numbers
 =====================  ========================================================================
 
-``greenswarm bench simulate`` and ``greenswarm bench profile`` (cli/simulate.py) are the I/O
-edge. Use from Python::
+``greenswarm bench simulate`` (cli/simulate.py) and ``greenswarm bench profile``
+(cli/profile.py) are the I/O edge. Use from Python::
 
     from sim.profiles import load_shipped_profiles
     from sim.config import SimConfig

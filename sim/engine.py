@@ -12,17 +12,9 @@ The simulator only plays the world around it:
 * tasks: every placed decision starts a run on its host. A job has ``makespan_s`` seconds of
   work at full speed and restarts from the beginning after a kill (the thesis behaviour); a
   service runs ``makespan_s`` seconds of wall time from each start, then its client stops it;
-* usage: each run follows its workload's profile (sim/profiles.py): it wants a
-  fraction of its original allocated cores and holds a fraction of its original memory;
-* CPU contention (sim/contention.py): a host's cores are shared by CPU shares,
-  work-conserving; a job progresses at served / wanted (at most 1), so contended jobs take
-  longer than their makespan;
-* memory: the limit of a container is its booked memory. A cut lowers it like the live agent:
-  never below the current use plus a margin (the rest is counted as a cut not fully applied).
-  A task whose use exceeds its limit, and the largest task of a host whose tasks use more than
-  its memory, are killed for lack of memory (counted as OOM kills, never rescheduled);
-* the monitor (sim/monitor_model.py): hosts and tasks are averaged over 30 s / 45 s
-  windows and pushed only past the 10 p.p. threshold, so decisions see stale utilization;
+* the world (sim/model.py): usage profiles, CPU contention, memory limits and out-of-memory
+  kills, the monitors' windows;
+* clusters (sim/routing.py): one, or several under one clock, federated or not;
 * metrics: every change of a host's true state goes to ``MetricsRecorder.on_host_state``.
 
 Time is the trace's clock in seconds. Events at the same instant run in a fixed order (task
@@ -33,39 +25,27 @@ clock).
 
 from __future__ import annotations
 
-import bisect
 import gc
 import heapq
-import itertools
 import math
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from fractions import Fraction
 from typing import Any
 
 from domain.decision import Decision
-from domain.energy import PowerModel
-from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import Request
-from federation.offload import advertise, choose_peer, should_offload
-from host_registry.memory import MemoryStore
-from measure.recorder import Cut, MetricsRecorder
-from measure.results import HostSummary
-from monitor.core import UtilSample
-from scheduler import registry
+from measure.recorder import MetricsRecorder, cuts_of
 from scheduler.plugin import LoadAware, RoundPolicy
-from scheduler.service import Outcome, Scheduler
-from sim.config import ClusterStats, FederationMode, SimConfig, SimResult, SimStats
-from sim.contention import share_cpu
-from sim.model import Host, Run, serve
-from sim.monitor_model import (
-    WindowAccumulator,
-    close_task_window,
-)
+from scheduler.service import Outcome
+from sim.books import check_books
+from sim.config import SimConfig, SimResult, SimStats
+from sim.model import Host, Memory, Monitors, Run, contended_s, next_step, place, reshare, take_off
+from sim.monitor_model import WindowAccumulator
 from sim.profiles import Profiles
+from sim.routing import Cluster, Clusters
 from workloads.trace import TraceHeader, TraceRequest
 
 # A job whose work left is below this is done (float residue of rate x time).
@@ -86,34 +66,13 @@ _GC_EVERY_EVENTS = 500_000
 ProgressCallback = Callable[[float, float], None]
 
 
-class _Cluster:
-    """One Swarm of the simulation (DESIGN 12): its own store and scheduler (with its own
-    policy instance), its hosts, its pending requests, and its federation counters."""
-
-    __slots__ = ("arrivals", "hosts", "name", "no_peer", "offloaded_in",
-                 "offloaded_in_unplaced", "offloaded_out", "pending", "scheduler", "store")
-
-    def __init__(self, name: str, store: MemoryStore, scheduler: Scheduler) -> None:
-        self.name = name
-        self.store = store
-        self.scheduler = scheduler
-        self.hosts: list[str] = []
-        self.pending: set[str] = set()
-        self.arrivals = 0
-        self.offloaded_out = 0
-        self.offloaded_in = 0
-        self.offloaded_in_unplaced = 0
-        self.no_peer = 0
-
-
 class Simulation:
     """One policy over one trace. ``run()`` once; see the module docstring.
 
     With ``SimConfig.clusters`` the trace's hosts form several clusters, each with its own
     store and scheduler, under one clock, one world model and one recorder (so the report's
-    numbers are over all clusters): a new request goes to its home cluster (round-robin in
-    arrival order), and when the clusters are federated, to a peer if its home does not place
-    it (federation.offload). Kill victims and waiting requests stay in their cluster."""
+    numbers are over all clusters): a new request goes to its home cluster, and when the
+    clusters are federated, maybe to a peer (sim/routing.py)."""
 
     def __init__(
         self,
@@ -130,40 +89,18 @@ class Simulation:
         self.profiles = profiles
         self.progress = progress
         self._arrivals: Iterator[tuple[TraceRequest, bool]] = iter(requests)
-        setup = config.clusters
-        sizes = setup.sizes if setup is not None else (len(header.hosts),)
-        if sum(sizes) != len(header.hosts):
-            raise ValidationError("clusters", f"the clusters take {sum(sizes)} hosts, the "
-                                  f"trace has {len(header.hosts)}")
-        plugin = registry.plugin(config.policy, simulated=True)
-        self._clusters: list[_Cluster] = []
-        for index, name in enumerate(setup.names if setup is not None else ("c1",)):
-            store = MemoryStore(config.classes, config.bounds)
-            # each cluster its own policy instance (a random policy: its own seed)
-            scheduler = Scheduler(
-                store, plugin.make(config.options.get(config.policy), config.seed + index),
-                skip_unchanged=config.skip_unchanged_retries,
-                admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
-                slo=config.slo, alpha_s=config.allocation_s,
-            )
-            self._clusters.append(_Cluster(name, store, scheduler))
-        self._by_name = {cluster.name: cluster for cluster in self._clusters}
-        self._federated = (setup is not None and len(self._clusters) > 1
-                           and setup.federation is FederationMode.OFFLOAD)
-        self._power = config.power_model or PowerModel.named()
-        self._arrived = 0
+        self._clusters = Clusters(header, config)
         # the first cluster (the only one, unless config.clusters says otherwise)
-        self.store = self._clusters[0].store
-        self.scheduler = self._clusters[0].scheduler
+        self.store = self._clusters.all[0].store
+        self.scheduler = self._clusters.all[0].scheduler
         policy = self.scheduler.policy
         # A load-aware policy reads dated utilization and load windows (DESIGN 3.12).
         monitor = config.monitor
         dated = monitor.dated or (isinstance(policy, LoadAware) and policy.predicts_recent)
-        if dated != monitor.dated:
-            monitor = replace(monitor, dated=dated)
-        self._monitor = monitor
+        self._monitor = monitor if dated == monitor.dated else replace(monitor, dated=dated)
         # New requests wait in the queue: asked for (--queue-new), or the policy's admission.
-        self._queue_new = plugin.admits_to_queue if config.queue_new is None else config.queue_new
+        self._queue_new = (self.scheduler.admits_to_queue if config.queue_new is None
+                           else config.queue_new)
         self.recorder = MetricsRecorder.for_trace(
             config.policy, header, power_model=config.power_model,
             region_bounds=config.bounds, slo=config.slo, allocation_s=config.allocation_s,
@@ -172,28 +109,7 @@ class Simulation:
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._hosts: dict[str, Host] = {}
-        rng = random.Random(config.seed)
-        self._cluster_of: dict[str, _Cluster] = {}
-        bounds = list(itertools.accumulate(sizes))
-        for index, spec in enumerate(header.hosts):
-            cluster = self._clusters[bisect.bisect_right(bounds, index)]
-            cluster.hosts.append(spec.id)
-            self._cluster_of[spec.id] = cluster
-        # What placement constraints see of a trace's host (DESIGN 4): its id, its labels.
-        for cluster in self._clusters:
-            cluster.scheduler.set_node_facts({spec.id: spec.facts() for spec in header.hosts
-                                              if self._cluster_of[spec.id] is cluster})
-        for spec in header.hosts:
-            store = self._cluster_of[spec.id].store
-            store.add_host(spec)
-            if dated:  # registration carries the first (idle) sample
-                store.update_host_load(spec.id, 0.0)
-            # Monitors start at independent moments: a random phase of the host window.
-            phase = rng.random() * monitor.host_window_s
-            host = Host(spec.id, spec.cpu_capacity, spec.memory_capacity, phase, monitor, 0.0)
-            self._hosts[spec.id] = host
-            self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
-            self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)
+        self._add_hosts(random.Random(config.seed))
         # A round policy runs a round at least every watchdog_s (DESIGN 3.11).
         self._watchdog_s = policy.watchdog_s if isinstance(policy, RoundPolicy) else 0.0
         if self._watchdog_s > 0:
@@ -204,19 +120,28 @@ class Simulation:
         self._touched: dict[str, Host] = {}
         self._dirty: dict[str, Host] = {}
         self._oom_limit: list[Run] = []
+        self._memory = Memory(config.memory_cut_margin_bytes)
         self._events = 0
         self._decisions = 0
-        self._memory_cuts = 0
-        self._memory_cuts_partial = 0
-        self._memory_cut_unapplied = 0
-        self._oom_host = 0
-        self._oom_limit_kills = 0
-        self._oom_by_workload: dict[str, int] = {}
-        self._host_pushes = 0
-        self._host_heartbeats = 0
-        self._task_pushes = 0
+        self._monitors = Monitors()
         self._pending_max = 0
         self._ran = False
+
+    def _add_hosts(self, rng: random.Random) -> None:
+        """Every host of the trace, in its cluster's store and in the world, with its
+        monitor's first windows due."""
+        monitor = self._monitor
+        for spec in self.header.hosts:
+            store = self._clusters.of_host[spec.id].store
+            store.add_host(spec)
+            if monitor.dated:  # registration carries the first (idle) sample
+                store.update_host_load(spec.id, 0.0)
+            # Monitors start at independent moments: a random phase of the host window.
+            phase = rng.random() * monitor.host_window_s
+            host = Host(spec.id, spec.cpu_capacity, spec.memory_capacity, phase, monitor, 0.0)
+            self._hosts[spec.id] = host
+            self._push(phase + monitor.host_window_s, _HOST_WINDOW, host)
+            self._push(phase + monitor.task_window_s, _TASK_WINDOW, host)
 
     # ------------------------------------------------------------------ the loop
 
@@ -297,7 +222,7 @@ class Simulation:
         elif kind == _HOST_WINDOW:
             self._on_host_window(t, obj)
         else:
-            for cluster in self._clusters:
+            for cluster in self._clusters.all:
                 self._follow(cluster, cluster.scheduler.retry_pending(t), t)
             self._push(t + self._watchdog_s, _ROUND, None)
 
@@ -308,41 +233,14 @@ class Simulation:
         self._requests[request.id] = request
         new = Request(request.id, request.request_class, request.type, request.cpu_shares,
                       request.memory_bytes, request.constraints)
-        home = self._clusters[0] if len(self._clusters) == 1 else self._home()
-        cluster = self._route(home, new, t) if self._federated else home
+        home, cluster = self._clusters.submit_to(new, t)
         outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
         if cluster is not home and not any(d.request.id == new.id for d in outcome.applied):
             cluster.offloaded_in_unplaced += 1
         self._follow(cluster, outcome, t, request.id)
 
-    def _home(self) -> _Cluster:
-        """The home cluster of the next arrival: round-robin in arrival order."""
-        home = self._clusters[self._arrived % len(self._clusters)]
-        self._arrived += 1
-        home.arrivals += 1
-        return home
-
-    def _route(self, home: _Cluster, request: Request, t: float) -> _Cluster:
-        """Where a new request of ``home`` is submitted, federated (DESIGN 12): at home,
-        unless its home would not place it (or, by the setup, only by killing) and a peer
-        advertises room; then at the cheapest such peer. Submitted exactly once."""
-        setup = self.config.clusters
-        assert setup is not None
-        if not should_offload(home.scheduler.preview(request, t), setup.offload_when):
-            return home
-        adverts = [advertise(c.name, c.store, self._power,
-                             wake_counts_idle=setup.wake_counts_idle)
-                   for c in self._clusters if c is not home]
-        peer = choose_peer(request, adverts, home=home.name)
-        if peer is None:
-            home.no_peer += 1
-            return home
-        home.offloaded_out += 1
-        self._by_name[peer].offloaded_in += 1
-        return self._by_name[peer]
-
     def _follow(
-        self, cluster: _Cluster, outcome: Outcome, t: float, new_id: str | None = None
+        self, cluster: Cluster, outcome: Outcome, t: float, new_id: str | None = None
     ) -> None:
         """Mirror what ``cluster``'s scheduler applied, in its order, and tell the recorder."""
         recorder = self.recorder
@@ -362,7 +260,7 @@ class Simulation:
             self._decisions += 1
             if decision.placed:
                 self._apply(decision, t)
-                cuts = self._cuts_of(decision)
+                cuts = cuts_of(decision)
                 pass_name = decision.pass_ or decision.policy
                 pending.discard(request_id)
                 placed_now.add(request_id)
@@ -400,21 +298,13 @@ class Simulation:
             # came first): a new request waiting for its first place all the same
             queued.add(new_id)
             recorder.on_queued(t, new_id)
-        waiting = (len(pending) if len(self._clusters) == 1
-                   else sum(len(c.pending) for c in self._clusters))
+        waiting = len(pending) if len(self._clusters.all) == 1 else self._clusters.waiting()
         self._pending_max = max(self._pending_max, waiting)
         for restore in outcome.restored:  # after every decision, as the scheduler made them
-            self._restore(self._runs[restore.task], restore.cpu_shares, restore.memory)
+            run = self._runs[restore.task]
+            self._memory.restore(run, restore.cpu_shares, restore.memory)
+            self._touch(run.host, run)
             recorder.on_restore(t, restore.task, restore.cpu_shares, restore.memory)
-
-    @staticmethod
-    def _cuts_of(decision: Decision) -> list[Cut]:
-        cuts = [Cut(c.task, c.cpu_freed, c.memory_freed) for c in decision.cuts]
-        if decision.cut_received > Fraction(0):
-            request = decision.request
-            cuts.append(Cut(request.id, request.cpu_shares - decision.cpu_shares,
-                            request.memory - decision.memory))
-        return cuts
 
     # ------------------------------------------------------------------ applying decisions
 
@@ -425,9 +315,10 @@ class Simulation:
             if victim is not None:
                 self._remove(victim)  # the request stays known: the victim is rescheduled
         for cut in decision.cuts:
-            if cut.task in decision.kills:
-                continue
-            self._cut(self._runs[cut.task], cut.cpu_shares, cut.memory, t)
+            if cut.task not in decision.kills:
+                run = self._runs[cut.task]
+                self._memory.cut(run, cut.cpu_shares, cut.memory)
+                self._touch(run.host, run)
         self._start(host, decision, t)
 
     def _start(self, host: Host, decision: Decision, t: float) -> None:
@@ -435,88 +326,32 @@ class Simulation:
         profile = self.profiles[request.workload]
         acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
         run = Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
-        host.runs[run.id] = run
+        place(run)
         self._runs[run.id] = run
-        host.demand += run.demand
-        host.mem_use += run.mem_use
-        host.booked_cpu += run.cpu_shares
-        host.booked_mem += run.memory
         if len(profile.steps) > 1:
             self._push(t + profile.steps[1].at_s, _STEP, run)
         if not run.is_job:
             self._push(t + request.makespan_s, _STOP, run)
-        if run.mem_use > run.limit:
+        if self._memory.over_limit(run):
             self._oom_limit.append(run)
         self._touch(host, run)
 
     def _remove(self, run: Run) -> None:
         """Take a run off its host (it ended, was killed, or was killed for memory)."""
-        run.alive = False
-        host = run.host
-        del host.runs[run.id]
+        take_off(run)
         del self._runs[run.id]
-        host.demand -= run.demand
-        host.mem_use -= run.mem_use
-        host.booked_cpu -= run.cpu_shares
-        host.booked_mem -= run.memory
-        if not host.runs:  # no float residue on an empty host
-            host.demand = 0.0
-            host.mem_use = 0.0
-        host.recount = host.recount or run.is_job
-        self._touch(host)
-
-    def _cut(self, run: Run, cpu_shares: int, memory: int, t: float) -> None:
-        host = run.host
-        host.booked_cpu += cpu_shares - run.cpu_shares
-        host.booked_mem += memory - run.memory
-        run.cpu_shares = cpu_shares
-        if memory < run.memory:
-            self._memory_cuts += 1
-            limit = self._lowered_limit(run, memory)
-            if limit > memory:
-                self._memory_cuts_partial += 1
-                self._memory_cut_unapplied += limit - memory
-            run.limit = limit
-        run.memory = memory
-        self._touch(host, run)
-
-    def _lowered_limit(self, run: Run, memory: int) -> int:
-        """The container's limit once set to ``memory`` below it, by the live agent's rule:
-        never below what the container uses plus a margin."""
-        floor = math.ceil(run.mem_use) + self.config.memory_cut_margin_bytes
-        return min(run.limit, max(memory, floor))
-
-    def _restore(self, run: Run, cpu_shares: int, memory: int) -> None:
-        """A cut given back (DESIGN 3.8): the run's CPU weight and booked memory grow back,
-        and its container's limit is set to the booked memory as the live agent sets it
-        (raised at once; lowered, by the rule of a cut, only where an earlier cut the node
-        could apply only in part had left it above)."""
-        host = run.host
-        host.booked_cpu += cpu_shares - run.cpu_shares
-        host.booked_mem += memory - run.memory
-        run.cpu_shares = cpu_shares
-        run.memory = memory
-        run.limit = memory if memory >= run.limit else self._lowered_limit(run, memory)
-        self._touch(host, run)
+        self._touch(run.host)
 
     # ------------------------------------------------------------------ task events
 
     def _on_step(self, t: float, run: Run) -> None:
+        next_step(run)
         steps = run.profile.steps
-        run.step += 1
-        step = steps[run.step]
-        host = run.host
-        demand = run.profile.cpu_fraction(step, run.request.request_rate) * run.alloc_cores
-        mem_use = step.memory_fraction * run.original_memory
-        host.demand += demand - run.demand
-        host.mem_use += mem_use - run.mem_use
-        run.demand = demand
-        run.mem_use = mem_use
         if run.step + 1 < len(steps):
             self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
-        if mem_use > run.limit:
+        if self._memory.over_limit(run):
             self._oom_limit.append(run)
-        self._touch(host, run)
+        self._touch(run.host, run)
 
     def _on_job_end(self, t: float, host: Host) -> None:
         if host.next_t != t:
@@ -537,17 +372,18 @@ class Simulation:
             t, run.id, status, makespan_s=t - run.start_t,
             expected_makespan_s=run.request.makespan_s if run.is_job else None,
         )
-        cluster = self._cluster_of[run.host.id]
-        _, outcome = cluster.scheduler.task_ended(run.id, t)
-        self._follow(cluster, outcome, t)
+        self._task_ended(t, run)
 
     def _oom_kill(self, t: float, run: Run) -> None:
-        key = f"{run.request.workload.value} class {run.request.request_class}"
-        self._oom_by_workload[key] = self._oom_by_workload.get(key, 0) + 1
+        self._memory.killed(run)
         self._remove(run)
         self._requests.pop(run.id, None)
         self.recorder.on_oom_kill(t, run.host.id, run.id)
-        cluster = self._cluster_of[run.host.id]
+        self._task_ended(t, run)
+
+    def _task_ended(self, t: float, run: Run) -> None:
+        """Its cluster's scheduler frees its place (and may place the waiting)."""
+        cluster = self._clusters.of_host[run.host.id]
         _, outcome = cluster.scheduler.task_ended(run.id, t)
         self._follow(cluster, outcome, t)
 
@@ -555,38 +391,13 @@ class Simulation:
 
     def _on_host_window(self, t: float, host: Host) -> None:
         self._push(t + self._monitor.host_window_s, _HOST_WINDOW, host)
-        update = host.monitor.window_closed(t)
-        if update is None:
-            return
-        cluster = self._cluster_of[host.id]
-        store = cluster.store
-        if not update.has_values:  # a heartbeat: the values held are still current
-            self._host_heartbeats += 1
-            store.update_host_load(host.id, t, update.windows)
-            return
-        sent = host.monitor.held
-        assert sent is not None
-        self._host_pushes += 1
-        before = store.host(host.id)
-        store.update_host_utilization(host.id, sent.cpu_util, sent.memory_util,
-                                      update.measured_at, update.windows)
-        # "A utilization drop" frees room for the waiting (DESIGN 3.7).
-        if cluster.pending and (sent.cpu_util < before.cpu_util
-                                or sent.memory_util < before.memory_util):
+        cluster = self._clusters.of_host[host.id]
+        if self._monitors.host_window(host, cluster.store, t) and cluster.pending:
             self._follow(cluster, cluster.scheduler.retry_pending(t), t)
 
     def _on_task_window(self, t: float, host: Host) -> None:
         self._push(t + self._monitor.task_window_s, _TASK_WINDOW, host)
-        averages: dict[str, UtilSample] = {}
-        for run in host.runs.values():
-            average = run.acc.close(t)
-            if average is not None:
-                averages[run.id] = average
-        batch = close_task_window(host.task_tracker, averages)
-        store = self._cluster_of[host.id].store
-        for task in batch.tasks:
-            store.update_task_utilization(task.task_id, task.cpu_util, task.memory_util)
-        self._task_pushes += len(batch.tasks)
+        self._monitors.task_window(host, self._clusters.of_host[host.id].store, t)
 
     # ------------------------------------------------------------------ hosts
 
@@ -601,73 +412,17 @@ class Simulation:
         while self._touched or self._oom_limit:
             if self._oom_limit:
                 run = self._oom_limit.pop()
-                if run.alive and run.mem_use > run.limit:
-                    self._oom_limit_kills += 1
+                if run.alive and self._memory.over_limit(run):
+                    self._memory.oom_limit += 1
                     self._oom_kill(t, run)
                 continue
             _, host = self._touched.popitem()
-            if host.mem_use > host.cap_mem and host.runs:
-                # The kernel's choice: the largest user of memory.
-                victim = max(host.runs.values(), key=lambda r: (r.mem_use, r.id))
-                self._oom_host += 1
+            victim = self._memory.host_victim(host)  # the kernel's choice
+            if victim is not None:
                 self._oom_kill(t, victim)  # touches the host again
                 continue
-            self._recompute(host, t)
-
-    def _recompute(self, host: Host, t: float) -> None:
-        contended = host.demand > host.cap_cores + 1e-12
-        if not contended and not host.contended:
-            self._recompute_changed(host, t)
-            return
-        host.changed.clear()
-        host.recount = False
-        runs = list(host.runs.values())
-        if contended:
-            served_all = share_cpu(host.cap_cores, [r.demand for r in runs],
-                                   [r.cpu_shares for r in runs])
-        else:
-            served_all = [r.demand for r in runs]
-        if contended != host.contended:
-            if host.contended:
-                host.contended_s += t - host.contended_since
-            else:
-                host.contended_since = t
-            host.contended = contended
-        total = 0.0
-        next_t = _INF
-        for run, served in zip(runs, served_all, strict=True):
-            total += served
-            serve(run, served, t)
-            if run.is_job:
-                rate = served / run.demand if served < run.demand else 1.0
-                if rate != run.rate:
-                    run.work_left -= run.rate * (t - run.work_t)
-                    run.work_t = t
-                    run.rate = rate
-                    run.finish_t = t + max(0.0, run.work_left) / rate
-                if run.finish_t < next_t:
-                    next_t = run.finish_t
-        self._recomputed(host, t, total, next_t)
-
-    def _recompute_changed(self, host: Host, t: float) -> None:
-        """``_recompute`` for a host uncontended before and after: every run is served what it
-        wants and every job runs at full speed, so only the changed runs are served anew (and
-        the next completion looked for among all jobs only when a job left). The same result,
-        without sharing the CPU out again."""
-        next_t = host.next_t
-        for run in host.changed:
-            if not run.alive:
-                continue
-            serve(run, run.demand, t)
-            if run.is_job and run.finish_t < next_t:
-                next_t = run.finish_t
-        host.changed.clear()
-        runs = host.runs.values()
-        if host.recount:
-            host.recount = False
-            next_t = min([r.finish_t for r in runs if r.is_job], default=_INF)
-        total = sum([r.demand for r in runs])  # in the order _recompute adds them up
-        self._recomputed(host, t, total, next_t)
+            served, next_t = reshare(host, t)
+            self._recomputed(host, t, served, next_t)
 
     def _recomputed(self, host: Host, t: float, served: float, next_t: float) -> None:
         """The host serves ``served`` cores from ``t`` and its next job ends at ``next_t``."""
@@ -700,50 +455,13 @@ class Simulation:
     # ------------------------------------------------------------------ checks and the end
 
     def check_books(self) -> None:
-        """The simulator's tasks are exactly the store's, with the same resources, and every
-        host's allocation is the sum of its tasks' (raises RuntimeError otherwise). With
-        several clusters, no task is in two of their stores (never placed twice)."""
-        store_tasks = {}
-        for cluster in self._clusters:
-            for task in cluster.store.tasks():
-                if task.id in store_tasks:
-                    raise RuntimeError(f"task {task.id} is placed in two clusters")
-                store_tasks[task.id] = task
-        if set(store_tasks) != set(self._runs):
-            only_sim = sorted(set(self._runs) - set(store_tasks))[:5]
-            only_store = sorted(set(store_tasks) - set(self._runs))[:5]
-            raise RuntimeError(f"tasks differ: simulator only {only_sim}, store only "
-                               f"{only_store}")
-        for run in self._runs.values():
-            task = store_tasks[run.id]
-            if (task.host, task.cpu_shares, task.memory) != (
-                run.host.id, run.cpu_shares, run.memory
-            ):
-                raise RuntimeError(f"task {run.id} booked differently")
-        for host in self._hosts.values():
-            view = self._cluster_of[host.id].store.host(host.id)
-            cpu = sum(r.cpu_shares for r in host.runs.values())
-            memory = sum(r.memory for r in host.runs.values())
-            if (view.cpu_allocated, view.memory_allocated, view.task_count) != (
-                cpu, memory, len(host.runs)
-            ) or (host.booked_cpu, host.booked_mem) != (cpu, memory):
-                raise RuntimeError(f"host {host.id}: allocations differ")
-            if host.mem_use > host.cap_mem * (1 + 1e-9):
-                raise RuntimeError(f"host {host.id} uses more memory than it has")
-            if host.served > host.cap_cores * (1 + 1e-9):
-                raise RuntimeError(f"host {host.id} serves more CPU than it has")
-        for cluster in self._clusters:
-            pending = {entry.request.id for entry in cluster.store.pending()}
-            if pending != cluster.pending:
-                raise RuntimeError("pending queues differ")
+        """The simulator's tasks are exactly the stores', with the same resources (raises
+        RuntimeError otherwise; sim/books.py)."""
+        check_books(self._clusters, self._runs, self._hosts)
 
     def _finish(self, wall_s: float) -> SimResult:
         end_s = self.end_s
-        contended = 0.0
-        for host in self._hosts.values():
-            contended += host.contended_s
-            if host.contended:
-                contended += end_s - host.contended_since
+        contended = contended_s(self._hosts.values(), end_s)
         result = self.recorder.finish(end_s)
         host_time = end_s * len(self._hosts)
         stats = SimStats(
@@ -752,40 +470,22 @@ class Simulation:
             events=self._events,
             decisions=self._decisions,
             end_s=end_s,
-            memory_cuts=self._memory_cuts,
-            memory_cuts_partial=self._memory_cuts_partial,
-            memory_cut_unapplied_bytes=self._memory_cut_unapplied,
-            oom_host_kills=self._oom_host,
-            oom_limit_kills=self._oom_limit_kills,
-            oom_kills_by_workload=dict(sorted(self._oom_by_workload.items())),
+            memory_cuts=self._memory.cuts,
+            memory_cuts_partial=self._memory.cuts_partial,
+            memory_cut_unapplied_bytes=self._memory.cut_unapplied_bytes,
+            oom_host_kills=self._memory.oom_host,
+            oom_limit_kills=self._memory.oom_limit,
+            oom_kills_by_workload=dict(sorted(self._memory.oom_by_workload.items())),
             contended_host_share=contended / host_time if host_time > 0 else 0.0,
-            monitor_host_pushes=self._host_pushes,
-            monitor_host_heartbeats=self._host_heartbeats,
-            monitor_task_pushes=self._task_pushes,
+            monitor_host_pushes=self._monitors.host_pushes,
+            monitor_host_heartbeats=self._monitors.host_heartbeats,
+            monitor_task_pushes=self._monitors.task_pushes,
             pending_max=self._pending_max,
-            pending_at_end=sum(len(c.pending) for c in self._clusters),
+            pending_at_end=self._clusters.waiting(),
             running_at_end=len(self._runs),
-            clusters=self._cluster_stats(result.hosts) if self.config.clusters else (),
+            clusters=self._clusters.stats(result.hosts),
         )
         return SimResult(result, stats)
-
-    def _cluster_stats(self, hosts: Iterable[HostSummary]) -> tuple[ClusterStats, ...]:
-        energy = {host.host_id: host for host in hosts}
-        return tuple(
-            ClusterStats(
-                name=cluster.name,
-                hosts=tuple(cluster.hosts),
-                arrivals=cluster.arrivals,
-                offloaded_out=cluster.offloaded_out,
-                offloaded_in=cluster.offloaded_in,
-                offloaded_in_unplaced=cluster.offloaded_in_unplaced,
-                no_peer=cluster.no_peer,
-                energy_kwh=math.fsum(energy[h].energy_kwh for h in cluster.hosts),
-                energy_kwh_switch_off=math.fsum(energy[h].energy_kwh_switch_off
-                                                for h in cluster.hosts),
-            )
-            for cluster in self._clusters
-        )
 
 
 def simulate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from lab.images import busybox_on
 from lab.processes import RedisServer, redis_server
@@ -16,6 +17,15 @@ def redis_srv() -> Iterator[RedisServer]:
     """A real redis-server (append-only persistence) for the whole session."""
     with redis_server() as server:
         yield server
+
+
+@pytest.fixture
+def raw_redis(redis_srv: RedisServer) -> Iterator[redis.Redis]:
+    """A connection of the test's own to the session's redis-server, to look at (or damage)
+    what the code under test wrote."""
+    client = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

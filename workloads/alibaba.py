@@ -33,9 +33,10 @@ Read with the shared machinery of :mod:`workloads.readers` (window, counts, note
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
@@ -69,6 +70,76 @@ class _Pod:
     running: bool  # pod_phase Running
 
 
+class _PodRow(NamedTuple):
+    """One row of a pod list, read."""
+
+    name: str
+    cpu_milli: float | None
+    memory_mib: float | None
+    request_class: int
+    task_type: TaskType
+    created_s: float
+    deleted_s: float | None
+    scheduled_s: float | None
+    phase: str
+    gpu: bool
+
+
+def _header(row: Sequence[str], line: int, path: Path) -> tuple[dict[str, int], str]:
+    """The columns of a pod list's header, and the one that names a pod."""
+    columns = {name.strip().lower(): i for i, name in enumerate(row)}
+    missing = [c for c in ("cpu_milli", "memory_mib", "qos", "creation_time", "deletion_time")
+               if c not in columns]
+    names = [c for c in ALIBABA_NAME_COLUMNS if c in columns]
+    if missing or not names:
+        if not names:
+            missing.append("name (or " + ", ".join(ALIBABA_NAME_COLUMNS[1:]) + ")")
+        raise TraceError(
+            "columns", f"the header lacks {', '.join(missing)}; found "
+            f"{', '.join(columns) or 'nothing'}", line=line, path=str(path)
+        )
+    return columns, names[0]
+
+
+def _read_pod(row: Sequence[str], columns: dict[str, int], name_column: str,
+              seen: Mapping[str, tuple[str, int]]) -> _PodRow:
+    """A row read and checked (ValidationError naming the column); ``seen``: where each name
+    read so far was."""
+    if len(row) != len(columns):
+        raise ValidationError(
+            "columns", f"expected {len(columns)} columns as in the header, got {len(row)}"
+        )
+    name = row[columns[name_column]].strip()
+    if not name:
+        raise ValidationError(name_column, "is empty")
+    if name in seen:
+        other_path, other_line = seen[name]
+        raise ValidationError(
+            name_column, f"{name!r} also appears at {other_path} line {other_line}"
+        )
+    cpu_milli = optional_float(row[columns["cpu_milli"]], "cpu_milli")
+    memory_mib = optional_float(row[columns["memory_mib"]], "memory_mib")
+    qos_text = row[columns["qos"]].strip()
+    if qos_text.lower() not in ALIBABA_QOS:
+        raise ValidationError(
+            "qos", f"unknown QoS {qos_text!r}; known: Guaranteed, LSR, LSE, LS, Burstable, BE"
+        )
+    request_class, task_type = ALIBABA_QOS[qos_text.lower()]
+    created = optional_float(row[columns["creation_time"]], "creation_time")
+    if created is None:
+        raise ValidationError("creation_time", "is empty")
+    deleted = optional_float(row[columns["deletion_time"]], "deletion_time")
+    scheduled = None
+    if "scheduled_time" in columns:
+        scheduled = optional_float(row[columns["scheduled_time"]], "scheduled_time")
+    phase = row[columns["pod_phase"]].strip().lower() if "pod_phase" in columns else ""
+    gpu = any(
+        optional_float(row[columns[c]], c) for c in ("num_gpu", "gpu_milli") if c in columns
+    )
+    return _PodRow(name, cpu_milli, memory_mib, request_class, task_type, created, deleted,
+                   scheduled, phase, gpu)
+
+
 def convert_alibaba(
     paths: Sequence[str | Path],
     hosts: Sequence[HostSpec],
@@ -94,79 +165,28 @@ def convert_alibaba(
         name_column = ""
         for line, row in csv_rows(path):
             if columns is None:
-                columns = {name.strip().lower(): i for i, name in enumerate(row)}
-                missing = [c for c in ("cpu_milli", "memory_mib", "qos", "creation_time",
-                                       "deletion_time") if c not in columns]
-                names = [c for c in ALIBABA_NAME_COLUMNS if c in columns]
-                if missing or not names:
-                    if not names:
-                        missing.append("name (or " + ", ".join(ALIBABA_NAME_COLUMNS[1:]) + ")")
-                    raise TraceError(
-                        "columns", f"the header lacks {', '.join(missing)}; found "
-                        f"{', '.join(columns) or 'nothing'}", line=line, path=str(path)
-                    )
-                name_column = names[0]
+                columns, name_column = _header(row, line, path)
                 continue
             rows += 1
             try:
-                if len(row) != len(columns):
-                    raise ValidationError(
-                        "columns", f"expected {len(columns)} columns as in the header, "
-                        f"got {len(row)}"
-                    )
-                name = row[columns[name_column]].strip()
-                if not name:
-                    raise ValidationError(name_column, "is empty")
-                if name in seen:
-                    other_path, other_line = seen[name]
-                    raise ValidationError(
-                        name_column, f"{name!r} also appears at {other_path} line {other_line}"
-                    )
-                seen[name] = (str(path), line)
-                cpu_milli = optional_float(row[columns["cpu_milli"]], "cpu_milli")
-                memory_mib = optional_float(row[columns["memory_mib"]], "memory_mib")
-                qos_text = row[columns["qos"]].strip()
-                if qos_text.lower() not in ALIBABA_QOS:
-                    raise ValidationError(
-                        "qos", f"unknown QoS {qos_text!r}; known: Guaranteed, LSR, LSE, LS, "
-                        "Burstable, BE"
-                    )
-                request_class, task_type = ALIBABA_QOS[qos_text.lower()]
-                created = optional_float(row[columns["creation_time"]], "creation_time")
-                if created is None:
-                    raise ValidationError("creation_time", "is empty")
-                deleted = optional_float(row[columns["deletion_time"]], "deletion_time")
-                scheduled = None
-                if "scheduled_time" in columns:
-                    scheduled = optional_float(row[columns["scheduled_time"]], "scheduled_time")
-                phase = row[columns["pod_phase"]].strip().lower() if "pod_phase" in columns else ""
-                gpu = any(
-                    optional_float(row[columns[c]], c) for c in ("num_gpu", "gpu_milli")
-                    if c in columns
-                )
+                pod = _read_pod(row, columns, name_column, seen)
             except ValidationError as exc:
                 raise TraceError(exc.field, exc.message, line=line, path=str(path)) from None
-            data_end_s = max(data_end_s, created, deleted or 0.0, scheduled or 0.0)
-            if scheduled is None and ("scheduled_time" in columns or phase == "pending"):
+            seen[pod.name] = (str(path), line)
+            scheduled = pod.scheduled_s
+            data_end_s = max(data_end_s, pod.created_s, pod.deleted_s or 0.0, scheduled or 0.0)
+            if scheduled is None and ("scheduled_time" in columns or pod.phase == "pending"):
                 never_ran += 1
                 continue
-            gpus += gpu
-            cpu_shares, memory_bytes = sizes.size(
-                None if cpu_milli is None else cpu_milli * 1024 / 1000 * resource_scale,
-                None if memory_mib is None else memory_mib * MIB * resource_scale,
-            )
-            start = scheduled if scheduled is not None else created
-            run = Run(created, start, deleted if deleted is not None else start, name,
-                       request_class, task_type, cpu_shares, memory_bytes)
-            pods.append(_Pod(run, deleted, phase == "running"))
+            gpus += pod.gpu
+            pods.append(_ran(pod, sizes, resource_scale))
         if columns is None:
             raise TraceError("header", "the file is empty; expected a CSV header line",
                              line=1, path=str(path))
-
     censored = 0
-    for pod in pods:
-        if pod.deleted_s is None or (pod.running and pod.deleted_s >= data_end_s):
-            pod.run.end_s = data_end_s
+    for p in pods:
+        if p.deleted_s is None or (p.running and p.deleted_s >= data_end_s):
+            p.run.end_s = data_end_s
             censored += 1
     extra = (f"Resource scale {resource_scale:g}; {gpus} of the pods that ran ask for GPUs: "
              "their GPUs were ignored (only CPU and memory are placed).")
@@ -176,6 +196,18 @@ def convert_alibaba(
         data_end_s=data_end_s, never_ran=never_ran, censored=censored, sizes=sizes,
         gpu_requests=gpus, extra=" ".join(p for p in (extra, hosts_note) if p),
     )
+
+
+def _ran(pod: _PodRow, sizes: Sizes, resource_scale: float) -> _Pod:
+    """The run of a pod that ran (until its deletion; the caller censors the open ones)."""
+    cpu_shares, memory_bytes = sizes.size(
+        None if pod.cpu_milli is None else pod.cpu_milli * 1024 / 1000 * resource_scale,
+        None if pod.memory_mib is None else pod.memory_mib * MIB * resource_scale,
+    )
+    start = pod.scheduled_s if pod.scheduled_s is not None else pod.created_s
+    run = Run(pod.created_s, start, pod.deleted_s if pod.deleted_s is not None else start,
+              pod.name, pod.request_class, pod.task_type, cpu_shares, memory_bytes)
+    return _Pod(run, pod.deleted_s, pod.phase == "running")
 
 
 # ------------------------------------------------------------------ Alibaba node list

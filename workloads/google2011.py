@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
@@ -104,6 +105,51 @@ def reference_host(hosts: Sequence[HostSpec]) -> HostSpec:
     return max(hosts, key=lambda h: (h.cpu_capacity, h.memory_capacity))
 
 
+class _Event(NamedTuple):
+    """One row of ``task_events``, read."""
+
+    timestamp_us: int
+    event: GoogleEvent
+    job_id: str
+    task_index: str
+    cpu: float | None
+    memory: float | None
+    priority: int | None
+    scheduling_class: int | None
+
+
+def _read_event(row: Sequence[str]) -> _Event | None:
+    """A row read and checked (ValidationError naming the column); None: after the window."""
+    if len(row) != len(GOOGLE_TASK_EVENT_COLUMNS):
+        raise ValidationError(
+            "columns",
+            f"expected {len(GOOGLE_TASK_EVENT_COLUMNS)} columns "
+            f"({', '.join(GOOGLE_TASK_EVENT_COLUMNS)}), got {len(row)}",
+        )
+    timestamp = parse_int(row[0], "timestamp")
+    if timestamp < 0:
+        raise ValidationError("timestamp", f"must be >= 0, got {timestamp}")
+    if timestamp >= _AFTER_WINDOW_US:
+        return None
+    code = parse_int(row[5], "event_type")
+    try:
+        event = GoogleEvent(code)
+    except ValueError:
+        raise ValidationError("event_type", f"must be 0..8, got {code}") from None
+    job_id = row[2].strip()
+    task_index = row[3].strip()
+    if not job_id or not task_index:
+        raise ValidationError("job_id", "job ID and task index are required")
+    return _Event(
+        timestamp, event, job_id, task_index,
+        cpu=optional_float(row[9], "cpu_request"),
+        memory=optional_float(row[10], "memory_request"),
+        priority=parse_int(row[8], "priority") if row[8].strip() else None,
+        scheduling_class=(parse_int(row[7], "scheduling_class") if row[7].strip()
+                          else None),
+    )
+
+
 @dataclass(slots=True)
 class _GoogleTask:
     first_us: int
@@ -114,6 +160,24 @@ class _GoogleTask:
     scheduling_class: int = 0
     run_start_us: int | None = None  # the run going on
     last_run: tuple[int, int] | None = None  # (start, end) of the last finished run
+
+    def apply(self, e: _Event) -> None:
+        """What an event says of the task: its first sizes, its priority and class as
+        submitted (or as known before it ever ran), its runs."""
+        if self.cpu is None and e.cpu is not None:
+            self.cpu = e.cpu
+        if self.memory is None and e.memory is not None:
+            self.memory = e.memory
+        if e.event is GoogleEvent.SUBMIT or self.run_start_us is None:
+            if e.priority is not None:
+                self.priority = e.priority
+            if e.scheduling_class is not None:
+                self.scheduling_class = e.scheduling_class
+        if e.event is GoogleEvent.SCHEDULE:
+            self.run_start_us = e.timestamp_us
+        elif e.event in _RUN_ENDS and self.run_start_us is not None:
+            self.last_run = (self.run_start_us, e.timestamp_us)
+            self.run_start_us = None
 
 
 def convert_google2011(
@@ -136,56 +200,37 @@ def convert_google2011(
         for line, row in csv_rows(path):
             rows += 1
             try:
-                if len(row) != len(GOOGLE_TASK_EVENT_COLUMNS):
-                    raise ValidationError(
-                        "columns",
-                        f"expected {len(GOOGLE_TASK_EVENT_COLUMNS)} columns "
-                        f"({', '.join(GOOGLE_TASK_EVENT_COLUMNS)}), got {len(row)}",
-                    )
-                timestamp = parse_int(row[0], "timestamp")
-                if timestamp < 0:
-                    raise ValidationError("timestamp", f"must be >= 0, got {timestamp}")
-                if timestamp >= _AFTER_WINDOW_US:
-                    continue
-                code = parse_int(row[5], "event_type")
-                try:
-                    event = GoogleEvent(code)
-                except ValueError:
-                    raise ValidationError("event_type", f"must be 0..8, got {code}") from None
-                job_id = row[2].strip()
-                task_index = row[3].strip()
-                if not job_id or not task_index:
-                    raise ValidationError("job_id", "job ID and task index are required")
-                cpu = optional_float(row[9], "cpu_request")
-                memory = optional_float(row[10], "memory_request")
-                priority = parse_int(row[8], "priority") if row[8].strip() else None
-                scheduling_class = parse_int(row[7], "scheduling_class") if row[7].strip() else None
+                event = _read_event(row)
             except ValidationError as exc:
                 raise TraceError(exc.field, exc.message, line=line, path=str(path)) from None
-            last_us = max(last_us, timestamp)
-            key = (job_id, task_index)
+            if event is None:
+                continue
+            last_us = max(last_us, event.timestamp_us)
+            key = (event.job_id, event.task_index)
             task = tasks.get(key)
             if task is None:
-                task = _GoogleTask(first_us=timestamp, order=len(tasks))
+                task = _GoogleTask(first_us=event.timestamp_us, order=len(tasks))
                 tasks[key] = task
-            if task.cpu is None and cpu is not None:
-                task.cpu = cpu
-            if task.memory is None and memory is not None:
-                task.memory = memory
-            if event is GoogleEvent.SUBMIT or task.run_start_us is None:
-                if priority is not None:
-                    task.priority = priority
-                if scheduling_class is not None:
-                    task.scheduling_class = scheduling_class
-            if event is GoogleEvent.SCHEDULE:
-                task.run_start_us = timestamp
-            elif event in _RUN_ENDS and task.run_start_us is not None:
-                task.last_run = (task.run_start_us, timestamp)
-                task.run_start_us = None
+            task.apply(event)
+    sizes = Sizes()
+    runs, never_ran, censored = _runs(tasks, last_us, reference, sizes)
+    extra = (f"Sizes relative to {reference.id} ({reference.cpu_capacity} shares, "
+             f"{reference.memory_capacity} bytes).")
+    return finish_conversion(
+        TraceSource.GOOGLE2011, "Google cluster data 2011 task_events", runs, hosts,
+        rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,
+        data_end_s=last_us / 1e6, never_ran=never_ran, censored=censored, sizes=sizes,
+        extra=" ".join(p for p in (extra, hosts_note) if p),
+    )
 
+
+def _runs(
+    tasks: dict[tuple[str, str], _GoogleTask], last_us: int, reference: HostSpec, sizes: Sizes
+) -> tuple[list[Run], int, int]:
+    """Each task's last run (censored at ``last_us`` when still running), in order of first
+    appearance; and how many never ran, and how many were censored."""
     runs: list[Run] = []
     never_ran = censored = 0
-    sizes = Sizes()
     for (job_id, task_index), task in sorted(tasks.items(), key=lambda kv: kv[1].order):
         if task.run_start_us is not None:  # still running when the data ends
             run_us = (task.run_start_us, last_us)
@@ -211,11 +256,4 @@ def convert_google2011(
                 memory_bytes=memory_bytes,
             )
         )
-    extra = (f"Sizes relative to {reference.id} ({reference.cpu_capacity} shares, "
-             f"{reference.memory_capacity} bytes).")
-    return finish_conversion(
-        TraceSource.GOOGLE2011, "Google cluster data 2011 task_events", runs, hosts,
-        rows=rows, start_s=window_start_s, end_s=window_end_s, limit=limit,
-        data_end_s=last_us / 1e6, never_ran=never_ran, censored=censored, sizes=sizes,
-        extra=" ".join(p for p in (extra, hosts_note) if p),
-    )
+    return runs, never_ran, censored

@@ -47,7 +47,7 @@ def build_apps(redis_url: str, **limits: int) -> tuple[dict[str, Flask], RedisSt
     manager = Manager(
         settings,
         store,
-        RequestRecords(store.client, prefix),
+        store.sibling(RequestRecords),
         SwarmBackend(settings.docker_url, f"{prefix}-"),
         AgentClient(TOKEN),
     )

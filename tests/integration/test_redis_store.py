@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 import pytest
+import redis
 
 from domain.books import contribution
 from domain.classes import ClassTable
+from domain.energy import PowerReading
 from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, Request, TaskType
 from domain.pending import PendingReason
@@ -22,6 +24,7 @@ from domain.store import ClusterStore, Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.keys import host_to_hash
 from host_registry.memory import MemoryStore
+from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
 from host_registry.redis_tx import CAS_LUA, Batch
 from lab.processes import RedisServer
@@ -88,7 +91,7 @@ def test_placement_cut_and_end_update_books_and_lists(store: RedisStore) -> None
     assert store.tasks() == []
 
 
-def test_utilization_updates_move_regions(store: RedisStore) -> None:
+def test_utilization_updates_move_regions(store: RedisStore, raw_redis: redis.Redis) -> None:
     build(H("a", 0.1, [T("x", 2)]), H("b", 0.9), store=store)
     assert lists_of(store) == {"a": (Region.LEE, 2), "b": (Region.EED, None)}
     store.update_host_utilization("a", 0.2, 0.6)
@@ -97,7 +100,7 @@ def test_utilization_updates_move_regions(store: RedisStore) -> None:
     store.update_task_utilization("x", 0.3, 0.9)
     task = store.task("x")
     assert task is not None and task.util == 0.9
-    assert store.client.zscore(store.task_keys.by_class("a", 2), "x") == 0.9
+    assert raw_redis.zscore(store.task_keys.by_class("a", 2), "x") == 0.9
 
 
 def test_kill_removes_victims_and_reschedules(store: RedisStore) -> None:
@@ -369,17 +372,18 @@ def test_constraints_and_load_fields_survive_the_round_trip(store: RedisStore) -
 
 # -- what the round-trip savings must not change ----------------------------------------------
 
-def stored_hosts(store: RedisStore) -> dict[str, dict[str, str]]:
+def stored_hosts(store: RedisStore, raw_redis: redis.Redis) -> dict[str, dict[str, str]]:
     """Every host hash as stored, without its stamp."""
     hashes = {}
     for host in store.all_hosts():
-        fields = store.client.hgetall(store.host_keys.host(host.id))
+        fields = raw_redis.hgetall(store.host_keys.host(host.id))
         fields.pop("stamp")
         hashes[host.id] = fields
     return hashes
 
 
-def test_host_hashes_hold_every_field_after_partial_writes(store: RedisStore) -> None:
+def test_host_hashes_hold_every_field_after_partial_writes(store: RedisStore,
+                                                           raw_redis: redis.Redis) -> None:
     """Writes send only the fields that changed; the hash still equals the whole record."""
     build(H("h", 0.3, [T("c3", 3, cpu=1000, mem=10), T("c4", 4, cpu=500, mem=10)]),
           H("e", 0.6), store=store)
@@ -389,7 +393,7 @@ def test_host_hashes_hold_every_field_after_partial_writes(store: RedisStore) ->
     store.resize_task("c4", 300, 10)
     store.end_task("n")
     store.restore_cuts("h")
-    for host_id, fields in stored_hosts(store).items():
+    for host_id, fields in stored_hosts(store, raw_redis).items():
         assert fields == host_to_hash(store.host(host_id)), host_id
 
 
@@ -419,15 +423,15 @@ def test_apply_after_the_host_changed_since_the_decision(
     assert_books(store)
 
 
-def test_raise_bounds_raises_known_bounds_only(store: RedisStore) -> None:
+def test_raise_bounds_raises_known_bounds_only(store: RedisStore, raw_redis: redis.Redis) -> None:
     bound = store.host_keys.bound(Region.LEE, 2)
-    store.client.hset(bound, mapping={"room_simple_cpu": "10", "room_simple_memory": "5"})
+    raw_redis.hset(bound, mapping={"room_simple_cpu": "10", "room_simple_memory": "5"})
     batch = Batch()
     batch.raise_bounds(bound, {"room_simple_cpu": "7", "room_simple_memory": "9",
                                "room_cut1_cpu": "3"})
-    cas = store.client.register_script(CAS_LUA)
+    cas = raw_redis.register_script(CAS_LUA)
     assert cas(keys=[store.host_keys.stamp_counter], args=[batch.to_json()]) == 1
-    assert store.client.hgetall(bound) == {"room_simple_cpu": "10", "room_simple_memory": "9"}
+    assert raw_redis.hgetall(bound) == {"room_simple_cpu": "10", "room_simple_memory": "9"}
 
 
 def test_candidates_walk_long_filtered_lists_like_the_memory_store(store: RedisStore) -> None:
@@ -447,7 +451,8 @@ def test_candidates_walk_long_filtered_lists_like_the_memory_store(store: RedisS
         assert walked == list(memory.candidates(segments)), need
 
 
-def test_end_and_resize_read_the_task_and_its_host_together(store: RedisStore) -> None:
+def test_end_and_resize_read_the_task_and_its_host_together(store: RedisStore,
+                                                           raw_redis: redis.Redis) -> None:
     """One script reads a task and its host; the errors are those of two separate reads."""
     build(H("h", 0.3, [T("a", 2, cpu=300, mem=10), T("b", 3, cpu=200, mem=10)]), store=store)
     with pytest.raises(NotFoundError, match="no task 'nope'"):
@@ -459,6 +464,19 @@ def test_end_and_resize_read_the_task_and_its_host_together(store: RedisStore) -
     assert store.end_task("b").id == "b"
     assert [t.id for t in store.tasks_on("h")] == ["a"]
     assert_books(store)
-    store.client.delete(store.host_keys.host("h"))  # a task left without its host's hash
+    raw_redis.delete(store.host_keys.host("h"))  # a task left without its host's hash
     with pytest.raises(NotFoundError, match="no host 'h'"):
         store.end_task("a")
+
+
+def test_a_sibling_registry_shares_the_stores_connection_and_prefix(
+    store: RedisStore, raw_redis: redis.Redis
+) -> None:
+    """What the manager keeps beside the hosts (here the power readings) is made by the store,
+    on its connection and under its prefix: flushing the store clears it too."""
+    readings = store.sibling(RedisPowerReadings)
+    readings.record("h1", PowerReading(42.0, 1.0))
+    assert set(raw_redis.hgetall(f"{store.host_keys.prefix}:host-power")) == {"h1"}
+    assert readings.readings() == {"h1": PowerReading(42.0, 1.0)}
+    store.flush()
+    assert readings.readings() == {}

@@ -18,7 +18,8 @@ from domain.model import HostSpec, TaskType
 from measure.recorder import Cut, MetricsRecorder
 from measure.report import build_summary, write_report
 from measure.result_files import load_result, load_results, save_result
-from measure.results import PolicyResult, Stats, percentile
+from measure.results import PolicyResult
+from measure.stats import Stats, percentile
 from measure.summary_md import render_markdown
 from workloads.trace import TraceHeader, Workload
 

@@ -1,0 +1,78 @@
+"""A sample's statistics, built once and written the same way everywhere: :class:`Stats`
+(count, mean, p50, p75, p90, p99, min, max) and :func:`percentile`, the one quantile rule of
+every report (numpy's default). Pure values, no I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    if len(sorted_values) == 1:
+        return float(sorted_values[0])
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return float(sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Summary of a sample; every number is None when the sample is empty."""
+
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Stats:
+        ordered = sorted(values)
+        if not ordered:
+            return cls(0)
+        return cls(
+            count=len(ordered),
+            mean=math.fsum(ordered) / len(ordered),
+            p50=percentile(ordered, 0.50),
+            p75=percentile(ordered, 0.75),
+            p90=percentile(ordered, 0.90),
+            p99=percentile(ordered, 0.99),
+            min=float(ordered[0]),
+            max=float(ordered[-1]),
+        )
+
+    def flat(self, prefix: str, figures: Iterable[str]) -> dict[str, float | None]:
+        """The named figures as flat fields ``<prefix>_<figure>`` (``decision_ms_p50``), the
+        way a table of flat numbers (measure.results.PolicyMetrics) holds them."""
+        return {f"{prefix}_{name}": getattr(self, name) for name in figures}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Stats:
+        def number(key: str) -> float | None:
+            value = obj.get(key)
+            return None if value is None else float(value)
+
+        return cls(
+            count=int(obj["count"]),
+            mean=number("mean"),
+            p50=number("p50"),
+            p75=number("p75"),
+            p90=number("p90"),
+            p99=number("p99"),
+            min=number("min"),
+            max=number("max"),
+        )
