@@ -25,7 +25,7 @@ def create_app(manager_: Manager) -> Flask:
                 route_tokens={"/metrics": manager_.settings.metrics_token},
                 public_rules=dashboard.PUBLIC_RULES, read_cookie=dashboard.session_ok)
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
-                                            manager_.power.readings)
+                                            manager_.records, manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
     app.register_blueprint(manager.api.blueprint)
     app.register_blueprint(dashboard.blueprint)
