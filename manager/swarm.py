@@ -88,6 +88,7 @@ class NodeInfo:
     os: str = "linux"
     arch: str = "x86_64"
     engine_labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True  # Swarm's status: False for a node that is Down (or unknown)
 
     def facts(self) -> NodeFacts:
         """What placement constraints can ask about this node (DESIGN 4)."""
@@ -135,9 +136,11 @@ class SwarmBackend:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def nodes(self, label: str = "", only: frozenset[str] = frozenset()) -> list[NodeInfo]:
+    def nodes(self, label: str = "", only: frozenset[str] = frozenset(),
+              include_down: bool = False) -> list[NodeInfo]:
         """Ready nodes, whatever their availability (optionally only those with ``label`` or
-        in ``only``); a node of unknown availability is left out."""
+        in ``only``); a node of unknown availability is left out. With ``include_down``, the
+        nodes that are not Ready too (``ready`` False): those that are Down now."""
         with docker_errors("list nodes"):
             raw_nodes = [node.attrs for node in self.client.nodes.list()]
         found = []
@@ -147,7 +150,8 @@ class SwarmBackend:
                 attrs.get("Status", {}),
                 attrs.get("Description", {}),
             )
-            if status.get("State") != "ready":
+            ready = status.get("State") == "ready"
+            if not ready and not include_down:
                 continue
             try:
                 availability = NodeAvailability(spec.get("Availability"))
@@ -174,7 +178,7 @@ class SwarmBackend:
                 NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels,
                          availability, str(spec.get("Role", "worker")),
                          str(platform.get("OS", "")), str(platform.get("Architecture", "")),
-                         (desc.get("Engine", {}) or {}).get("Labels") or {})
+                         (desc.get("Engine", {}) or {}).get("Labels") or {}, ready)
             )
         return found
 
