@@ -11,7 +11,8 @@ Every record is reconciled on its own (manager/faults.py): a node, a service or 
 that fails is skipped, logged once and counted, and the pass goes on with the others. A task
 booked in the registry without a request record (nothing could start it) is such a record: it
 is listed until someone removes it (``DELETE /registry/tasks/{id}``), and dropped with its host
-if that host is lost.
+if that host is lost. A service whose container Swarm refuses (task state ``rejected``: no such
+image, memory below Docker's minimum) ends its request as failed, with Swarm's reason.
 """
 
 from __future__ import annotations
@@ -239,6 +240,9 @@ class SwarmSync:
             self.backend.remove(info.task_id)  # left over from an earlier run
             return
         task = self.store.task(info.task_id)
+        if info.state is TaskState.REJECTED:
+            self._refused(info, task)
+            return
         if info.state is TaskState.RUNNING and task is not None and not self.by_swarm:
             self._note_start(info, record, task)
         is_job = record.spec["type"] == TaskType.JOB.value
@@ -294,13 +298,35 @@ class SwarmSync:
         _, outcome = self.scheduler.task_ended(info.task_id, self.clock())
         self.backend.remove(info.task_id)
         final = RequestStatus.COMPLETED if status is EndStatus.FINISHED else RequestStatus.FAILED
-        message = f"ended: {status.value} (exit code {info.exit_code})"
+        exit_code = info.exit_code
+        if status is EndStatus.FAILED and not exit_code:
+            # Swarm's 'failed' with no exit code (or 0): its container never ran
+            message, exit_code = "ended: failed: its container never started", None
+        else:
+            message = f"ended: {status.value} (exit code {exit_code})"
         if info.message and status is EndStatus.FAILED:
             message += f": {info.message}"
         self.records.update(
-            info.task_id, Event(EventKind.ENDED, message, exit_code=info.exit_code), status=final
+            info.task_id, Event(EventKind.ENDED, message, exit_code=exit_code), status=final
         )
         self.effects.carry_out(outcome)
+
+    def _refused(self, info: ServiceInfo, task: Task | None) -> None:
+        """Swarm refused the container (task state ``rejected``): the request fails now, with
+        Swarm's reason, rather than staying running while Swarm tries again and again."""
+        outcome = None
+        if task is not None:
+            _, outcome = self.scheduler.task_ended(info.task_id, self.clock())
+        self.backend.remove(info.task_id)
+        where = f" on {self.host_name(info.node_id)}" if info.node_id else ""
+        self.records.update(
+            info.task_id,
+            Event(EventKind.ENDED, f"ended: failed: Swarm refused its container{where}: "
+                  f"{info.message or 'no reason given'}", host=info.node_id),
+            status=RequestStatus.FAILED,
+        )
+        if outcome is not None:
+            self.effects.carry_out(outcome)
 
     def _vanished(self, task: Task) -> None:
         record_status = self.records.status_of(task.id)

@@ -52,11 +52,12 @@ class TaskState(StrEnum):
     PENDING = "pending"  # not started yet (new ... starting)
     RUNNING = "running"
     COMPLETE = "complete"
-    FAILED = "failed"  # failed, rejected, or gone (orphaned, removed)
+    FAILED = "failed"  # failed, or gone (orphaned, removed)
+    REJECTED = "rejected"  # Swarm refused its container (no such image, memory below 6 MiB)
     SHUTDOWN = "shutdown"
 
 
-_FAILED_STATES = {"failed", "rejected", "orphaned", "remove"}
+_FAILED_STATES = {"failed", "orphaned", "remove"}
 
 
 @contextlib.contextmanager
@@ -321,6 +322,8 @@ def swarm_time(raw: object) -> float | None:
 def _task_state(raw: str) -> TaskState:
     if raw == "running":
         return TaskState.RUNNING
+    if raw == "rejected":
+        return TaskState.REJECTED
     if raw == "complete":
         return TaskState.COMPLETE
     if raw in _FAILED_STATES:

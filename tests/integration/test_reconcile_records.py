@@ -1,5 +1,5 @@
 """One bad record never stops the machinery; nodes that are Down, gone or back under a new id
-(DESIGN 4, 9; issue 28, items 1 and 2): the real manager (its app, loop, scheduler,
+(DESIGN 4, 9; issue 28, items 1, 2, 4 and 5): the real manager (its app, loop, scheduler,
 reconciliation) on a real Redis.
 
 The Swarm is the in-memory stand-in of tests/support/standin_swarm.py: a node's loss cannot be
@@ -266,3 +266,26 @@ def test_a_down_node_is_listed_until_gone_then_retired_and_a_removed_one_at_once
     finally:
         built.manager.loop.stop()
         built.store.flush()
+
+
+def test_a_container_swarm_refuses_fails_its_request_with_swarms_reason(
+    cluster: Cluster,
+) -> None:
+    """Swarm refused the containers (task state ``rejected``): the service does not stay
+    running while Swarm tries again and again, the job does not end 'failed (exit code 0)'."""
+    service = cluster.submit("svc", kind="service")["request"]["host"]
+    job = cluster.submit("job", kind="job")["request"]["host"]
+    cluster.swarm.refuse("svc", "No such image: greenswarm/missing:1")
+    cluster.swarm.refuse("job", "Error response from daemon: Minimum memory limit allowed is "
+                                "6MB")
+    cluster.sync()
+    for name, host, why in (("svc", service, "No such image: greenswarm/missing:1"),
+                            ("job", job, "Minimum memory limit allowed is 6MB")):
+        record = cluster.record(name)
+        assert record["status"] == "failed", record
+        ended = record["history"][-1]
+        assert ended["kind"] == "ended" and why in ended["reason"], ended
+        assert "refused" in ended["reason"] and "exit code" not in ended["reason"], ended
+        assert cluster.store.task(name) is None  # its room is free
+        assert name not in cluster.swarm.services_by_task
+        assert f"on {cluster.manager.host_name(host)}:" in ended["reason"], ended

@@ -85,5 +85,13 @@ class StandInSwarm:
         self._check()
         return self.services_by_task.pop(task_id, None) is not None
 
+    def refuse(self, task_id: str, message: str) -> None:
+        """Swarm refused the task's container (state ``rejected``), as it says of an image
+        its node does not have."""
+        info = self.services_by_task[task_id]
+        rejected = getattr(TaskState, "REJECTED", TaskState.FAILED)
+        self.services_by_task[task_id] = _with(info, state=rejected, message=message,
+                                               exit_code=0)
+
     def close(self) -> None:
         return None
