@@ -27,7 +27,8 @@ from web.edge import TOKEN_KEY, json_body
 
 blueprint = Blueprint("dashboard", __name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-STATIC_FILES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC_FILES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css",
+                "warnings.js": "text/javascript"}
 COOKIE = "greenswarm_session"
 SESSION_MAX_AGE_S = 12 * 3600
 # Served without the token: the login form, its answer, the page shell (which redirects to the
