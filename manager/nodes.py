@@ -145,7 +145,14 @@ class NodeNames:
         return dict(self._names)
 
     def get(self, node_id: str) -> str | None:
-        return self.all().get(node_id)
+        """Its hostname; one not in the copy is asked for (another manager may have kept it)."""
+        name = self.all().get(node_id)
+        if name is None:
+            with redis_errors():
+                name = self._redis.hget(self._names_key, node_id)
+            if name:
+                self._names = {**(self._names or {}), node_id: name}
+        return name or None
 
     def name_of(self, node_id: str, current: str | None = None) -> str:
         """A host's name: ``current`` (the Swarm's, while the node is in it), else the one
