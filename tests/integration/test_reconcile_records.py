@@ -160,6 +160,10 @@ def test_a_failing_record_is_logged_once_listed_and_removed_through_the_api(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster.submit("fine")
+    refused = cluster.client.post("/registry/placements", headers=AUTH, json={
+        "request": {"id": "x2", "class": 1, "type": "job", "cpu_shares": 2, "memory": 1},
+        "host": "n2"})
+    assert refused.status_code == 409  # the manager's registry refuses it, as the audit's
     cluster.orphan("x2", "n2")
     assert cluster.client.get("/registry/tasks/x2", headers=AUTH).status_code == 200
     with caplog.at_level(logging.WARNING):
