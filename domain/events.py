@@ -42,8 +42,8 @@ class EventKind(StrEnum):
 
 
 # The fields an event may carry, besides t, kind and reason.
-_FIELDS = ("host", "pass", "policy", "by", "victims", "cuts", "service_id", "status",
-           "cpu_shares", "memory", "cut_received", "kills", "exit_code", "oom", "applied",
+_FIELDS = ("host", "host_name", "pass", "policy", "by", "victims", "cuts", "service_id",
+           "status", "cpu_shares", "memory", "cut_received", "kills", "exit_code", "oom", "applied",
            "queue_reason", "cluster", "peers_down")
 
 
@@ -72,6 +72,7 @@ class Event:
     queue_reason: str | None = None  # QUEUED: victim, queued or host-lost
     cluster: str | None = None  # OFFLOADED: the peer cluster it runs in (and the record's)
     peers_down: tuple[str, ...] = ()  # NOT_OFFLOADED: the peers that were down
+    host_name: str | None = None  # HOST_LOST: its host's hostname (the host is gone after it)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.t, "kind": self.kind.value, "reason": self.reason}
@@ -113,6 +114,7 @@ class Event:
             queue_reason=_text(obj.get("queue_reason")),
             cluster=_text(obj.get("cluster")),
             peers_down=_texts(obj.get("peers_down")),
+            host_name=_text(obj.get("host_name")),
         )
 
 

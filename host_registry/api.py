@@ -10,7 +10,8 @@ from flask import Blueprint, Response, jsonify, request
 from domain.classes import check_class
 from domain.decision import Decision, Pass, TaskCut
 from domain.energy import PowerReading
-from domain.errors import NotFoundError, ValidationError
+from domain.errors import ConflictError, NotFoundError, ValidationError
+from domain.lifecycle import FINAL
 from domain.load import LoadWindows, check_measured_at
 from domain.model import (
     HostSpec,
@@ -196,7 +197,9 @@ def _fraction(value: object, field: str) -> Fraction:
 def place() -> tuple[Response, int]:
     """Messages 3, 4 and 5: a scheduler running elsewhere applies a decision (the new task,
     its host's allocation and class, and the cuts and kills that made room) in one step.
-    The manager's own scheduler does the same in-process."""
+    The manager's own scheduler does the same in-process. The request must be one the manager
+    recorded and that has not ended (409 otherwise): a task nobody recorded is one nothing can
+    start, reschedule or account for (DESIGN 9)."""
     body = json_body()
     allow_only(body, {"request", "host", "cpu_shares", "memory", "cut_received", "cuts", "kills"})
     raw = required(body, "request")
@@ -245,5 +248,13 @@ def place() -> tuple[Response, int]:
         cuts=tuple(cuts),
         kills=tuple(check_id(k, f"kills[{i}]") for i, k in enumerate(kills)),
     )
-    killed = registry().store.apply(decision, time.time())
+    reg = registry()
+    status = reg.requests.status_of(request_.id)
+    if status is None:
+        raise ConflictError(f"the manager has no request {request_.id!r}: only a recorded "
+                            "request can be placed")
+    if status in FINAL:
+        raise ConflictError(f"request {request_.id!r} is over ({status.value}): it cannot be "
+                            "placed")
+    killed = reg.store.apply(decision, time.time())
     return jsonify({"placed": request_.id, "killed": [t.id for t in killed]}), 201

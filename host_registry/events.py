@@ -17,6 +17,7 @@ from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.store import ClusterStore
 from host_registry.power import MemoryPowerReadings, PowerReadings
+from host_registry.requests import RequestIndex
 
 
 class RegistryEvents(Protocol):
@@ -46,6 +47,8 @@ class RegistryEvents(Protocol):
 class Registry:
     store: ClusterStore
     events: RegistryEvents
+    # the manager's request records: a placement must name one (DESIGN 9)
+    requests: RequestIndex
     # the monitors' power readings (RAPL), where a host has them
     power: PowerReadings = field(default_factory=MemoryPowerReadings)
 

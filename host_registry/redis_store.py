@@ -124,6 +124,10 @@ class RedisStore:
         connection."""
         return make(self._redis, self.host_keys.prefix)
 
+    def close(self) -> None:
+        """Release the connection pool (a process that is done with the store)."""
+        self._redis.close()
+
     def ping(self) -> bool:
         with redis_errors():
             return bool(self._redis.ping())

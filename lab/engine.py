@@ -163,6 +163,21 @@ def _swarm_node(raw: dict[str, Any]) -> SwarmNode:
     )
 
 
+def wait_swarm_settled(node_cli: Any, timeout_s: float) -> SwarmInfo:
+    """An engine started on its old swarm state reconnects to its manager by itself: wait
+    while it is ``pending`` (a join now would make it a new node); its state afterwards, or
+    still ``pending`` after ``timeout_s`` (the caller joins it anew then)."""
+    def settled() -> SwarmInfo | None:
+        info = swarm_info(node_cli)
+        return None if info.local_state == "pending" else info
+
+    try:
+        return wait_until(settled, what="a restarted engine to reconnect to its swarm",
+                          timeout_s=timeout_s, interval_s=0.5)
+    except LabUnavailableError:
+        return swarm_info(node_cli)
+
+
 def ensure_joined(node_cli: Any, manager_ids: set[str], gateway: str, token: str,
                   address: str) -> tuple[str, bool]:
     """Join the node's engine to the swarm as a worker; (node id, joined now)."""

@@ -55,6 +55,7 @@ class _Up:
     state: LabState
     main: Any = None
     fresh: set[str] = field(default_factory=set)
+    restarted: set[str] = field(default_factory=set)  # dead engines started on their old state
     changed: bool = False
 
     def change(self, line: str) -> None:
@@ -184,8 +185,14 @@ def _ensure_engine(run: _Up, wanted: NodeRecord, bridge: str,
         run.change(f"lab: {node.name} resized to {node.cpus:g} cpu, {node.memory_bytes} bytes")
     daemons.ensure_uts_namespace(node)
     pid = daemons.node_daemon_pid(node)
-    if pid is None:
-        _prepare_fresh_start(run, node)
+    if pid is None and _can_restart(node):
+        _prepare_start(run, node, keep_swarm=True)
+        pid = daemons.start_node_daemon(settings, node)
+        run.restarted.add(node.name)
+        run.change(f"lab: {node.name} engine was dead: restarted on its old data root (pid "
+                   f"{pid}), to rejoin as Swarm node {node.swarm_node_id}")
+    elif pid is None:
+        _prepare_start(run, node, keep_swarm=False)
         pid = daemons.start_node_daemon(settings, node)
         run.fresh.add(node.name)
         run.change(f"lab: {node.name} engine started (pid {pid}, {node.address}, "
@@ -193,19 +200,25 @@ def _ensure_engine(run: _Up, wanted: NodeRecord, bridge: str,
     return replace(node, pid=pid)
 
 
-def _prepare_fresh_start(run: _Up, node: NodeRecord) -> None:
+def _can_restart(node: NodeRecord) -> bool:
+    """A node of this lab whose engine died (the state file knows its Swarm id) and whose data
+    root still holds its swarm state: started on it, it rejoins as the same Swarm node."""
+    return bool(node.swarm_node_id) and (Path(node.data_root) / "swarm").is_dir()
+
+
+def _prepare_start(run: _Up, node: NodeRecord, *, keep_swarm: bool) -> None:
     """Before an engine starts: nothing left of a dead predecessor (processes, mounts), its
-    directories exist, no old swarm state.
+    directories exist; without ``keep_swarm``, no old swarm state.
 
     Dropping ``<data-root>/swarm`` makes the node join as a new swarm node; `down` removed the
-    old one from the manager's list.
+    old one from the manager's list. Keeping it (a dead engine restarted) keeps its node id.
     """
     stop_leftover_processes(run.settings, run.layout, node)
     for directory in node_path_dirs(node):
         directory.mkdir(parents=True, exist_ok=True)
     mounts.unmount_all([Path(node.exec_root), Path(node.data_root)])
     swarm_dir = Path(node.data_root) / "swarm"
-    if swarm_dir.is_dir():
+    if swarm_dir.is_dir() and not keep_swarm:
         shutil.rmtree(swarm_dir)
 
 
@@ -233,10 +246,17 @@ def _join(run: _Up, manager: Any, manager_address: str, nodes: Sequence[NodeReco
         node_cli = engine.connect(node.socket_url, settings.timeouts.api_s)
         if node.name in run.fresh:
             engine.remove_all_containers(node_cli)
+        if node.name in run.restarted:  # it reconnects on its own: not a join to redo
+            engine.wait_swarm_settled(node_cli, settings.timeouts.node_ready_s)
         node_id, now = engine.ensure_joined(node_cli, manager_ids, manager_address, token,
                                             node.address)
         engine.label_node(manager, node_id, node.labels())
-        if now:
+        if node.name in run.restarted and node_id == node.swarm_node_id:
+            run.change(f"lab: {node.name} is back in the swarm under its own id {node_id}")
+        elif node.name in run.restarted:
+            run.change(f"lab: {node.name} could not rejoin as {node.swarm_node_id}; it "
+                       f"joined the swarm of {manager_address} as {node_id}")
+        elif now:
             run.change(f"lab: {node.name} joined the swarm of {manager_address} as {node_id}")
         node = replace(node, swarm_node_id=node_id)
         record(node)

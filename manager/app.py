@@ -26,11 +26,12 @@ def create_app(manager_: Manager) -> Flask:
                 route_tokens={"/metrics": manager_.settings.metrics_token},
                 public_rules=dashboard.PUBLIC_RULES, read_cookie=dashboard.session_ok)
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
-                                            manager_.power.readings)
+                                            manager_.records, manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
     settings = manager_.settings
-    app.extensions[dashboard.SESSIONS_KEY] = DashboardSessions(
-        manager_.store.client, settings.redis_prefix, settings.token, settings.session_max_age_s)
+    app.extensions[dashboard.SESSIONS_KEY] = manager_.store.sibling(
+        lambda connection, prefix: DashboardSessions(connection, prefix, settings.token,
+                                                     settings.session_max_age_s))
     app.register_blueprint(manager.api.blueprint)
     app.register_blueprint(dashboard.blueprint)
     app.register_blueprint(host_registry.api.blueprint)

@@ -44,9 +44,11 @@ from host_registry.redis_store import RedisStore, redis_errors
 from manager.agents import AgentClient
 from manager.deployments import DeploymentRecords, DeploymentStatus
 from manager.effects import Effects
+from manager.faults import RecordFaults
 from manager.history import History, build_sample
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
+from manager.nodes import NodeNames
 from manager.peering import Forward, Forwarded, Peering
 from manager.power import PowerView
 from manager.reconcile import SwarmSync
@@ -112,17 +114,25 @@ class Manager:
         self.loop = SchedulingLoop()
         self.power = PowerView(settings.power_model, store.sibling(RedisPowerReadings),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
-        self.slo_tally = SloTally(store.client, settings.redis_prefix, self.slo,
-                                  settings.allocation_s)
+        self.slo_tally = store.sibling(
+            lambda connection, prefix: SloTally(connection, prefix, self.slo,
+                                                settings.allocation_s))
         self.metrics = ManagerMetrics(StateCollector(
             store.all_hosts, self.host_name, store.pending, records.counts, clock, self.power,
             self.slo_classes))
-        self.history = History(store.client, settings.redis_prefix, settings.history_interval_s,
-                               settings.history_keep_s)
-        self.effects = Effects(store, records, backend, agents, self.room_freed,
+        self.history = store.sibling(
+            lambda connection, prefix: History(connection, prefix, settings.history_interval_s,
+                                               settings.history_keep_s))
+        self.node_names = store.sibling(NodeNames)  # kept for good
+        # a record failing outside a pass is listed until it has not failed for two retries
+        self.faults = RecordFaults(clock, self.metrics.reconcile_errors.inc,
+                                   window_s=2 * max(settings.sync_interval_s,
+                                                    settings.retry_interval_s) + 1.0)
+        self.effects = Effects(store, records, backend, agents, self.room_freed, self.faults,
                                observe=self.metrics.observe)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
-                               clock, self.queue_retry, by_swarm=self.by_swarm)
+                               clock, self.queue_retry, by_swarm=self.by_swarm,
+                               faults=self.faults, names=self.node_names)
         self.peering = Peering(settings.federation_name, settings.peers(),
                                refresh_s=settings.peer_refresh_s,
                                timeout_s=settings.peer_timeout_s, clock=clock)
@@ -137,10 +147,7 @@ class Manager:
         """Start the loop, reconcile with the Swarm once, then keep doing so on a timer."""
         self._prepare_records()  # before the loop runs: nothing else writes yet, no time limit
         self.loop.start()
-        try:
-            self.loop.call(self.swarm.sync)
-        except GreenSwarmError as exc:
-            log.warning("first reconciliation failed (%s); retrying on the timer", exc)
+        self.loop.call(self._sync_logged)  # a failure is retried on the timer
         self._timer.start()
         self.peering.start()
 
@@ -198,7 +205,10 @@ class Manager:
         try:
             self.swarm.sync()
         except GreenSwarmError as exc:
+            self.swarm.pass_error = str(exc)
             log.warning("reconciliation with the Swarm failed: %s", exc)
+        else:
+            self.swarm.pass_error = None
 
     # -- requests (called from REST threads) ------------------------------------------------
 
@@ -536,12 +546,14 @@ class Manager:
         )
         try:
             record = self.records.get(task_id)
-        except NotFoundError:
-            return False
+        except NotFoundError:  # any booked task can be ended, one without a record too
+            return self.swarm.drop_unrecorded(task_id)
         if service_id and record.service_id and service_id != record.service_id:
             return False  # an earlier placement of the same request (killed and moved)
         if self.store.task(task_id) is None:
             return False
+        if record.status in FINAL:  # booked still, by mistake: only the booking goes
+            return self.swarm.drop_unrecorded(task_id)
         if record.spec["type"] == TaskType.SERVICE.value and status in (
             EndStatus.FINISHED,
             EndStatus.FAILED,
@@ -606,7 +618,12 @@ class Manager:
     def _retry(self) -> None:
         self._state.retry_queued = False
         freed, self._state.freed = self._state.freed, set()
-        self.effects.carry_out(self.scheduler.retry_pending(self.clock(), freed=freed))
+        try:
+            outcome = self.scheduler.retry_pending(self.clock(), freed=freed)
+        except GreenSwarmError as exc:  # Redis: the timer retries soon
+            log.warning("retrying the pending queue failed: %s", exc)
+            return
+        self.effects.carry_out(outcome)  # each request on its own
 
     # -- views for the API --------------------------------------------------------------------
 
@@ -707,9 +724,10 @@ class Manager:
         return out
 
     def host_name(self, host_id: str) -> str:
-        """The node's hostname, as `docker node ls` prints it (its id until the Swarm said)."""
+        """The node's hostname, as `docker node ls` prints it, also after it left the Swarm
+        (its id when the Swarm never said)."""
         facts = self.scheduler.node_facts.get(host_id)
-        return facts.hostname if facts is not None and facts.hostname else host_id
+        return self.node_names.name_of(host_id, facts.hostname if facts is not None else None)
 
     def hosts(self) -> list[tuple[HostView, list[Task]]]:
         return [(host, self.store.tasks_on(host.id)) for host in self.store.all_hosts()]
@@ -729,6 +747,7 @@ class Manager:
         if checks["redis"]:
             checks["hosts"] = sum(1 for _ in self.store.all_hosts())
             checks["pending"] = len(self.store.pending())
+        checks.update(self.swarm.health_json())  # failing records, nodes down (DESIGN 9)
         checks["status"] = "ok" if checks["redis"] and checks["docker"] else "degraded"
         return checks
 

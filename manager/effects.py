@@ -4,7 +4,9 @@ and in the request records (decide first, then apply; DESIGN 2).
 For every placed decision, in order: the victims' services are removed, the cuts are pushed to
 the node's agent, the new service is created; then the cuts given back (DESIGN 3.8) are pushed
 the same way; queued entries and refusals are recorded. The registries are the desired state;
-the agents and the periodic reconciliation bring the Swarm to it. Runs on the manager's
+the agents and the periodic reconciliation bring the Swarm to it. Each of these steps is
+taken for one record on its own (manager/faults.py): a request whose record fails (it has none,
+say) is skipped, and the rest of the outcome is still carried out. Runs on the manager's
 scheduling loop only.
 """
 
@@ -12,15 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
+from functools import partial
 
 from domain.decision import Decision, Pass, TaskCut
-from domain.errors import GreenSwarmError, UnavailableError
+from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from domain.model import Task
 from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
+from manager.faults import RecordFaults
 from manager.records import RequestRecords
 from manager.swarm import Placement, SwarmBackend
 from scheduler.service import Outcome
@@ -34,9 +38,11 @@ class Effects:
         backend: SwarmBackend,
         agents: AgentClient,
         room_freed: Callable[[str], None],
+        faults: RecordFaults,
         observe: Callable[[Outcome], None] | None = None,
     ) -> None:
         self.store = store
+        self.faults = faults
         self.observe = observe  # told of every outcome carried out (the metrics)
         self.records = records
         self.backend = backend
@@ -48,23 +54,23 @@ class Effects:
     def carry_out(self, outcome: Outcome) -> None:
         if self.observe is not None:
             self.observe(outcome)
+        each = self.faults.attempt
         for decision in outcome.applied:
             preempted = decision.pass_ is Pass.PREEMPT
             for victim in decision.kills:
-                self.mark_killed(
-                    victim,
-                    Event(EventKind.PREEMPTED if preempted else EventKind.KILLED,
-                          f"{'preempted' if preempted else 'killed'} on {decision.host} to "
-                          f"make room for {decision.request.id}",
-                          host=decision.host, by=decision.request.id),
-                )
+                event = Event(EventKind.PREEMPTED if preempted else EventKind.KILLED,
+                              f"{'preempted' if preempted else 'killed'} on {decision.host} to "
+                              f"make room for {decision.request.id}",
+                              host=decision.host, by=decision.request.id)
+                each("task", victim, partial(self.mark_killed, victim, event))
             for cut in decision.cuts:
-                self.cut(cut, decision.request.id)
-            self.start(decision)
+                each("task", cut.task, partial(self.cut, cut, decision.request.id))
+            each("request", decision.request.id, partial(self.start, decision))
         for restore in outcome.restored:
-            self.restore(restore)
+            each("task", restore.task, partial(self.restore, restore))
         for entry in outcome.queued:  # it will start again with its original resources
-            self.records.update(
+            each("request", entry.request.id, partial(
+                self.records.update,
                 entry.request.id,
                 Event(EventKind.QUEUED, f"waiting in the pending queue ({entry.reason})",
                       queue_reason=entry.reason.value),
@@ -74,13 +80,14 @@ class Effects:
                 cpu_shares=entry.request.cpu_shares,
                 memory=entry.request.memory,
                 cut_received="0",
-            )
+            ))
         for refused in outcome.refused:
-            self.records.update(
+            each("request", refused.request.id, partial(
+                self.records.update,
                 refused.request.id,
                 Event(EventKind.REJECTED, refused.reason, policy=refused.policy or None),
                 status=RequestStatus.REJECTED,
-            )
+            ))
 
     def mark_killed(self, task_id: str, event: Event) -> None:
         """A task was taken off its host (kill, or its host left): its service goes now, so a
@@ -90,7 +97,13 @@ class Effects:
 
     def start(self, decision: Decision) -> None:
         request_id, host = decision.request.id, decision.host or ""
-        record = self.records.get(request_id)
+        try:
+            record = self.records.get(request_id)
+        except NotFoundError:  # nothing to start: the booking holds no room for nothing
+            self.store.end_task(request_id)
+            self.room_freed(host)
+            raise ConflictError(f"placed on {host} without a request record: nothing to "
+                                "start, its booking undone") from None
         try:
             service_id = self.backend.create(
                 Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory)

@@ -7,7 +7,9 @@ that several managers in one process, as in the tests, do not mix):
   ``greenswarm_decisions_total{policy, pass, outcome}`` (outcome ``placed``, ``queued`` or
   ``refused``), ``greenswarm_decision_seconds`` (a histogram of the scheduler's own time),
   ``greenswarm_cuts_total``, ``greenswarm_restores_total``, ``greenswarm_kills_total{pass}``
-  (``preempt`` for the qos policy's preemptions);
+  (``preempt`` for the qos policy's preemptions), ``greenswarm_reconcile_errors_total`` (every
+  failure of one record in the reconciliation, the queue's retries or node-loss handling,
+  manager/faults.py);
 * gauges read from the registries at scrape time (:class:`StateCollector`): per host
   (labels ``host``, ``name``, ``region``, ``class``) its CPU and memory utilization, allocated
   CPU shares and memory, capacities, overbooking factor, task count, estimated watts (the
@@ -181,6 +183,11 @@ class ManagerMetrics:
         self.kills = Counter("greenswarm_kills",
                              "tasks taken off a host to make room (pass preempt: qos)",
                              ["pass"], registry=r)
+        self.reconcile_errors = Counter("greenswarm_reconcile_errors",
+                                        "records that failed on their own in the "
+                                        "reconciliation, queue retries or node-loss handling "
+                                        "(each was skipped; the health check lists them)",
+                                        registry=r)
         if state is not None:
             r.register(state)
 

@@ -466,6 +466,14 @@ HEALTH = _object(
         "pending": INT,
         "redis_error": STRING,
         "docker_error": STRING,
+        # records skipped because they fail, and nodes down (DESIGN 9; manager/faults.py)
+        "reconcile": _object({"ok": {"type": "boolean"}, "errors_total": INT, "error": STRING,
+                              "failing": {"type": "array", "items": _object(
+                                  {"id": STRING, "kind": STRING, "error": STRING,
+                                   "since": NUMBER}, ["id", "error", "since"])}},
+                             ["ok", "errors_total", "failing"]),
+        "nodes_down": {"type": "array", "items": _object(
+            {"id": STRING, "name": STRING, "since": NUMBER}, ["id", "name", "since"])},
     },
     ["status", "redis", "docker"],
 )

@@ -4,7 +4,15 @@ service checked against the books. Runs on the manager's scheduling loop only.
 Only Swarm nodes are hosts, as Swarm defines their availability: an ``active`` node takes new
 placements; a ``pause`` one keeps its tasks and takes none (the scheduler closes it); a
 ``drain`` one loses its tasks at once, like a node that left (those are rescheduled after
-``NODE_GRACE_S``, so that a node that blinks keeps its tasks).
+``NODE_GRACE_S``, so that a node that blinks keeps its tasks). What becomes of a node that is
+Down, gone, or back under a new id: manager/nodes.py.
+
+Every record is reconciled on its own (manager/faults.py): a node, a service or a booked task
+that fails is skipped, logged once and counted, and the pass goes on with the others. A task
+booked in the registry without a request record (nothing could start it) is such a record: it
+is listed until someone removes it (``DELETE /registry/tasks/{id}``), and dropped with its host
+if that host is lost. A service whose container Swarm refuses (task state ``rejected``: no such
+image, memory below Docker's minimum) ends its request as failed, with Swarm's reason.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from domain.constraints import constraint_texts
@@ -22,6 +31,8 @@ from domain.lifecycle import FINAL, EndStatus, RequestStatus
 from domain.model import HostSpec, Request, Task, TaskType
 from host_registry.redis_store import RedisStore
 from manager.effects import Effects
+from manager.faults import RecordFaults
+from manager.nodes import DownNode, NodeNames, NodeSeen, NodeWatch
 from manager.records import RequestRecord, RequestRecords
 from manager.settings import ManagerSettings
 from manager.swarm import (
@@ -42,8 +53,6 @@ NODE_GRACE_S = 15.0  # a node must be gone this long before its tasks are resche
 class _Waits:
     """What the reconciliation waits out before it acts, each by when it first saw it."""
 
-    # nodes gone from Swarm: their tasks are rescheduled after NODE_GRACE_S
-    missing_since: dict[str, float] = field(default_factory=dict)
     # jobs whose Swarm task is done, not ended yet: ended from Swarm's state after the grace
     done_since: dict[str, float] = field(default_factory=dict)
 
@@ -61,6 +70,8 @@ class SwarmSync:
         queue_retry: Callable[[], None],
         *,
         by_swarm: bool,
+        faults: RecordFaults,
+        names: NodeNames,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -71,15 +82,32 @@ class SwarmSync:
         self.clock = clock
         self.queue_retry = queue_retry
         self.by_swarm = by_swarm
+        self.faults = faults
+        self.names = names
+        self.watch = NodeWatch(NODE_GRACE_S, settings.node_gone_s)
+        self._retired_loaded = False
         self._waits = _Waits()
+        self.pass_error: str | None = None  # why the last pass failed as a whole, if it did
 
     # -- nodes ----------------------------------------------------------------------------
 
-    def nodes(self) -> list[NodeInfo]:
-        """Our Swarm's Ready nodes (those with the configured label, or the named ones)."""
+    def nodes(self, include_down: bool = False) -> list[NodeInfo]:
+        """Our Swarm's Ready nodes (those with the configured label, or the named ones); with
+        ``include_down``, those that are not Ready too."""
         return self.backend.nodes(
-            self.settings.node_label, frozenset(filter(None, self.settings.nodes.split(",")))
+            self.settings.node_label, frozenset(filter(None, self.settings.nodes.split(","))),
+            include_down=include_down,
         )
+
+    def nodes_down(self) -> tuple[DownNode, ...]:
+        """The nodes Down or missing as of the last pass, not retired (any thread)."""
+        return self.watch.down_now
+
+    def host_name(self, host_id: str) -> str:
+        """The node's hostname, while it is in the Swarm and after it left; its id when the
+        manager never knew it."""
+        facts = self.scheduler.node_facts.get(host_id)
+        return self.names.name_of(host_id, facts.hostname if facts is not None else None)
 
     def admit_host(self, spec: HostSpec) -> None:
         """A host registration (a monitor's) for a node that is not one of our Swarm's Ready
@@ -93,33 +121,38 @@ class SwarmSync:
             raise ConflictError(f"host {spec.id!r} is a drained Swarm node: it takes no tasks")
 
     def sync(self) -> None:
-        """Nodes in, drained and lost nodes out, paused nodes closed, then every service
-        checked against the books."""
-        nodes = self.nodes()
+        """Nodes in, drained and lost nodes out, paused nodes closed, gone nodes retired, then
+        every service checked against the books; each record on its own."""
+        listed = self.nodes(include_down=True)
+        self.faults.begin_pass()
+        try:
+            self._sync(listed)
+        finally:
+            self.faults.end_pass()
+
+    def _sync(self, listed: list[NodeInfo]) -> None:
+        nodes = [n for n in listed if n.ready]
         now = self.clock()
+        if not self._retired_loaded:
+            self.watch.retired |= self.names.retired()
+            self._retired_loaded = True
+        self.names.remember({n.id: n.hostname for n in nodes})
         known = {host.id: host for host in self.store.all_hosts()}
         joined = False
-        present: set[str] = set()
         for node in nodes:
             if node.availability is NodeAvailability.DRAIN:
                 continue  # not present: its tasks go (below), without the grace of a blink
-            present.add(node.id)
             self.effects.agent_urls[node.id] = (
                 node.labels.get(AGENT_URL_LABEL)
                 or self.settings.agent_url
                 or f"http://{node.address}:{self.settings.agent_port}"
             )
-            self._waits.missing_since.pop(node.id, None)
             host = known.get(node.id)
             wanted = (node.cpu_shares, node.memory_bytes, node.address)
             if host is None or (host.cpu_capacity, host.memory_capacity, host.address) != wanted:
-                self.store.add_host(HostSpec(node.id, *wanted))
-                joined = True
-        drained = {n.id for n in nodes if n.availability is NodeAvailability.DRAIN}
-        for host_id in set(known) - present:
-            first = self._waits.missing_since.setdefault(host_id, now)
-            if host_id in drained or now - first >= NODE_GRACE_S:
-                self.host_lost(host_id, "drained" if host_id in drained else "left the Swarm")
+                spec = HostSpec(node.id, *wanted)
+                joined |= self.faults.attempt("node", node.id, partial(self.store.add_host, spec))
+        self._nodes_out(listed, set(known), now)
         paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
         reopened_or_closed = self.scheduler.set_closed_hosts(paused)
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
@@ -127,16 +160,60 @@ class SwarmSync:
         if joined or reopened_or_closed or relabelled:
             self.queue_retry()
 
+    def _nodes_out(self, listed: list[NodeInfo], hosts: set[str], now: float) -> None:
+        """Lost hosts' tasks moved (each host on its own), then gone nodes retired."""
+        seen = [NodeSeen(n.id, n.hostname, n.ready, n.availability is NodeAvailability.DRAIN)
+                for n in listed]
+        back = self.watch.retired & {n.id for n in seen if n.present}
+        self.names.unretire(back)
+        names = self.names.all()
+        for host_id, why in self.watch.lost(now, seen, hosts, names):
+            if self.faults.attempt("node", host_id, partial(self.host_lost, host_id, why)):
+                hosts.discard(host_id)
+        for node_id, why in self.watch.retire(now, seen, hosts, names):
+            self.names.set_retired(node_id, now)
+            self.effects.agent_urls.pop(node_id, None)
+            log.warning("host %s (%s) retired: %s", node_id, names.get(node_id, node_id), why)
+
     def host_lost(self, host_id: str, why: str = "left the Swarm") -> None:
-        self._waits.missing_since.pop(host_id, None)
-        log.warning("host %s %s: rescheduling its tasks", host_id, why)
-        tasks = {t.id for t in self.store.tasks_on(host_id)}
-        for task_id in tasks:
-            self.effects.mark_killed(
-                task_id,
-                Event(EventKind.HOST_LOST, f"killed: its host {host_id} {why}", host=host_id),
-            )
-        self.effects.carry_out(self.scheduler.host_lost(host_id, self.clock()))
+        """Its tasks rescheduled like kill victims, each on its own; a task without a request
+        record is dropped with the host (nothing could start it elsewhere)."""
+        name = self.host_name(host_id)
+        log.warning("host %s (%s) %s: rescheduling its tasks", host_id, name, why)
+        unknown: set[str] = set()
+        for task in self.store.tasks_on(host_id):
+            if not self.records.exists(task.id):
+                unknown.add(task.id)
+                self.faults.fail("task", task.id, f"booked on host {name} ({host_id}), which "
+                                 f"{why}, without a request record: dropped with its host")
+                continue
+            event = Event(EventKind.HOST_LOST, f"killed: its host {name} {why}", host=host_id,
+                          host_name=name)
+            self.faults.attempt("task", task.id, partial(self.effects.mark_killed, task.id, event))
+        self.effects.carry_out(self.scheduler.host_lost(host_id, self.clock(), skip=unknown))
+
+    def drop_unrecorded(self, task_id: str) -> bool:
+        """End a booking no request record stands for (none, or one already over): its room is
+        freed, any service of it removed; False when no such task is booked."""
+        if self.store.task(task_id) is None:
+            return False
+        _, outcome = self.scheduler.task_ended(task_id, self.clock())
+        self.backend.remove(task_id)
+        self.faults.forget(task_id)
+        log.warning("task %s: its booking without a live request record was removed", task_id)
+        self.effects.carry_out(outcome)
+        return True
+
+    def health_json(self) -> dict[str, Any]:
+        """The records failing now and the nodes down, for the health check (any thread)."""
+        failing = self.faults.failing()
+        reconcile: dict[str, Any] = {"ok": not failing and self.pass_error is None,
+                                     "errors_total": self.faults.errors_total,
+                                     "failing": [f.to_json() for f in failing]}
+        if self.pass_error is not None:
+            reconcile["error"] = self.pass_error
+        return {"reconcile": reconcile,
+                "nodes_down": [node.to_json() for node in self.nodes_down()]}
 
     # -- services ---------------------------------------------------------------------------
 
@@ -146,25 +223,26 @@ class SwarmSync:
         for task_id in [t for t in done_since if t not in services]:
             del done_since[task_id]  # its service is gone (ended by its agent's report)
         for info in services.values():
-            self._reconcile_service(info)
+            self.faults.attempt("service", info.task_id, partial(self._reconcile_service, info))
         for task in self.store.tasks():
             if task.id not in services:
-                self._vanished(task)
+                self.faults.attempt("task", task.id, partial(self._vanished, task))
 
     def _reconcile_service(self, info: ServiceInfo) -> None:
         try:
             record = self.records.get(info.task_id)
         except NotFoundError:
-            log.warning(
-                "service %s carries unknown request %s; left alone", info.name, info.task_id
-            )
-            return
+            raise ConflictError(f"service {info.name} carries request {info.task_id}, which "
+                                "has no record: left alone") from None
         if record.service_id and record.service_id != info.id:
             return
         if record.status in FINAL:
             self.backend.remove(info.task_id)  # left over from an earlier run
             return
         task = self.store.task(info.task_id)
+        if info.state is TaskState.REJECTED:
+            self._refused(info, task)
+            return
         if info.state is TaskState.RUNNING and task is not None and not self.by_swarm:
             self._note_start(info, record, task)
         is_job = record.spec["type"] == TaskType.JOB.value
@@ -220,18 +298,43 @@ class SwarmSync:
         _, outcome = self.scheduler.task_ended(info.task_id, self.clock())
         self.backend.remove(info.task_id)
         final = RequestStatus.COMPLETED if status is EndStatus.FINISHED else RequestStatus.FAILED
-        message = f"ended: {status.value} (exit code {info.exit_code})"
+        exit_code = info.exit_code
+        if status is EndStatus.FAILED and not exit_code:
+            # Swarm's 'failed' with no exit code (or 0): its container never ran
+            message, exit_code = "ended: failed: its container never started", None
+        else:
+            message = f"ended: {status.value} (exit code {exit_code})"
         if info.message and status is EndStatus.FAILED:
             message += f": {info.message}"
         self.records.update(
-            info.task_id, Event(EventKind.ENDED, message, exit_code=info.exit_code), status=final
+            info.task_id, Event(EventKind.ENDED, message, exit_code=exit_code), status=final
         )
         self.effects.carry_out(outcome)
+
+    def _refused(self, info: ServiceInfo, task: Task | None) -> None:
+        """Swarm refused the container (task state ``rejected``): the request fails now, with
+        Swarm's reason, rather than staying running while Swarm tries again and again."""
+        outcome = None
+        if task is not None:
+            _, outcome = self.scheduler.task_ended(info.task_id, self.clock())
+        self.backend.remove(info.task_id)
+        where = f" on {self.host_name(info.node_id)}" if info.node_id else ""
+        self.records.update(
+            info.task_id,
+            Event(EventKind.ENDED, f"ended: failed: Swarm refused its container{where}: "
+                  f"{info.message or 'no reason given'}", host=info.node_id),
+            status=RequestStatus.FAILED,
+        )
+        if outcome is not None:
+            self.effects.carry_out(outcome)
 
     def _vanished(self, task: Task) -> None:
         record_status = self.records.status_of(task.id)
         if record_status is None:
-            return
+            raise ConflictError(
+                f"task {task.id} is booked on host {self.host_name(task.host)} without a "
+                f"request record: nothing can run it (DELETE /registry/tasks/{task.id} "
+                "removes it)")
         _, outcome = self.scheduler.task_ended(task.id, self.clock())
         self.records.update(
             task.id, Event(EventKind.VANISHED, "its service disappeared from the Swarm"),

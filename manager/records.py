@@ -35,6 +35,7 @@ from domain.errors import NotFoundError, UnavailableError, ValidationError
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
+from host_registry.requests import request_key
 from manager.slo_tally import SloTally
 
 EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
@@ -147,7 +148,7 @@ class RequestRecords:
         return f"{self.prefix}:events"
 
     def _key(self, request_id: str) -> str:
-        return f"{self.prefix}:request:{request_id}"
+        return request_key(self.prefix, request_id)  # the registries read it too
 
     def _status_key(self, status: RequestStatus) -> str:
         return f"{self.prefix}:requests:{status.value}"

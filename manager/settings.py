@@ -55,6 +55,10 @@ class ManagerSettings:
     # kernel killed it out of memory) before it is ended from Swarm's state alone
     exit_report_grace_s: float = 10.0
     swarm_pending_timeout_s: float = 60.0  # 'swarm' policy: refuse what Swarm cannot start
+    # A node Down this long is gone: its host (whose tasks moved after NODE_GRACE_S) is retired,
+    # no longer listed as down (DESIGN 9); a node removed from the Swarm, or back under a new
+    # id, is retired at once.
+    node_gone_s: float = 600.0
     threads: int = 8  # WSGI worker threads
     service_prefix: str = "gs-"
     # Service levels (DESIGN 3.10): the availability objective of the classes named, e.g.
@@ -161,6 +165,8 @@ class ManagerSettings:
         listen_addresses(self.listen_host, self.listen_port)
         if self.sync_interval_s <= 0 or self.retry_interval_s <= 0:
             raise ValidationError("sync_interval_s", "intervals must be positive")
+        if not 0 < self.node_gone_s <= 30 * 86400:
+            raise ValidationError(f"{ENV_PREFIX}NODE_GONE_S", "must be between 0 and 30 days")
         self.slo_table  # noqa: B018 - a bad GREENSWARM_SLO is refused at start, by name
         self.power_model  # noqa: B018 - and so is an unknown power table
         if not 0 <= self.allocation_s <= 3600:

@@ -52,11 +52,12 @@ class TaskState(StrEnum):
     PENDING = "pending"  # not started yet (new ... starting)
     RUNNING = "running"
     COMPLETE = "complete"
-    FAILED = "failed"  # failed, rejected, or gone (orphaned, removed)
+    FAILED = "failed"  # failed, or gone (orphaned, removed)
+    REJECTED = "rejected"  # Swarm refused its container (no such image, memory below 6 MiB)
     SHUTDOWN = "shutdown"
 
 
-_FAILED_STATES = {"failed", "rejected", "orphaned", "remove"}
+_FAILED_STATES = {"failed", "orphaned", "remove"}
 
 
 @contextlib.contextmanager
@@ -88,6 +89,7 @@ class NodeInfo:
     os: str = "linux"
     arch: str = "x86_64"
     engine_labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True  # Swarm's status: False for a node that is Down (or unknown)
 
     def facts(self) -> NodeFacts:
         """What placement constraints can ask about this node (DESIGN 4)."""
@@ -135,9 +137,11 @@ class SwarmBackend:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def nodes(self, label: str = "", only: frozenset[str] = frozenset()) -> list[NodeInfo]:
+    def nodes(self, label: str = "", only: frozenset[str] = frozenset(),
+              include_down: bool = False) -> list[NodeInfo]:
         """Ready nodes, whatever their availability (optionally only those with ``label`` or
-        in ``only``); a node of unknown availability is left out."""
+        in ``only``); a node of unknown availability is left out. With ``include_down``, the
+        nodes that are not Ready too (``ready`` False): those that are Down now."""
         with docker_errors("list nodes"):
             raw_nodes = [node.attrs for node in self.client.nodes.list()]
         found = []
@@ -147,7 +151,8 @@ class SwarmBackend:
                 attrs.get("Status", {}),
                 attrs.get("Description", {}),
             )
-            if status.get("State") != "ready":
+            ready = status.get("State") == "ready"
+            if not ready and not include_down:
                 continue
             try:
                 availability = NodeAvailability(spec.get("Availability"))
@@ -174,7 +179,7 @@ class SwarmBackend:
                 NodeInfo(attrs["ID"], hostname, status.get("Addr", ""), cpu, memory, labels,
                          availability, str(spec.get("Role", "worker")),
                          str(platform.get("OS", "")), str(platform.get("Architecture", "")),
-                         (desc.get("Engine", {}) or {}).get("Labels") or {})
+                         (desc.get("Engine", {}) or {}).get("Labels") or {}, ready)
             )
         return found
 
@@ -317,6 +322,8 @@ def swarm_time(raw: object) -> float | None:
 def _task_state(raw: str) -> TaskState:
     if raw == "running":
         return TaskState.RUNNING
+    if raw == "rejected":
+        return TaskState.REJECTED
     if raw == "complete":
         return TaskState.COMPLETE
     if raw in _FAILED_STATES:

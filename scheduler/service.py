@@ -216,9 +216,12 @@ class Scheduler:
         self._restore(outcome, (task.host for task in tasks))
         return outcome
 
-    def host_lost(self, host_id: str, now: float) -> Outcome:
+    def host_lost(self, host_id: str, now: float, skip: Collection[str] = ()) -> Outcome:
+        """The host leaves the registry; its tasks are rescheduled, but those of ``skip`` (the
+        caller knows nothing could start them elsewhere)."""
         tasks = self.store.remove_host(host_id)
-        return self.reschedule(tasks, now, PendingReason.HOST_LOST)
+        return self.reschedule([t for t in tasks if t.id not in skip], now,
+                               PendingReason.HOST_LOST)
 
     def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
         """A task finished, failed, or was stopped: free its room, retry the queue, then give

@@ -3,7 +3,9 @@
 By default the manager serves these endpoints in its own process (the thesis keeps the Host
 Registry next to the scheduler). Standalone, the events that would need a scheduler only change
 the books: a scheduler elsewhere drives placements (``POST /registry/placements``) and
-rescheduling itself.
+rescheduling itself. A placement must still name a request the manager recorded (DESIGN 9): the
+standalone registry reads the records' status where the manager writes them, in the same Redis
+(host_registry/requests.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.store import ClusterStore
 from host_registry.events import Registry
+from host_registry.redis_store import RedisStore
+from host_registry.requests import RedisRequestIndex, RequestIndex
 from web import edge as web
 
 
@@ -48,12 +52,20 @@ class StandaloneEvents:
 
 
 def create_registry_app(
-    store: ClusterStore, token: str, limits: web.BodyLimits | None = None
+    store: ClusterStore, token: str, limits: web.BodyLimits | None = None,
+    requests: RequestIndex | None = None,
 ) -> Flask:
+    """The registries' app on ``store``; ``requests`` defaults to the request records in the
+    Redis store's own database and prefix (another store must say where they are)."""
+    if requests is None:
+        if not isinstance(store, RedisStore):
+            raise TypeError("a store other than Redis needs the request index it checks "
+                            "placements against")
+        requests = store.sibling(RedisRequestIndex)
     app = Flask("greenswarm.registry", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
     web.install(app, token, limits)
-    app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store))
+    app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store), requests)
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)
 

@@ -8,6 +8,8 @@ is left. Tests run in file order and share the module's lab; the last one takes 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -154,6 +156,40 @@ def test_a_second_up_changes_nothing(lab: Lab) -> None:
     state = json.loads(lab.settings.paths.state_file.read_text())
     assert [(n["pid"], n["swarm_node_id"]) for n in state["nodes"]] == \
         [(n["pid"], n["swarm_node_id"]) for n in lab.nodes]
+
+
+def test_up_restarts_a_dead_nodes_engine_under_its_swarm_id(lab: Lab, main_engine: Any) -> None:
+    """A node's engine dies (killed, as a crash would); Swarm marks the node Down. `up` starts
+    its engine again on its old data root and says so: the node is back in the swarm under its
+    own id, and no second entry of it is left in the manager's list (issue 28, item 2: it
+    rejoined under a new id, and greenswarm kept the old host as a ghost)."""
+    node = lab.nodes[-1]
+    os.kill(node["pid"], signal.SIGKILL)
+
+    def state_in_swarm() -> str:
+        return str(main_engine.api.inspect_node(node["swarm_node_id"])["Status"]["State"])
+
+    deadline = time.monotonic() + 90
+    while state_in_swarm() != "down" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert state_in_swarm() == "down"
+    done = lab_cli(*LAB_UP_ARGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(done.stdout)
+    name, node_id = node["name"], node["swarm_node_id"]
+    assert f"{name} engine was dead: restarted on its old data root" in done.stdout
+    assert f"{name} is back in the swarm under its own id {node_id}" in done.stdout
+    state = json.loads(lab.settings.paths.state_file.read_text())
+    again = next(n for n in state["nodes"] if n["name"] == name)
+    assert again["swarm_node_id"] == node_id and again["pid"] != node["pid"]
+    entries = [(n["ID"], n["Status"]["State"]) for n in main_engine.api.nodes()
+               if n["Description"]["Hostname"] == name]
+    assert entries == [(node_id, "ready")]
+    client = node_engine(node)
+    try:
+        assert client.info()["Swarm"]["NodeID"] == node_id
+    finally:
+        client.close()
 
 
 def test_down_leaves_nothing_behind(lab: Lab, main_engine: Any) -> None:

@@ -3,7 +3,7 @@ headless Chromium, against the real manager (its scheduler, records, SLO tally, 
 sampler and HTTP app, served by waitress) on a real Redis.
 
 The one stand-in is the Swarm backend: 100 Swarm nodes cannot run on this machine's 2 cores
-(the lab runs 3), so ``StandInSwarm`` answers the manager's calls to Docker as a Swarm of 100
+(the lab runs 3), so ``StandInSwarm`` (tests/support/standin_swarm.py) answers the manager's calls to Docker as a Swarm of 100
 Ready nodes would: the nodes, the services created (running at once) and removed. The
 monitors' utilization reports are written straight into the registry (what
 PUT /registry/hosts/{id}/utilization does), varied so that hosts fall in all three regions.
@@ -22,7 +22,6 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +38,8 @@ from manager.core import Manager
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
-from manager.swarm import (
-    NodeAvailability,
-    NodeInfo,
-    Placement,
-    ServiceInfo,
-    SwarmBackend,
-    TaskState,
-)
+from manager.swarm import Placement
+from tests.support.standin_swarm import StandInSwarm
 from tests.support.watchers import artefacts_dir, chromium, log_in, wait
 
 pytestmark = pytest.mark.redis
@@ -54,51 +47,6 @@ TOKEN = "scale-token"
 HOSTS, TASKS = 100, 40
 ROW_MAX_PX = 30  # a host's row, whatever its number of tasks
 _numbers = itertools.count()
-
-
-class StandInSwarm(SwarmBackend):
-    """A Swarm of ``count`` Ready nodes, in memory: the stand-in for a Swarm this machine
-    cannot run (see the module's docstring). Services it creates run at once."""
-
-    def __init__(self, count: int) -> None:  # no Docker client: nothing reaches an engine
-        self.prefix = "scale-"
-        self._lock = threading.Lock()
-        self._nodes = {f"node{i:03d}": NodeInfo(
-            f"node{i:03d}", f"sn{i:03d}", f"10.200.{i // 250}.{i % 250 + 1}", 10240, 16 * 2**30,
-            {}) for i in range(count)}
-        self._services: dict[str, ServiceInfo] = {}
-        self._created = itertools.count()
-
-    def ping(self) -> bool:
-        return True
-
-    def nodes(self, label: str = "", only: frozenset[str] = frozenset()) -> list[NodeInfo]:
-        with self._lock:
-            return list(self._nodes.values())
-
-    def drain(self, node_id: str) -> None:
-        with self._lock:
-            self._nodes[node_id] = replace(self._nodes[node_id],
-                                           availability=NodeAvailability.DRAIN)
-
-    def create(self, placement: Placement) -> str:
-        service_id = f"svc{next(self._created)}"
-        with self._lock:
-            self._services[placement.task_id] = ServiceInfo(
-                service_id, self.service_name(placement.task_id), placement.task_id,
-                TaskState.RUNNING, placement.node_id, None, "", time.time())
-        return service_id
-
-    def remove(self, task_id: str) -> bool:
-        with self._lock:
-            return self._services.pop(task_id, None) is not None
-
-    def services(self) -> list[ServiceInfo]:
-        with self._lock:
-            return list(self._services.values())
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture
@@ -110,8 +58,8 @@ def big_manager(redis_srv: RedisServer) -> Iterator[tuple[Manager, str]]:
     settings = ManagerSettings(token=TOKEN, redis_prefix=prefix, sync_interval_s=3600.0,
                                retry_interval_s=30.0, history_interval_s=0.5)
     store = RedisStore.from_url(redis_srv.url, settings.classes, settings.bounds, prefix)
-    backend = StandInSwarm(HOSTS)
-    manager = Manager(settings, store, RequestRecords(store.client, prefix), backend,
+    backend = StandInSwarm.of(HOSTS, cpu=10240, memory=16 * 2**30)
+    manager = Manager(settings, store, store.sibling(RequestRecords), backend,
                       AgentClient(TOKEN))
     manager.start()
     port = free_port()

@@ -34,7 +34,7 @@ _numbers = itertools.count()
 def manager_app(redis_url: str, prefix: str, token: str = TOKEN, **settings: object) -> Flask:
     config = ManagerSettings(token=token, redis_prefix=prefix, **settings)  # type: ignore[arg-type]
     store = RedisStore.from_url(redis_url, config.classes, config.bounds, prefix)
-    manager = Manager(config, store, RequestRecords(store.client, prefix),
+    manager = Manager(config, store, store.sibling(RequestRecords),
                       SwarmBackend(config.docker_url, f"{prefix}-"), AgentClient(token))
     return create_app(manager)
 

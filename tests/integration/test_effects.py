@@ -5,6 +5,7 @@ address is a closed port on loopback: the connection is really refused."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -17,6 +18,7 @@ from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port
 from manager.agents import AgentClient
 from manager.effects import Effects
+from manager.faults import RecordFaults
 from manager.records import RequestRecords
 from manager.swarm import SwarmBackend
 
@@ -31,7 +33,8 @@ def effects(redis_srv: RedisServer) -> Iterator[Effects]:
     records = store.sibling(RequestRecords)
     records.create("a", {"cpu_shares": 1024, "memory": 2**30})
     effects = Effects(store, records, SwarmBackend("unix:///nonexistent.sock", f"{prefix}-"),
-                      AgentClient("token", timeout_s=2.0), room_freed=lambda host: None)
+                      AgentClient("token", timeout_s=2.0), room_freed=lambda host: None,
+                      faults=RecordFaults(time.time))
     effects.agent_urls["h1"] = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     yield effects
     store.flush()

@@ -28,6 +28,7 @@ from domain.errors import AuthError, NotFoundError, UnavailableError, Validation
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, redis_server, wait_for
+from manager.records import RequestRecords
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.client import HostRegistration, RegistryClient
 from monitor.core import BackoffPolicy, HostUpdate, TaskBatch, TaskUtil, UtilSample
@@ -409,8 +410,11 @@ class LiveRegistry:
         return response.json()
 
     def place(self, task_id: str, host_id: str) -> None:
-        body = {"request": {"id": task_id, "class": 4, "type": "job", "cpu_shares": 64,
-                            "memory": 2**20}, "host": host_id}
+        """A placement of a request the manager recorded (else 409)."""
+        request_ = {"id": task_id, "class": 4, "type": "job", "cpu_shares": 64, "memory": 2**20}
+        self.store.sibling(RequestRecords).create(
+            task_id, {**request_, "image": "busybox"})
+        body = {"request": request_, "host": host_id}
         response = requests.post(f"{self.url}/registry/placements", json=body, timeout=5.0,
                                  headers={"Authorization": f"Bearer {TOKEN}"})
         assert response.status_code == 201, response.text

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from domain.events import Event, EventKind
+from domain.lifecycle import RequestStatus
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer
+from manager.records import RequestRecords
 from task_registry.standalone import create_registry_app
 
 pytestmark = pytest.mark.redis
@@ -39,6 +42,12 @@ def register(client: FlaskClient, host_id: str, cpu: int = 1200, memory: int = 1
         "memory_capacity": memory, "cpu_util": util, "memory_util": util / 2})
     assert response.status_code in (200, 201), response.get_json()
     return response.get_json()
+
+
+def record(store: RedisStore, request_id: str, cls: int = 4, cpu: int = 10) -> None:
+    """The manager's record of a request (a placement must name one)."""
+    store.sibling(RequestRecords).create(request_id, {
+        "image": "busybox", "class": cls, "type": "job", "cpu_shares": cpu, "memory": 10})
 
 
 def place(client: FlaskClient, request_id: str, host: str, cls: int, cpu: int,
@@ -75,6 +84,8 @@ def test_placement_with_cuts_and_kills_then_the_task_messages(
     client: FlaskClient, store: RedisStore
 ) -> None:
     register(client, "h")
+    for request_id in ("big4", "small4", "c2"):
+        record(store, request_id)
     assert place(client, "big4", "h", 4, 600).status_code == 201
     assert place(client, "small4", "h", 4, 300).status_code == 201
     response = place(client, "c2", "h", 2, 200, kills=["small4"], cuts=[
@@ -145,7 +156,8 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(
     client: FlaskClient, store: RedisStore, method: str, path: str, body: object, field: str
 ) -> None:
     register(client, "h")
-    place(client, "t", "h", 3, 100)
+    record(store, "t")
+    assert place(client, "t", "h", 3, 100).status_code == 201
     before = snapshot(store)
     response = client.open(path, method=method, headers=AUTH, json=body)
     assert response.status_code == 400, response.get_json()
@@ -163,12 +175,37 @@ def test_every_mutating_endpoint_needs_the_token(
     client: FlaskClient, store: RedisStore, method: str, path: str
 ) -> None:
     register(client, "h")
-    place(client, "t", "h", 3, 100)
+    record(store, "t")
+    assert place(client, "t", "h", 3, 100).status_code == 201
     before = snapshot(store)
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         response = client.open(path, method=method, headers=headers, json={})
         assert response.status_code == 401 and response.get_json()["error"] == "unauthorized"
     assert snapshot(store) == before
+
+
+def test_a_placement_is_refused_unless_the_manager_recorded_its_request(
+    client: FlaskClient, store: RedisStore
+) -> None:
+    """DESIGN 9: a placement for a request the manager has no record of (or one that is over)
+    is 409 and changes nothing, also with the registry on its own (``greenswarm registry``),
+    which reads the records where the manager writes them. The audit placed such a record
+    (201) and it stopped every later reconciliation."""
+    register(client, "h")
+    before = snapshot(store)
+    refused = place(client, "x1", "h", 1, 2)
+    assert refused.status_code == 409 and refused.get_json()["error"] == "conflict", \
+        refused.get_json()
+    assert "x1" in refused.get_json()["message"]
+    records = store.sibling(RequestRecords)
+    record(store, "done")
+    records.update("done", Event(EventKind.ENDED, "ended: finished"),
+                   status=RequestStatus.COMPLETED)
+    over = place(client, "done", "h", 1, 2)
+    assert over.status_code == 409 and "completed" in over.get_json()["message"]
+    assert snapshot(store) == before
+    record(store, "x1")
+    assert place(client, "x1", "h", 1, 2).status_code == 201
 
 
 def test_unknown_things_are_json_404s(client: FlaskClient) -> None:

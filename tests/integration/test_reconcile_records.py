@@ -1,0 +1,295 @@
+"""One bad record never stops the machinery; nodes that are Down, gone or back under a new id
+(DESIGN 4, 9; issue 28, items 1, 2, 4 and 5): the real manager (its app, loop, scheduler,
+reconciliation) on a real Redis.
+
+The Swarm is the in-memory stand-in of tests/support/standin_swarm.py: a node's loss cannot be
+produced in the fast suite (the lab needs root and minutes); tests/e2e/test_node_loss_lab.py
+does it for real. The bad records are real Redis records: a task booked without a request
+record, written through the registry's own code path (``RedisStore.apply``, what
+``POST /registry/placements`` did before it checked the request: the audit made one that way);
+since that endpoint now refuses such a placement (409), nothing else can make one any more.
+Each pass is run on the manager's loop by the test (the manager's timer is not started), so
+that what a pass did is known when it returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+import manager.reconcile
+from domain.decision import Decision, Pass
+from domain.model import Request, TaskType
+from domain.pending import PendingEntry, PendingReason
+from host_registry.redis_store import RedisStore
+from lab.processes import RedisServer
+from manager.agents import AgentClient
+from manager.app import create_app
+from manager.core import Manager
+from manager.records import RequestRecords
+from manager.settings import ManagerSettings
+from tests.support.standin_swarm import StandInSwarm
+
+pytestmark = pytest.mark.redis
+TOKEN = "reconcile-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+_numbers = itertools.count()
+
+
+@dataclass
+class Cluster:
+    manager: Manager
+    swarm: StandInSwarm
+    client: FlaskClient
+    store: RedisStore
+
+    def sync(self) -> None:
+        """One reconciliation pass, on the manager's loop, as its timer runs it."""
+        self.manager.loop.call(self.manager.swarm.sync)
+
+    def submit(self, name: str, cls: int = 3, kind: str = "service", cpu: int = 100,
+               **extra: object) -> dict[str, Any]:
+        response = self.client.post("/requests", headers=AUTH, json={
+            "image": "busybox", "name": name, "class": cls, "type": kind, "cpu_shares": cpu,
+            "memory": "32m", **extra})
+        assert response.status_code == 201, response.get_json()
+        answer: dict[str, Any] = response.get_json()
+        return answer
+
+    def record(self, name: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.get(f"/requests/{name}", headers=AUTH).get_json()
+        return answer
+
+    def health(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.get("/healthz").get_json()
+        return answer
+
+    def orphan(self, task_id: str, host: str) -> None:
+        """A task booked on ``host`` that no request record holds (see the module's doc)."""
+        request = Request(task_id, 1, TaskType.JOB, 2, 1)
+        self.store.apply(Decision(request=request, placed=True, host=host, pass_=Pass.SIMPLE,
+                                  cpu_shares=2, memory=1, cut_received=Fraction(0)), time.time())
+
+
+def make_cluster(redis_url: str, swarm: StandInSwarm, prefix: str,
+                 **settings: Any) -> Cluster:
+    config = ManagerSettings(token=TOKEN, redis_prefix=prefix, **settings)
+    store = RedisStore.from_url(redis_url, config.classes, config.bounds, prefix)
+    manager_ = Manager(config, store, store.sibling(RequestRecords), swarm,  # type: ignore[arg-type]
+                       AgentClient(TOKEN))
+    manager_.loop.start()
+    return Cluster(manager_, swarm, create_app(manager_).test_client(), store)
+
+
+@pytest.fixture
+def swarm() -> StandInSwarm:
+    stand_in = StandInSwarm()
+    stand_in.add_node("n1", "h1")
+    stand_in.add_node("n2", "h2")
+    return stand_in
+
+
+@pytest.fixture
+def cluster(redis_srv: RedisServer, swarm: StandInSwarm,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    # a node is lost on the first pass that misses it (the manager waits 15 s for a blink)
+    monkeypatch.setattr(manager.reconcile, "NODE_GRACE_S", 0.0)
+    built = make_cluster(redis_srv.url, swarm, f"rec{next(_numbers)}")
+    built.sync()
+    try:
+        yield built
+    finally:
+        built.manager.loop.stop()
+        built.store.flush()
+
+
+def _on(cluster: Cluster, host: str, names: list[str]) -> None:
+    """Submit ``names`` onto ``host`` (the other node paused meanwhile)."""
+    other = next(n for n in cluster.swarm.nodes_by_id if n != host)
+    cluster.manager.scheduler.set_closed_hosts(frozenset({other}))
+    for name in names:
+        assert cluster.submit(name)["request"]["host"] == host
+    cluster.manager.scheduler.set_closed_hosts(frozenset())
+
+
+def test_an_orphan_record_does_not_stop_node_loss_handling(cluster: Cluster) -> None:
+    """The audit's case: a task booked without a request record on a node whose engine then
+    died. Every one of the node's real tasks moves to the other node in the pass that finds
+    the node Down; the orphan is dropped with its host, logged, counted and listed."""
+    _on(cluster, "n1", ["a", "b", "c"])
+    cluster.orphan("x1", "n1")
+    cluster.sync()  # the orphan fails on its own; the pass goes on
+    cluster.swarm.set_down("n1")
+    cluster.sync()
+    for name in ("a", "b", "c"):
+        record = cluster.record(name)
+        assert (record["status"], record["host"]) == ("running", "n2"), record
+        lost = [e for e in record["history"] if e["kind"] == "host-lost"]
+        assert lost and lost[-1]["host"] == "n1" and lost[-1]["host_name"] == "h1", lost
+        assert "h1" in lost[-1]["reason"]
+    assert {p.task_id: p.node_id for p in cluster.swarm.created[-3:]} == \
+        {"a": "n2", "b": "n2", "c": "n2"}
+    assert cluster.store.task("x1") is None  # dropped with its host: nothing could start it
+    hosts = cluster.client.get("/hosts", headers=AUTH).get_json()
+    assert [h["id"] for h in hosts] == ["n2"]
+    health = cluster.health()
+    assert health["status"] == "ok"
+    assert health["reconcile"]["ok"] is False
+    assert [(f["id"], f["kind"]) for f in health["reconcile"]["failing"]] == [("x1", "task")]
+    assert "without a request record" in health["reconcile"]["failing"][0]["error"]
+    assert health["reconcile"]["errors_total"] >= 2
+    assert [(d["id"], d["name"]) for d in health["nodes_down"]] == [("n1", "h1")]
+    metrics = cluster.client.get("/metrics", headers=AUTH).get_data(as_text=True)
+    counted = [line for line in metrics.splitlines()
+               if line.startswith("greenswarm_reconcile_errors_total ")]
+    assert counted and float(counted[0].split()[1]) >= 2, counted
+    cluster.sync()  # the orphan is gone: nothing fails any more
+    assert cluster.health()["reconcile"] == {
+        "ok": True, "errors_total": health["reconcile"]["errors_total"], "failing": []}
+
+
+def test_a_failing_record_is_logged_once_listed_and_removed_through_the_api(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.submit("fine")
+    refused = cluster.client.post("/registry/placements", headers=AUTH, json={
+        "request": {"id": "x2", "class": 1, "type": "job", "cpu_shares": 2, "memory": 1},
+        "host": "n2"})
+    assert refused.status_code == 409  # the manager's registry refuses it, as the audit's
+    cluster.orphan("x2", "n2")
+    assert cluster.client.get("/registry/tasks/x2", headers=AUTH).status_code == 200
+    with caplog.at_level(logging.WARNING):
+        for _ in range(4):
+            cluster.sync()
+    about = [r for r in caplog.records if "x2" in r.getMessage()]
+    assert len(about) == 1, [r.getMessage() for r in about]  # once, not on every pass
+    reconcile = cluster.health()["reconcile"]
+    assert reconcile["ok"] is False and reconcile["errors_total"] == 4
+    failing = reconcile["failing"]
+    assert [f["id"] for f in failing] == ["x2"] and failing[0]["since"] <= time.time()
+    assert "DELETE /registry/tasks/x2" in failing[0]["error"]
+    # every task record the API shows can be removed through it
+    assert cluster.client.delete("/registry/tasks/x2", headers=AUTH).status_code == 202
+    assert cluster.client.get("/registry/tasks/x2", headers=AUTH).status_code == 404
+    assert cluster.store.host("n2").task_count == 1  # fine's booking is untouched
+    cluster.sync()
+    assert cluster.health()["reconcile"]["failing"] == []
+    assert cluster.record("fine")["status"] == "running"
+
+
+def test_a_booking_whose_request_is_over_can_be_removed_without_changing_the_record(
+    cluster: Cluster,
+) -> None:
+    cluster.submit("over")
+    records = cluster.manager.records
+    from domain.events import Event, EventKind
+    from domain.lifecycle import RequestStatus
+    records.update("over", Event(EventKind.ENDED, "ended: finished"),
+                   status=RequestStatus.COMPLETED)  # its booking left behind by mistake
+    assert cluster.client.delete("/registry/tasks/over", headers=AUTH).status_code == 202
+    assert cluster.store.task("over") is None
+    assert cluster.record("over")["status"] == "completed"
+
+
+def test_a_queue_retry_goes_on_past_a_request_without_a_record(cluster: Cluster) -> None:
+    """The pending queue holds an entry no record stands for, more urgent than a real one:
+    the retry places the real one all the same, and undoes the orphan's booking."""
+    now = time.time()
+    cluster.manager.records.create("waiting", {"image": "busybox", "class": 4,
+                                               "type": "service", "cpu_shares": 100,
+                                               "memory": 2**25})
+    for request, deadline in ((Request("ghost", 1, TaskType.SERVICE, 100, 2**25), now - 100),
+                              (Request("waiting", 4, TaskType.SERVICE, 100, 2**25), now + 100)):
+        cluster.store.push_pending(PendingEntry(request, PendingReason.QUEUED, now, deadline))
+    cluster.manager.loop.call(cluster.manager._retry)
+    record = cluster.record("waiting")
+    assert record["status"] == "running" and "waiting" in cluster.swarm.services_by_task
+    assert cluster.store.task("ghost") is None and not cluster.store.pending()
+    assert [f["id"] for f in cluster.health()["reconcile"]["failing"]] == ["ghost"]
+
+
+def test_a_node_back_under_a_new_id_retires_the_old_host_which_keeps_its_name(
+    cluster: Cluster, redis_srv: RedisServer
+) -> None:
+    _on(cluster, "n1", ["moved"])
+    cluster.swarm.set_down("n1")
+    cluster.swarm.add_node("n1b", "h1")  # the same machine, joined anew
+    cluster.sync()
+    record = cluster.record("moved")
+    assert record["host"] in ("n1b", "n2") and record["status"] == "running"
+    lost = [e for e in record["history"] if e["kind"] == "host-lost"][-1]
+    assert "rejoined the Swarm as n1b" in lost["reason"] and lost["host_name"] == "h1"
+    assert cluster.health()["nodes_down"] == []  # retired at once, not down
+    hosts = {h["id"] for h in cluster.client.get("/hosts", headers=AUTH).get_json()}
+    assert hosts == {"n1b", "n2"}
+    assert cluster.manager.host_name("n1") == "h1"
+    # the name outlives the manager: a new one on the same Redis still knows it
+    again = make_cluster(redis_srv.url, cluster.swarm, cluster.store.host_keys.prefix)
+    try:
+        assert again.manager.host_name("n1") == "h1"
+        again.sync()
+        assert again.health()["nodes_down"] == []  # retired stays retired
+    finally:
+        again.manager.loop.stop()
+
+
+def test_a_down_node_is_listed_until_gone_then_retired_and_a_removed_one_at_once(
+    redis_srv: RedisServer, swarm: StandInSwarm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    swarm.add_node("n3", "h3")
+    built = make_cluster(redis_srv.url, swarm, f"rec{next(_numbers)}", node_gone_s=0.5)
+    try:
+        built.sync()
+        swarm.set_down("n1")
+        swarm.set_down("n3")
+        built.sync()  # within the grace: down, its tasks still there
+        down = built.health()["nodes_down"]
+        assert [(d["id"], d["name"]) for d in down] == [("n1", "h1"), ("n3", "h3")]
+        assert {h["id"] for h in built.client.get("/hosts", headers=AUTH).get_json()} == \
+            {"n1", "n2", "n3"}
+        swarm.remove_node("n3")
+        monkeypatch.setattr(built.manager.swarm.watch, "grace_s", 0.0)
+        built.sync()  # n3 removed from the Swarm: lost and retired; n1 lost, still down
+        assert [d["id"] for d in built.health()["nodes_down"]] == ["n1"]
+        time.sleep(0.6)
+        built.sync()  # n1 Down past GREENSWARM_NODE_GONE_S
+        assert built.health()["nodes_down"] == []
+        assert built.manager.host_name("n3") == "h3"
+        swarm.states["n1"] = "ready"  # it came back under its own id after all
+        built.sync()
+        assert {h["id"] for h in built.client.get("/hosts", headers=AUTH).get_json()} == \
+            {"n1", "n2"}
+    finally:
+        built.manager.loop.stop()
+        built.store.flush()
+
+
+def test_a_container_swarm_refuses_fails_its_request_with_swarms_reason(
+    cluster: Cluster,
+) -> None:
+    """Swarm refused the containers (task state ``rejected``): the service does not stay
+    running while Swarm tries again and again, the job does not end 'failed (exit code 0)'."""
+    service = cluster.submit("svc", kind="service")["request"]["host"]
+    job = cluster.submit("job", kind="job")["request"]["host"]
+    cluster.swarm.refuse("svc", "No such image: greenswarm/missing:1")
+    cluster.swarm.refuse("job", "Error response from daemon: Minimum memory limit allowed is "
+                                "6MB")
+    cluster.sync()
+    for name, host, why in (("svc", service, "No such image: greenswarm/missing:1"),
+                            ("job", job, "Minimum memory limit allowed is 6MB")):
+        record = cluster.record(name)
+        assert record["status"] == "failed", record
+        ended = record["history"][-1]
+        assert ended["kind"] == "ended" and why in ended["reason"], ended
+        assert "refused" in ended["reason"] and "exit code" not in ended["reason"], ended
+        assert cluster.store.task(name) is None  # its room is free
+        assert name not in cluster.swarm.services_by_task
+        assert f"on {cluster.manager.host_name(host)}:" in ended["reason"], ended
