@@ -18,8 +18,8 @@ from domain.errors import ValidationError
 from domain.load import LoadWindows
 from domain.regions import Region, total_utilization
 from domain.rooms import compute_rooms
+from domain.units import MIN_CPU_SHARES as MIN_CPU_SHARES  # re-exported: its users import it here
 
-MIN_CPU_SHARES = 2
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 

@@ -6,6 +6,11 @@ import re
 
 from domain.errors import ValidationError
 
+# Docker's floors: the least memory a container may be limited to (its daemon refuses less,
+# "Minimum memory limit allowed is 6MB"), and the least CPU shares the kernel keeps.
+MIN_MEMORY_BYTES = 6 * 2**20
+MIN_CPU_SHARES = 2
+
 _SUFFIX = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
