@@ -19,6 +19,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from domain.errors import ValidationError
+from domain.fields import Choice, Int, Then
 from domain.units import MIN_MEMORY_BYTES
 
 MIN_CLASS = 1
@@ -28,6 +29,7 @@ MIN_CLASS = 1
 MEMORY_FLOOR = MIN_MEMORY_BYTES
 MAX_CLASS = 4
 CLASSES: tuple[int, ...] = (1, 2, 3, 4)
+CLASS = Int(MIN_CLASS, MAX_CLASS)
 
 # The label of each class, in percent of the request that the class is sold as.
 CLASS_LABEL_PERCENT: dict[int, int] = {1: 100, 2: 120, 3: 150, 4: 200}
@@ -141,3 +143,22 @@ def after_cut_ratio(original: int, numerator: int, denominator: int, floor: int 
     the integers already."""
     left = -(-original * (denominator - numerator) // denominator)
     return left if left >= floor else min(original, floor)
+
+
+def _table_cuts() -> tuple[Fraction, ...]:
+    """Every cut a task can have received, in any model: the steps of the class table."""
+    return tuple(sorted({ClassTable(model).request_cut(a, b)
+                         for model in OverbookingModel for a in CLASSES for b in CLASSES}))
+
+
+TABLE_CUTS = _table_cuts()  # 0, 1/6, 1/3, 1/2
+
+
+def _fraction_of(value: object, path: str) -> Fraction:
+    return Fraction(str(value))
+
+
+# A task's total cut as a placement gives it: one of the table's steps, as an exact fraction
+# ("1/6"), or 0 (restorations step back along the table, so no other cut can stand).
+CUT_RECEIVED = Then(Choice((*(str(cut) for cut in TABLE_CUTS), 0)), _fraction_of,
+                    description="the total cut, a step of the class table as an exact fraction")

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import re
-
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from domain.errors import ValidationError
+from domain.fields import NO_QUERY
 from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from manager.openapi import document
-from web.edge import allow_only, json_body
+from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, REQUEST_LIST
+from web.edge import json_body
 from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
-EVENT_CURSOR = re.compile(r"0|\$|[0-9]{1,20}-[0-9]{1,20}")
 
 
 def manager() -> Manager:
@@ -37,31 +35,13 @@ def get_request(request_id: str) -> Response:
     return jsonify(manager().request_json(check_id(request_id, "id"), remote=True))
 
 
-def _int_arg(name: str, default: int, low: int, high: int) -> int:
-    """A whole-number query argument within [low, high]; 400 naming it otherwise."""
-    try:
-        value = int(request.args.get(name, str(default)))
-    except ValueError:
-        raise ValidationError(name, "must be an integer") from None
-    if not low <= value <= high:
-        raise ValidationError(name, f"must be between {low} and {high}")
-    return value
-
-
 @blueprint.get("/requests")
 def list_requests() -> Response:
-    allow_only(dict(request.args), {"status", "limit"})
-    status = None
-    if "status" in request.args:
-        try:
-            status = RequestStatus(request.args["status"])
-        except ValueError:
-            choices = ", ".join(s.value for s in RequestStatus)
-            raise ValidationError("status", f"must be one of {choices}") from None
-    limit = _int_arg("limit", 1000, 1, 10_000)
+    args = REQUEST_LIST.read(request.args)
+    status = RequestStatus(args["status"]) if "status" in args else None
     manager_ = manager()
     return jsonify([manager_.request_json(request_id, history=False)
-                    for request_id in manager_.records.ids(status, limit)])
+                    for request_id in manager_.records.ids(status, args.get("limit", 1000))])
 
 
 @blueprint.delete("/requests/<request_id>")
@@ -79,8 +59,8 @@ def deploy() -> tuple[Response, int]:
 
 @blueprint.get("/deployments")
 def list_deployments() -> Response:
-    allow_only(dict(request.args), {"limit"})
-    return jsonify(manager().deployments_json(_int_arg("limit", 1000, 1, 10_000)))
+    args = DEPLOYMENT_LIST.read(request.args)
+    return jsonify(manager().deployments_json(args.get("limit", 1000)))
 
 
 @blueprint.get("/deployments/<name>")
@@ -96,14 +76,14 @@ def undeploy(name: str) -> Response:
 @blueprint.get("/federation/advert")
 def federation_advert() -> Response:
     """This cluster's advert to its peers now (DESIGN 12)."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     return jsonify(manager().advert_json())
 
 
 @blueprint.get("/federation/peers")
 def federation_peers() -> Response:
     """Each peer: its configuration (never its token), up or down, its advert's summary."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     return jsonify(manager().peers_json())
 
 
@@ -126,7 +106,7 @@ def hosts() -> Response:
 def power() -> Response:
     """Each host's power, estimated and measured (RAPL), and the cluster's since the manager
     started (DESIGN 11)."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     manager_ = manager()
     hosts = list(manager_.store.all_hosts())
     powers = manager_.power.hosts(hosts, manager_.clock())
@@ -141,12 +121,8 @@ def power() -> Response:
 def events() -> Response:
     """The typed events of every request as they were written, oldest first, after the cursor
     ``since`` ("0": the oldest kept, "$": only the cursor of now), at most ``limit``."""
-    allow_only(dict(request.args), {"since", "limit"})
-    since = request.args.get("since", "0")
-    if not EVENT_CURSOR.fullmatch(since):
-        raise ValidationError("since", "must be a cursor that GET /events gave, 0 or $")
-    limit = _int_arg("limit", 100, 1, 1000)
-    found, cursor = manager().records.events(since, limit)
+    args = EVENT_LIST.read(request.args)
+    found, cursor = manager().records.events(args.get("since", "0"), args.get("limit", 100))
     return jsonify({"events": found, "next": cursor})
 
 
