@@ -9,7 +9,7 @@ from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from manager.openapi import document
+from manager.openapi import Bounds, document
 from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, REQUEST_LIST
 from web.edge import json_body
 from web.forms import host_json, task_json
@@ -140,4 +140,7 @@ def health() -> tuple[Response, int]:
 
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(document())
+    """The document, with the request bodies' bounds of now (the largest host's)."""
+    requests_, deployments = manager().door_bounds()
+    bounds = Bounds(*(requests_ or (None, None)), *(deployments or (None, None)))
+    return jsonify(document(bounds))

@@ -183,6 +183,15 @@ class Manager:
         first = self.loop.call(lambda: self._submit(request, spec, queue, forwarded_from))
         return self._offload(first) if isinstance(first, _Offer) else first
 
+    def door_bounds(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """The largest CPU shares and memory a new request may ask for now, and a deployment's
+        request (the OpenAPI document states them); None while no host is known."""
+        try:
+            return (self._request_bounds(with_peers=self.settings.offload is not OffloadMode.OFF),
+                    self._request_bounds(with_peers=True))
+        except UnavailableError:
+            return None, None
+
     def _request_bounds(self, *, with_peers: bool) -> tuple[int, int]:
         """The largest CPU shares and memory a new request may ask for (with the peers' rooms
         when it may go to one); unavailable while no host is known."""
