@@ -436,7 +436,9 @@ class Manager:
             raise UnavailableError(f"deployment {name!r}: not stopped: " + "; ".join(failed))
         if record["status"] != DeploymentStatus.UNDONE.value:
             self.deployments.save(name, status=DeploymentStatus.STOPPED.value)
-        return self.deployment_json(name)
+        final = self.deployment_json(name)
+        self.deployments.release(name)  # gone: GET answers 404, and the name is free again
+        return final
 
     def _create_here(self, member: Member, deployment: str) -> Creation:
         """On the loop: a deployment's request placed by this cluster's own policy, now."""
