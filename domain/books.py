@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from domain.classes import ClassTable, after_cut_ratio
+from domain.classes import MEMORY_FLOOR, ClassTable, after_cut_ratio
 from domain.model import Task
 from domain.tally import COUNT, CPU, CUT_CPU, CUT_MEM, MEM, SVC4_CPU, SVC4_MEM, TALLY_SIZE
 
@@ -38,7 +38,7 @@ def _cut_sizes(task: Task, new_class: int, classes: ClassTable) -> tuple[int, in
     if n * received.denominator <= received.numerator * d:
         return None
     cpu = min(task.cpu_shares, after_cut_ratio(task.original_cpu_shares, n, d))
-    memory = min(task.memory, after_cut_ratio(task.original_memory, n, d))
+    memory = min(task.memory, after_cut_ratio(task.original_memory, n, d, MEMORY_FLOOR))
     if cpu == task.cpu_shares and memory == task.memory:
         return None
     return cpu, memory

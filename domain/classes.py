@@ -19,10 +19,17 @@ from enum import StrEnum
 from fractions import Fraction
 
 from domain.errors import ValidationError
+from domain.fields import Choice, Int, Then
+from domain.units import MIN_MEMORY_BYTES
 
 MIN_CLASS = 1
+# The floor of memory after a cut (Docker refuses a container limited below it): every memory
+# cut is ``after_cut(..., MEMORY_FLOOR)``, so the decisions, the tallies and the restorations
+# agree on what a cut task keeps.
+MEMORY_FLOOR = MIN_MEMORY_BYTES
 MAX_CLASS = 4
 CLASSES: tuple[int, ...] = (1, 2, 3, 4)
+CLASS = Int(MIN_CLASS, MAX_CLASS)
 
 # The label of each class, in percent of the request that the class is sold as.
 CLASS_LABEL_PERCENT: dict[int, int] = {1: 100, 2: 120, 3: 150, 4: 200}
@@ -119,16 +126,39 @@ class ClassTable:
         return Fraction(100, CLASS_LABEL_PERCENT[cls])
 
 
-def after_cut(original: int, cut: Fraction) -> int:
-    """Resources left after a total cut of ``cut``, rounded up to a whole unit.
+def after_cut(original: int, cut: Fraction, floor: int = 0) -> int:
+    """Resources left after a total cut of ``cut``, rounded up to a whole unit, and never below
+    ``floor`` (Docker's floor of the resource, ``MIN_MEMORY_BYTES`` for memory) unless the
+    original was: a cut that would go below it is limited to it (DESIGN 3.5).
 
     Rounding up means a task is never cut beyond its allowance.
     """
     # ceil(original x (1 - n/d)) in integers: exact, and much cheaper than Fraction arithmetic
-    return -(-original * (cut.denominator - cut.numerator) // cut.denominator)
+    left = -(-original * (cut.denominator - cut.numerator) // cut.denominator)
+    return left if left >= floor else min(original, floor)
 
 
-def after_cut_ratio(original: int, numerator: int, denominator: int) -> int:
+def after_cut_ratio(original: int, numerator: int, denominator: int, floor: int = 0) -> int:
     """``after_cut`` of the cut numerator/denominator (denominator > 0), for callers that hold
     the integers already."""
-    return -(-original * (denominator - numerator) // denominator)
+    left = -(-original * (denominator - numerator) // denominator)
+    return left if left >= floor else min(original, floor)
+
+
+def _table_cuts() -> tuple[Fraction, ...]:
+    """Every cut a task can have received, in any model: the steps of the class table."""
+    return tuple(sorted({ClassTable(model).request_cut(a, b)
+                         for model in OverbookingModel for a in CLASSES for b in CLASSES}))
+
+
+TABLE_CUTS = _table_cuts()  # 0, 1/6, 1/3, 1/2
+
+
+def _fraction_of(value: object, path: str) -> Fraction:
+    return Fraction(str(value))
+
+
+# A task's total cut as a placement gives it: one of the table's steps, as an exact fraction
+# ("1/6"), or 0 (restorations step back along the table, so no other cut can stand).
+CUT_RECEIVED = Then(Choice((*(str(cut) for cut in TABLE_CUTS), 0)), _fraction_of,
+                    description="the total cut, a step of the class table as an exact fraction")

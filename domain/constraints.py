@@ -12,11 +12,13 @@ compare without regard to case, and a label the node does not have is unequal to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from domain.errors import ValidationError
+from domain.fields import Items, Parsed, Text
 
 MAX_CONSTRAINTS = 32
 MAX_CONSTRAINT_CHARS = 256
@@ -108,6 +110,14 @@ def _label_name(key: str) -> str:
 # The characters of a label name or a value (Swarm's are wider; these are what nodes and
 # platforms use, and what the OpenAPI document's pattern says).
 PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/@+-")
+_PLAIN = "[A-Za-z0-9_.:/@+-]+"
+# ``Constraint.parse`` as one pattern (the OpenAPI document states it; a test holds the two to
+# each other): an attribute, one operator, a value, spaces around each.
+CONSTRAINT_PATTERN = (
+    " *(?:" + "|".join(re.escape(key) for key in _SCALARS) + "|(?:"
+    + "|".join(re.escape(prefix) for prefix in _LABELS) + ")" + _PLAIN + ") *(?:"
+    + "|".join(re.escape(op.value) for op in ConstraintOp) + ") *" + _PLAIN + " *"
+)
 
 
 def _plain(text: str) -> bool:
@@ -126,6 +136,17 @@ def check_constraints(raw: object, field_name: str = "constraints") -> tuple[Con
     parsed = tuple(Constraint.parse(item, f"{field_name}[{index}]")
                    for index, item in enumerate(raw))
     return tuple(dict.fromkeys(parsed))  # the same constraint twice is once
+
+
+def _read_constraint(value: object, path: str) -> Constraint:
+    return Constraint.parse(value, path)
+
+
+CONSTRAINTS = Items(
+    Parsed(Text(CONSTRAINT_PATTERN, max_length=MAX_CONSTRAINT_CHARS), _read_constraint),
+    MAX_CONSTRAINTS,
+    description="placement constraints as Swarm's: node.labels.disk==ssd, "
+                "node.hostname!=gs-node2, node.platform.arch==x86_64")
 
 
 def constraint_texts(constraints: Sequence[Constraint]) -> list[str]:

@@ -13,10 +13,11 @@ live; the simulated clock in the simulator).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from domain.errors import ValidationError
+from domain.fields import Fields, Int, Named, Num, Then
 
 # The KEP's windows, in seconds, and their names in JSON.
 WINDOW_SPANS_S: tuple[int, ...] = (300, 600, 900)
@@ -72,43 +73,27 @@ class LoadWindows:
 
     @staticmethod
     def from_json(raw: object, field_name: str = "windows") -> LoadWindows:
-        """Read the JSON form; a ValidationError naming the bad field otherwise."""
-        if not isinstance(raw, Mapping):
-            raise ValidationError(field_name, "must be an object of windows (5m, 10m, 15m)")
-        found: list[LoadWindow] = []
-        for name, body in raw.items():
-            where = f"{field_name}.{name}"
-            span = _SPAN_OF_NAME.get(name) if isinstance(name, str) else None
-            if span is None:
-                raise ValidationError(where, f"unknown window; use {', '.join(_SPAN_OF_NAME)}")
-            if not isinstance(body, Mapping):
-                raise ValidationError(where, "must be an object")
-            unknown = set(body) - {"cpu_mean", "cpu_std", "memory_mean", "memory_std",
-                                   "samples"}
-            if unknown:
-                raise ValidationError(f"{where}.{sorted(unknown)[0]}", "is not a window field")
-            samples = body.get("samples", 1)
-            if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-                raise ValidationError(f"{where}.samples", "must be a positive integer")
-            found.append(LoadWindow(
-                span,
-                cpu_mean=_fraction(body.get("cpu_mean"), f"{where}.cpu_mean"),
-                cpu_std=_fraction(body.get("cpu_std"), f"{where}.cpu_std"),
-                memory_mean=_fraction(body.get("memory_mean"), f"{where}.memory_mean"),
-                memory_std=_fraction(body.get("memory_std"), f"{where}.memory_std"),
-                samples=samples,
-            ))
-        found.sort(key=lambda w: w.span_s)
-        return LoadWindows(tuple(found))
+        """Read the JSON form (``WINDOWS``); a ValidationError naming the bad field otherwise."""
+        windows: LoadWindows = WINDOWS.read(raw, field_name)
+        return windows
 
 
-def _fraction(value: object, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(field_name, "must be a number in [0, 1]")
-    number = float(value)
-    if not 0.0 <= number <= 1.0:  # NaN fails too
-        raise ValidationError(field_name, "must be a number in [0, 1]")
-    return number
+def _windows_of_json(read: dict[str, dict[str, Any]], path: str) -> LoadWindows:
+    found = [LoadWindow(_SPAN_OF_NAME[name], body["cpu_mean"], body["cpu_std"],
+                        body["memory_mean"], body["memory_std"], body.get("samples", 1))
+             for name, body in read.items()]
+    found.sort(key=lambda w: w.span_s)
+    return LoadWindows(tuple(found))
+
+
+_FRACTION = Num(0.0, 1.0)
+WINDOW = Fields({"cpu_mean": _FRACTION, "cpu_std": _FRACTION, "memory_mean": _FRACTION,
+                 "memory_std": _FRACTION, "samples": Int(1)},
+                ("cpu_mean", "cpu_std", "memory_mean", "memory_std"))
+# The JSON form of LoadWindows (read as one): the windows with at least one sample, by name
+WINDOWS = Named("LoadWindows", Then(
+    Fields({window_name(span): Named("LoadWindow", WINDOW) for span in WINDOW_SPANS_S}),
+    _windows_of_json))
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -142,11 +127,13 @@ def is_stale(util_at: float | None, now: float, stale_after_s: float = STALE_AFT
     return util_at is None or now - util_at > stale_after_s
 
 
+MEASURED_AT = Num(0.0, description="when it was measured, in seconds since the epoch (a time "
+                                    "ahead of the registry's clock is taken as now)")
+
+
 def check_measured_at(value: object, now: float, field_name: str = "measured_at") -> float:
-    """A measurement time from a monitor: a finite, non-negative number of epoch seconds, never
-    later than ``now`` (a clock ahead of the registry's would make data look fresh forever)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValidationError(field_name, "must be a number of seconds since the epoch")
-    if value < 0:
-        raise ValidationError(field_name, "must not be negative")
-    return min(float(value), now)
+    """A measurement time from a monitor (``MEASURED_AT``: a finite, non-negative number of
+    epoch seconds), never later than ``now`` (a clock ahead of the registry's would make data
+    look fresh forever)."""
+    measured: float = MEASURED_AT.read(value, field_name)
+    return min(measured, now)

@@ -15,38 +15,44 @@ from domain import tally as layout
 from domain.classes import check_class
 from domain.constraints import Constraint, NodeFacts
 from domain.errors import ValidationError
+from domain.fields import Choice, Num, Text
 from domain.load import LoadWindows
 from domain.regions import Region, total_utilization
 from domain.rooms import compute_rooms
+from domain.units import MIN_CPU_SHARES as MIN_CPU_SHARES  # re-exported: its users import it here
 
-MIN_CPU_SHARES = 2
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+ID_TEXT = "[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+ID_PATTERN = re.compile(ID_TEXT)  # matched whole ('$' would allow a final newline)
+# Ids become parts of Redis keys, Docker names and URLs.
+ID = Text(ID_TEXT, message="must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric")
+# Words a task id cannot be: they are routes beside /registry/tasks/{task_id}.
+RESERVED_TASK_IDS = frozenset({"utilization"})
+# An id that may name a task: a request's name becomes its task's id.
+TASK_ID = Text(ID_TEXT, message=ID.message,
+               unlike="|".join(re.escape(word) for word in sorted(RESERVED_TASK_IDS)),
+               unlike_message="is reserved (a route beside /registry/tasks/{task_id})")
+UTILIZATION = Num(0.0, 1.0, description="a fraction of the capacity, in [0, 1]")
 
 
 def check_id(value: object, field_name: str = "id") -> str:
-    """Ids become parts of Redis keys, Docker names and URLs: letters, digits, '_', '.', '-'."""
-    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):  # '$' allows a final \n
-        raise ValidationError(
-            field_name, "must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric"
-        )
+    """``ID.read``, written out: every new request and task checks its id (the hot path)."""
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise ValidationError(field_name, ID.message)
     return value
-
-
-# Words a task id cannot be: they are routes beside /registry/tasks/{task_id}.
-RESERVED_TASK_IDS = frozenset({"utilization"})
 
 
 def check_task_id(value: object, field_name: str) -> str:
     """An id (:func:`check_id`) that may name a task: a request's name becomes its task's id."""
-    task_id = check_id(value, field_name)
-    if task_id in RESERVED_TASK_IDS:
-        raise ValidationError(field_name, f"{task_id!r} is reserved")
-    return task_id
+    result: str = TASK_ID.read(value, field_name)
+    return result
 
 
 class TaskType(StrEnum):
     JOB = "job"  # finite: runs to completion
     SERVICE = "service"  # runs until stopped
+
+
+TASK_TYPE = Choice(tuple(t.value for t in TaskType))
 
 
 def check_task_type(value: object, field_name: str = "type") -> TaskType:
@@ -56,6 +62,7 @@ def check_task_type(value: object, field_name: str = "type") -> TaskType:
 
 
 def check_int(value: object, field_name: str, minimum: int, maximum: int | None = None) -> int:
+    """``Int(minimum, maximum).read``, written out for the hot path (every new request)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(field_name, "must be an integer")
     if value < minimum:

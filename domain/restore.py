@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from domain.books import contribution
-from domain.classes import ClassTable, after_cut_ratio
+from domain.classes import MEMORY_FLOOR, ClassTable, after_cut_ratio
 from domain.model import HostView, Task
 from domain.tally import combine
 
@@ -102,7 +102,8 @@ def plan_restores(
     for task in cut:
         for level, n, d in _restore_steps(task, classes):
             cpu = max(task.cpu_shares, after_cut_ratio(task.original_cpu_shares, n, d))
-            memory = max(task.memory, after_cut_ratio(task.original_memory, n, d))
+            memory = max(task.memory,
+                         after_cut_ratio(task.original_memory, n, d, MEMORY_FLOOR))
             cpu_more, memory_more = cpu - task.cpu_shares, memory - task.memory
             if (
                 cpu_more <= cpu_room

@@ -7,65 +7,44 @@ from fractions import Fraction
 
 from flask import Blueprint, Response, jsonify, request
 
-from domain.classes import check_class
 from domain.decision import Decision, Pass, TaskCut
 from domain.energy import PowerReading
-from domain.errors import ConflictError, NotFoundError, ValidationError
+from domain.errors import ConflictError, NotFoundError
 from domain.lifecycle import FINAL
-from domain.load import LoadWindows, check_measured_at
-from domain.model import (
-    HostSpec,
-    HostView,
-    Request,
-    check_fraction_of_one,
-    check_id,
-    check_int,
-    check_task_id,
-    check_task_type,
-)
+from domain.model import HostSpec, HostView, Request, TaskType, check_id
 from domain.regions import Region
 from domain.store import Segment
+from host_registry.bodies import HOST_LIST, HOST_REGISTRATION, HOST_UTILIZATION, PLACEMENT
+from host_registry.bodies import MAX_POWER_W as MAX_POWER_W
 from host_registry.events import registry
-from web.edge import allow_only, json_body, required
+from web.edge import allow_only, json_body
 from web.forms import host_json, watcher_json
 
 blueprint = Blueprint("host_registry", __name__, url_prefix="/registry")
 
 
-def _list_filter() -> tuple[Region, int | None, bool] | None:
-    args = request.args
-    allow_only(dict(args), {"region", "class", "order"})
-    if "region" not in args:
-        if "class" in args or "order" in args:
-            raise ValidationError("region", "is required with class or order")
+def _list_filter() -> list[Segment] | None:
+    """The (region, class) lists GET /registry/hosts asks for (HOST_LIST); None for every
+    host. A class or an order without a region: that list in each region."""
+    args = HOST_LIST.read(request.args)
+    if not args:
         return None
-    try:
-        region = Region(args["region"])
-    except ValueError:
-        raise ValidationError("region", "must be LEE, DEE or EED") from None
+    regions = [Region(args["region"])] if "region" in args else list(Region)
     raw_class = args.get("class", "empty")
-    if raw_class == "empty":
-        host_class = None
-    elif raw_class in {"1", "2", "3", "4"}:
-        host_class = int(raw_class)
-    else:
-        raise ValidationError("class", "must be 1, 2, 3, 4 or empty")
-    order = args.get("order", "asc" if region is Region.EED else "desc")
-    if order not in {"asc", "desc"}:
-        raise ValidationError("order", "must be asc or desc")
-    return region, host_class, order == "asc"
+    host_class = None if raw_class == "empty" else int(raw_class)
+    return [Segment(region, host_class,
+                    args.get("order", "asc" if region is Region.EED else "desc") == "asc")
+            for region in regions]
 
 
 @blueprint.get("/hosts")
 def list_hosts() -> Response:
     """Message 1: every host by id, or one (region, class) list in scheduling order."""
     store = registry().store
-    selection = _list_filter()
-    if selection is None:
+    segments = _list_filter()
+    if segments is None:
         return jsonify([host_json(h) for h in store.all_hosts()])
-    region, host_class, ascending = selection
-    hosts = store.candidates([Segment(region, host_class, ascending)])
-    return jsonify([host_json(h) for _, h in hosts])
+    return jsonify([host_json(h) for _, h in store.candidates(segments)])
 
 
 @blueprint.get("/hosts/<host_id>")
@@ -77,20 +56,12 @@ def get_host(host_id: str) -> Response:
 def register_host() -> tuple[Response, int]:
     """Message 11: a monitor announces its host. A known host keeps the capacity the manager
     learnt from the Swarm; only its address and utilization are refreshed."""
-    body = json_body()
-    allow_only(
-        body, {"id", "address", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util",
-               "measured_at"}
-    )
-    host_id = check_id(required(body, "id"), "id")
-    address = body.get("address", "")
-    if not isinstance(address, str) or len(address) > 255:
-        raise ValidationError("address", "must be a string of at most 255 characters")
-    cpu_capacity = check_int(required(body, "cpu_capacity"), "cpu_capacity", 2)
-    memory_capacity = check_int(required(body, "memory_capacity"), "memory_capacity", 1)
-    cpu_util = check_fraction_of_one(body.get("cpu_util", 0.0), "cpu_util")
-    memory_util = check_fraction_of_one(body.get("memory_util", 0.0), "memory_util")
-    measured_at = check_measured_at(body.get("measured_at", time.time()), time.time())
+    body = HOST_REGISTRATION.read(json_body(), "")
+    host_id: str = body["id"]
+    address: str = body.get("address", "")
+    cpu_capacity, memory_capacity = body["cpu_capacity"], body["memory_capacity"]
+    cpu_util, memory_util = body.get("cpu_util", 0.0), body.get("memory_util", 0.0)
+    measured_at = min(body.get("measured_at", time.time()), time.time())
     reg = registry()
     try:
         known: HostView | None = reg.store.host(host_id)
@@ -113,33 +84,21 @@ def register_host() -> tuple[Response, int]:
     return jsonify(host_json(view)), status
 
 
-MAX_POWER_W = 100_000.0  # no one machine draws 100 kW: a larger reading is a fault
-
-
 @blueprint.put("/hosts/<host_id>/utilization")
 def host_utilization(host_id: str) -> Response:
     """Message 12: the monitor's thresholded host utilization (either or both numbers), the
     time it was measured and the load windows (DESIGN 5). A heartbeat carries only
     ``measured_at`` (and windows): the values held are still current."""
-    body = json_body()
-    allow_only(body, {"cpu_util", "memory_util", "power_w", "measured_at", "windows"})
-    if not {"cpu_util", "memory_util", "measured_at"} & body.keys():
-        raise ValidationError("cpu_util", "cpu_util, memory_util or measured_at is required")
+    body = HOST_UTILIZATION.read(json_body(), "")
     reg = registry()
     host = reg.store.host(check_id(host_id, "host"))
-    cpu = check_fraction_of_one(body.get("cpu_util", host.cpu_util), "cpu_util")
-    memory = check_fraction_of_one(body.get("memory_util", host.memory_util), "memory_util")
-    power: float | None = None
-    if "power_w" in body:
-        power = body["power_w"]
-        if (isinstance(power, bool) or not isinstance(power, int | float)
-                or not 0 <= power <= MAX_POWER_W):
-            raise ValidationError("power_w", f"must be a number of watts in [0, {MAX_POWER_W}]")
+    cpu = body.get("cpu_util", host.cpu_util)
+    memory = body.get("memory_util", host.memory_util)
     now = time.time()
-    measured_at = check_measured_at(body.get("measured_at", now), now)
-    if power is not None:  # RAPL: the package's measured power (DESIGN 11)
-        reg.power.record(host.id, PowerReading(float(power), measured_at))
-    windows = LoadWindows.from_json(body["windows"]) if "windows" in body else None
+    measured_at = min(body.get("measured_at", now), now)
+    if "power_w" in body:  # RAPL: the package's measured power (DESIGN 11)
+        reg.power.record(host.id, PowerReading(body["power_w"], measured_at))
+    windows = body.get("windows")
     if "cpu_util" in body or "memory_util" in body:
         view = reg.store.update_host_utilization(host.id, cpu, memory, measured_at, windows)
         reg.events.host_changed(view)
@@ -178,21 +137,6 @@ def remove_host(host_id: str) -> tuple[Response, int]:
     return jsonify({"removed": host_id}), 202
 
 
-def _fraction(value: object, field: str) -> Fraction:
-    if isinstance(value, str):
-        try:
-            result = Fraction(value)
-        except (ValueError, ZeroDivisionError):
-            raise ValidationError(field, "must be a fraction such as '1/6'") from None
-    elif isinstance(value, int) and not isinstance(value, bool) and value == 0:
-        result = Fraction(0)
-    else:
-        raise ValidationError(field, "must be an exact fraction string such as '1/6'")
-    if not 0 <= result < 1:
-        raise ValidationError(field, "must be in [0, 1)")
-    return result
-
-
 @blueprint.post("/placements")
 def place() -> tuple[Response, int]:
     """Messages 3, 4 and 5: a scheduler running elsewhere applies a decision (the new task,
@@ -200,53 +144,23 @@ def place() -> tuple[Response, int]:
     The manager's own scheduler does the same in-process. The request must be one the manager
     recorded and that has not ended (409 otherwise): a task nobody recorded is one nothing can
     start, reschedule or account for (DESIGN 9)."""
-    body = json_body()
-    allow_only(body, {"request", "host", "cpu_shares", "memory", "cut_received", "cuts", "kills"})
-    raw = required(body, "request")
-    if not isinstance(raw, dict):
-        raise ValidationError("request", "must be an object")
-    allow_only(raw, {"id", "class", "type", "cpu_shares", "memory"}, "request.")
-    request_ = Request(
-        check_task_id(required(raw, "id", "request."), "request.id"),
-        check_class(required(raw, "class", "request."), "request.class"),
-        check_task_type(required(raw, "type", "request."), "request.type"),
-        check_int(required(raw, "cpu_shares", "request."), "request.cpu_shares", 2),
-        check_int(required(raw, "memory", "request."), "request.memory", 1),
-    )
-    host_id = check_id(required(body, "host"), "host")
-    raw_cuts = body.get("cuts", [])
-    if not isinstance(raw_cuts, list):
-        raise ValidationError("cuts", "must be a list of cuts")
-    cuts = []
-    for index, item in enumerate(raw_cuts):
-        prefix = f"cuts[{index}]."
-        if not isinstance(item, dict):
-            raise ValidationError(f"cuts[{index}]", "must be an object")
-        allow_only(item, {"task", "cpu_shares", "memory", "cut_received"}, prefix)
-        cuts.append(
-            TaskCut(
-                check_id(required(item, "task", prefix), prefix + "task"),
-                host_id,
-                check_int(required(item, "cpu_shares", prefix), prefix + "cpu_shares", 2),
-                check_int(required(item, "memory", prefix), prefix + "memory", 1),
-                _fraction(required(item, "cut_received", prefix), prefix + "cut_received"),
-                0,
-                0,
-            )
-        )
-    kills = body.get("kills", [])
-    if not isinstance(kills, list):
-        raise ValidationError("kills", "must be a list of task ids")
+    body = PLACEMENT.read(json_body(), "")
+    raw = body["request"]
+    request_ = Request(raw["id"], raw["class"], TaskType(raw["type"]), raw["cpu_shares"],
+                       raw["memory"])
+    host_id: str = body["host"]
+    cuts = tuple(TaskCut(cut["task"], host_id, cut["cpu_shares"], cut["memory"],
+                         cut["cut_received"], 0, 0) for cut in body.get("cuts", []))
     decision = Decision(
         request=request_,
         placed=True,
         host=host_id,
         pass_=Pass.SIMPLE,
-        cpu_shares=check_int(body.get("cpu_shares", request_.cpu_shares), "cpu_shares", 2),
-        memory=check_int(body.get("memory", request_.memory), "memory", 1),
-        cut_received=_fraction(body.get("cut_received", "0"), "cut_received"),
-        cuts=tuple(cuts),
-        kills=tuple(check_id(k, f"kills[{i}]") for i, k in enumerate(kills)),
+        cpu_shares=body.get("cpu_shares", request_.cpu_shares),
+        memory=body.get("memory", request_.memory),
+        cut_received=body.get("cut_received", Fraction(0)),
+        cuts=cuts,
+        kills=tuple(body.get("kills", [])),
     )
     reg = registry()
     status = reg.requests.status_of(request_.id)

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import re
-
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from domain.errors import ValidationError
+from domain.fields import NO_QUERY
 from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from manager.openapi import document
-from web.edge import allow_only, json_body
+from manager.openapi import Bounds, document
+from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, HISTORY_LIST, REQUEST_LIST
+from web.edge import json_body
 from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
-EVENT_CURSOR = re.compile(r"0|\$|[0-9]{1,20}-[0-9]{1,20}")
-HISTORY_CURSOR = re.compile(r"0|[0-9]{1,20}-[0-9]{1,20}")
+
 
 
 def manager() -> Manager:
@@ -38,31 +36,13 @@ def get_request(request_id: str) -> Response:
     return jsonify(manager().request_json(check_id(request_id, "id"), remote=True))
 
 
-def _int_arg(name: str, default: int, low: int, high: int) -> int:
-    """A whole-number query argument within [low, high]; 400 naming it otherwise."""
-    try:
-        value = int(request.args.get(name, str(default)))
-    except ValueError:
-        raise ValidationError(name, "must be an integer") from None
-    if not low <= value <= high:
-        raise ValidationError(name, f"must be between {low} and {high}")
-    return value
-
-
 @blueprint.get("/requests")
 def list_requests() -> Response:
-    allow_only(dict(request.args), {"status", "limit"})
-    status = None
-    if "status" in request.args:
-        try:
-            status = RequestStatus(request.args["status"])
-        except ValueError:
-            choices = ", ".join(s.value for s in RequestStatus)
-            raise ValidationError("status", f"must be one of {choices}") from None
-    limit = _int_arg("limit", 1000, 1, 10_000)
+    args = REQUEST_LIST.read(request.args)
+    status = RequestStatus(args["status"]) if "status" in args else None
     manager_ = manager()
     return jsonify([manager_.request_json(request_id, history=False)
-                    for request_id in manager_.records.ids(status, limit)])
+                    for request_id in manager_.records.ids(status, args.get("limit", 1000))])
 
 
 @blueprint.delete("/requests/<request_id>")
@@ -80,8 +60,8 @@ def deploy() -> tuple[Response, int]:
 
 @blueprint.get("/deployments")
 def list_deployments() -> Response:
-    allow_only(dict(request.args), {"limit"})
-    return jsonify(manager().deployments_json(_int_arg("limit", 1000, 1, 10_000)))
+    args = DEPLOYMENT_LIST.read(request.args)
+    return jsonify(manager().deployments_json(args.get("limit", 1000)))
 
 
 @blueprint.get("/deployments/<name>")
@@ -97,14 +77,14 @@ def undeploy(name: str) -> Response:
 @blueprint.get("/federation/advert")
 def federation_advert() -> Response:
     """This cluster's advert to its peers now (DESIGN 12)."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     return jsonify(manager().advert_json())
 
 
 @blueprint.get("/federation/peers")
 def federation_peers() -> Response:
     """Each peer: its configuration (never its token), up or down, its advert's summary."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     return jsonify(manager().peers_json())
 
 
@@ -127,7 +107,7 @@ def hosts() -> Response:
 def power() -> Response:
     """Each host's power, estimated and measured (RAPL), and the cluster's since the manager
     started (DESIGN 11)."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     manager_ = manager()
     hosts = list(manager_.store.all_hosts())
     powers = manager_.power.hosts(hosts, manager_.clock())
@@ -142,13 +122,9 @@ def power() -> Response:
 def events() -> Response:
     """The typed events of every request as they were written, oldest first, after the cursor
     ``since`` ("0": the oldest kept, "$": only the cursor of now), at most ``limit``."""
-    allow_only(dict(request.args), {"since", "limit"})
-    since = request.args.get("since", "0")
-    if not EVENT_CURSOR.fullmatch(since):
-        raise ValidationError("since", "must be a cursor that GET /events gave, 0 or $")
-    limit = _int_arg("limit", 100, 1, 1000)
+    args = EVENT_LIST.read(request.args)
     manager_ = manager()
-    found, cursor = manager_.records.events(since, limit)
+    found, cursor = manager_.records.events(args.get("since", "0"), args.get("limit", 100))
     for event in found:  # its host by name, a host that left included
         host = event.get("host")
         if isinstance(host, str) and host and event.get("cluster") is None:
@@ -160,7 +136,7 @@ def events() -> Response:
 def slo() -> Response:
     """Per class, its requests by SLO state now and the share that met or meet their
     objective (DESIGN 3.10, 11), from the tally the records keep."""
-    allow_only(dict(request.args), set())
+    NO_QUERY.read(request.args)
     manager_ = manager()
     return jsonify({"classes": [row.to_json() for row in manager_.slo_classes(manager_.clock())]})
 
@@ -169,13 +145,9 @@ def slo() -> Response:
 def history() -> Response:
     """The manager's samples of the cluster (DESIGN 11; one per GREENSWARM_HISTORY_INTERVAL_S,
     a day kept), oldest first, after the cursor ``since`` ("0": the oldest kept)."""
-    allow_only(dict(request.args), {"since", "limit"})
-    since = request.args.get("since", "0")
-    if not HISTORY_CURSOR.fullmatch(since):
-        raise ValidationError("since", "must be a cursor that GET /history gave, or 0")
-    limit = _int_arg("limit", 1000, 1, 10_000)
+    args = HISTORY_LIST.read(request.args)
     manager_ = manager()
-    samples, cursor = manager_.history.read(since, limit)
+    samples, cursor = manager_.history.read(args.get("since", "0"), args.get("limit", 1000))
     return jsonify({"interval_s": manager_.history.interval_s, "samples": samples,
                     "next": cursor})
 
@@ -194,4 +166,7 @@ def health() -> tuple[Response, int]:
 
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(document())
+    """The document, with the request bodies' bounds of now (the largest host's)."""
+    requests_, deployments = manager().door_bounds()
+    bounds = Bounds(*(requests_ or (None, None)), *(deployments or (None, None)))
+    return jsonify(document(bounds))

@@ -114,6 +114,7 @@ class Manager:
         self.loop = SchedulingLoop()
         self.power = PowerView(settings.power_model, store.sibling(RedisPowerReadings),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
+        self.node_names = store.sibling(NodeNames)  # kept for good; metrics name hosts by it
         self.slo_tally = store.sibling(
             lambda connection, prefix: SloTally(connection, prefix, self.slo,
                                                 settings.allocation_s))
@@ -123,7 +124,6 @@ class Manager:
         self.history = store.sibling(
             lambda connection, prefix: History(connection, prefix, settings.history_interval_s,
                                                settings.history_keep_s))
-        self.node_names = store.sibling(NodeNames)  # kept for good
         # a record failing outside a pass is listed until it has not failed for two retries
         self.faults = RecordFaults(clock, self.metrics.reconcile_errors.inc,
                                    window_s=2 * max(settings.sync_interval_s,
@@ -224,6 +224,15 @@ class Manager:
         request, spec, queue = parse_spec(body, max_cpu_shares=max_cpu, max_memory=max_memory)
         first = self.loop.call(lambda: self._submit(request, spec, queue, forwarded_from))
         return self._offload(first) if isinstance(first, _Offer) else first
+
+    def door_bounds(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """The largest CPU shares and memory a new request may ask for now, and a deployment's
+        request (the OpenAPI document states them); None while no host is known."""
+        try:
+            return (self._request_bounds(with_peers=self.settings.offload is not OffloadMode.OFF),
+                    self._request_bounds(with_peers=True))
+        except UnavailableError:
+            return None, None
 
     def _request_bounds(self, *, with_peers: bool) -> tuple[int, int]:
         """The largest CPU shares and memory a new request may ask for (with the peers' rooms
@@ -469,7 +478,9 @@ class Manager:
             raise UnavailableError(f"deployment {name!r}: not stopped: " + "; ".join(failed))
         if record["status"] != DeploymentStatus.UNDONE.value:
             self.deployments.save(name, status=DeploymentStatus.STOPPED.value)
-        return self.deployment_json(name)
+        final = self.deployment_json(name)
+        self.deployments.release(name)  # gone: GET answers 404, and the name is free again
+        return final
 
     def _create_here(self, member: Member, deployment: str) -> Creation:
         """On the loop: a deployment's request placed by this cluster's own policy, now."""

@@ -204,7 +204,9 @@ class RequestRecords:
             if since == "$":
                 last = self._redis.xrevrange(self._events_key, count=1)
                 return [], (last[0][0] if last else "0")
-            start = "-" if since == "0" else f"({since}"
+            start = "-" if since == "0" else _after(since)
+            if start is None:
+                return [], since  # the last id a stream can have: nothing comes after it
             try:
                 raw = self._redis.xrange(self._events_key, min=start, count=limit)
             except redis.ResponseError:
@@ -386,3 +388,15 @@ def legacy_event(obj: Mapping[str, Any]) -> Event:
         code = _LEGACY_EXIT.search(text)
         event = replace(event, exit_code=int(code.group(1)) if code else None)
     return event
+
+
+MAX_STREAM_PART = 2**64 - 1  # each part of a Redis stream id is an unsigned 64-bit number
+
+
+def _after(cursor: str) -> str | None:
+    """The exclusive start of an XRANGE after ``cursor`` ("ms-seq"), a part larger than a
+    stream id can hold read as the largest; None after the last id a stream can have."""
+    ms, seq = (min(int(part), MAX_STREAM_PART) for part in cursor.split("-"))
+    if ms == seq == MAX_STREAM_PART:
+        return None
+    return f"({ms}-{seq}"

@@ -1,104 +1,156 @@
-"""Validation of ``POST /requests`` bodies (DESIGN 3.1). Pure: every error names its field.
+"""``POST /requests`` and ``POST /deployments`` bodies (DESIGN 3.1, 12). Pure: every error
+names its field.
 
-What Docker or the Swarm would refuse later (a NUL byte, a volume at "/", a spec too large for
-one raft message) is refused here, so that an accepted request is one the Swarm can run.
+Each body is a field spec (domain/fields.py): the parser reads with it, and the OpenAPI document
+states it (manager/openapi.py), so the two cannot disagree. What Docker or the Swarm would
+refuse later (an image reference it cannot read, memory below its floor, a NUL byte, a volume
+at "/", a spec too large for one raft message) is refused here, so that an accepted request is
+one the Swarm can run. The few rules no schema can state (a port published twice, a volume
+mounted twice, the spec's size as JSON, a link naming a request of its deployment) are checked
+after the spec and said in its descriptions.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import re
 import shlex
 import uuid
 from typing import Any
 
-from domain.classes import check_class
-from domain.constraints import check_constraints, constraint_texts
+from domain.classes import CLASS
+from domain.constraints import CONSTRAINTS, constraint_texts
 from domain.errors import ValidationError
-from domain.model import (
-    MIN_CPU_SHARES,
-    Request,
-    check_id,
-    check_int,
-    check_task_id,
-    check_task_type,
+from domain.fields import (
+    Bool,
+    Choice,
+    Either,
+    Fields,
+    Int,
+    Items,
+    Num,
+    Query,
+    Table,
+    Text,
+    Then,
 )
-from domain.units import parse_memory
+from domain.images import IMAGE
+from domain.lifecycle import RequestStatus
+from domain.model import ID, MIN_CPU_SHARES, TASK_ID, TASK_TYPE, Request, TaskType
+from domain.units import MIN_MEMORY_BYTES, int_range, memory_field
 from federation.deploy import MAX_LINKS, MAX_MEMBERS, DeploymentSpec, Member, request_id
 from federation.placement import JobLink
 
-FIELDS = {
-    "image",
-    "command",
-    "env",
-    "ports",
-    "name",
-    "cpu_shares",
-    "memory",
-    "type",
-    "class",
-    "queue",
-    "volumes",
-    "constraints",
-}
-IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_COMMAND_ITEMS = 256
+MAX_COMMAND_CHARS = 4096  # an item of the list form, or the whole string form
 MAX_ENV = 128
 MAX_ENV_VALUE_CHARS = 32_768
 MAX_PORTS = 32
 MAX_VOLUMES = 16
+MAX_VOLUME_CHARS = 1024
 # The normalised spec as JSON: it becomes a Swarm service (whose raft message is at most
 # 1.5 MiB) and a request record, so it stays far below that.
 MAX_SPEC_BYTES = 262_144
+
+NO_NUL = r"[^\x00]*"
+# What shlex.split (POSIX) reads without an error: plain characters, a backslash and the one it
+# escapes, '...' and "..." (in which a backslash escapes one), each quote closed; no NUL.
+SHELL_WORDS = r"""(?:[^'"\\\x00]|\\[^\x00]|'[^'\x00]*'|"(?:[^"\\\x00]|\\[^\x00])*")*"""
+ENV_NAME = "[A-Za-z_][A-Za-z0-9_]{0,127}"
+_PORT = int_range(1, 65535)
+PORT_TEXT = f"({_PORT}):({_PORT})(?:/(tcp|udp))?"
+# An absolute path with a component other than "" or "." and none "..": not the root, and
+# nowhere that depends on the image. SKIP is "" or "."; NAME any other component but "..".
+_NAME = r"(?:[^/.\x00][^/\x00]*|[.][^/.\x00][^/\x00]*|[.][.][^/\x00]+)"
+VOLUME_TEXT = rf"/(?:[.]?/)*{_NAME}(?:/(?:[.]?|{_NAME}))*"
+
+
+def _command_words(text: str, path: str) -> list[str]:
+    return shlex.split(text)  # SHELL_WORDS took it: it splits
+
+
+COMMAND = Either(
+    (Then(Text(SHELL_WORDS, max_length=MAX_COMMAND_CHARS,
+               message="must be words a POSIX shell can split: each quote closed, no NUL"),
+          _command_words),
+     Items(Text(NO_NUL, max_length=MAX_COMMAND_CHARS, message="must not contain a NUL"),
+           MAX_COMMAND_ITEMS)),
+    message="must be a string or a list of strings")
+ENV = Table(Either((Text(NO_NUL, max_length=MAX_ENV_VALUE_CHARS,
+                         message="must not contain a NUL"), Num(as_float=False)),
+                   message="must be a string or a number"),
+            ENV_NAME, MAX_ENV)
+
+
+def _port_of_text(text: str, path: str) -> dict[str, Any]:
+    match = re.fullmatch(PORT_TEXT, text)
+    assert match is not None  # PORT_TEXT took it
+    return {"published": int(match[1]), "target": int(match[2]), "protocol": match[3] or "tcp"}
+
+
+PORT_NUMBER = Int(1, 65535)
+PORTS = Items(
+    Either((Then(Text(PORT_TEXT, message="must be 'published:target[/tcp|udp]'",
+                      example="8080:80/tcp"), _port_of_text),
+            Fields({"published": PORT_NUMBER, "target": PORT_NUMBER,
+                    "protocol": Choice(("tcp", "udp"))}, ("published", "target"))),
+           message="must be 'published:target[/tcp|udp]' or {published, target, protocol}"),
+    MAX_PORTS, description="no port published twice")
+VOLUMES = Items(Text(VOLUME_TEXT, max_length=MAX_VOLUME_CHARS,
+                     message="must be an absolute path other than '/', without '..' or NUL"),
+                MAX_VOLUMES,
+                description="container paths that get an anonymous volume; none twice "
+                            "('/data/' is '/data')")
+
+
+@functools.lru_cache(maxsize=16)
+def request_body(max_cpu_shares: int | None = None, max_memory: int | None = None) -> Fields:
+    """A ``POST /requests`` body, with CPU shares and memory up to the largest host's (no
+    bound when not given: no host is known)."""
+    return Fields(
+        {
+            "image": IMAGE,
+            "command": COMMAND,
+            "env": ENV,
+            "ports": PORTS,
+            "volumes": VOLUMES,
+            "name": TASK_ID,
+            "cpu_shares": Int(MIN_CPU_SHARES, max_cpu_shares,
+                              description="1024 = one core; at most the largest host's"),
+            "memory": memory_field(MIN_MEMORY_BYTES, max_memory, "the largest host"),
+            "type": TASK_TYPE,
+            "class": CLASS,
+            "queue": Bool(description="wait in the pending queue if nothing fits"),
+            "constraints": CONSTRAINTS,
+            "forwarded_from": ID.but_described(
+                "set by a peer cluster that forwards the request (DESIGN 12): it is placed "
+                "here and never forwarded again"),
+        },
+        ("image", "cpu_shares", "memory", "type", "class"),
+        description=f"at most {MAX_SPEC_BYTES} bytes as JSON once normalised",
+    )
 
 
 def parse_spec(
     body: Any, *, max_cpu_shares: int, max_memory: int
 ) -> tuple[Request, dict[str, Any], bool | None]:
     """The scheduler's Request, the normalised spec to run, and whether to queue."""
-    if not isinstance(body, dict):
-        raise ValidationError("body", "must be a JSON object")
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise ValidationError(unknown[0], "unknown field")
-    image = body.get("image")
-    if not isinstance(image, str) or not IMAGE.fullmatch(image):
-        raise ValidationError("image", "is required: an image reference such as 'redis:7'")
-    request_id = body.get("name")
-    request_id = (
-        check_task_id(request_id, "name")
-        if request_id is not None
-        else f"r-{uuid.uuid4().hex[:12]}"
-    )
-    cpu_shares = check_int(body.get("cpu_shares"), "cpu_shares", MIN_CPU_SHARES)
-    if cpu_shares > max_cpu_shares:
-        raise ValidationError("cpu_shares", f"exceeds the largest host ({max_cpu_shares} shares)")
-    if "memory" not in body:
-        raise ValidationError("memory", "is required (bytes, or a size such as '512m')")
-    memory = parse_memory(body["memory"])
-    if memory < 4 * 2**20:
-        raise ValidationError("memory", "must be at least 4m (Docker's minimum is 6m)")
-    if memory > max_memory:
-        raise ValidationError("memory", f"exceeds the largest host ({max_memory} bytes)")
-    kind = check_task_type(body.get("type"), "type")
-    cls = check_class(body.get("class"), "class")
-    constraints = check_constraints(body.get("constraints"), "constraints")
-    queue = body.get("queue")  # absent: the policy's habit (qos admits every request)
-    if queue is not None and not isinstance(queue, bool):
-        raise ValidationError("queue", "must be true or false")
+    read = request_body(max_cpu_shares, max_memory).read(body, "")
+    request_id = read.get("name") or f"r-{uuid.uuid4().hex[:12]}"
+    kind = TaskType(read["type"])
+    constraints = tuple(dict.fromkeys(read.get("constraints", ())))  # twice is once
     spec: dict[str, Any] = {
-        "image": image,
-        "command": _command(body.get("command")),
-        "env": _env(body.get("env")),
-        "ports": _ports(body.get("ports")),
-        "volumes": _volumes(body.get("volumes")),
+        "image": read["image"],
+        "command": read.get("command", []),
+        "env": {name: str(value) for name, value in read.get("env", {}).items()},
+        "ports": _ports(read.get("ports", [])),
+        "volumes": _volumes(read.get("volumes", [])),
         "name": request_id,
-        "cpu_shares": cpu_shares,
-        "memory": memory,
+        "cpu_shares": read["cpu_shares"],
+        "memory": read["memory"],
         "type": kind.value,
-        "class": cls,
+        "class": read["class"],
         "constraints": constraint_texts(constraints),
     }
     size = len(json.dumps(spec).encode())
@@ -106,139 +158,67 @@ def parse_spec(
         raise ValidationError(
             "body", f"the request is {size} bytes as JSON; at most {MAX_SPEC_BYTES} are taken"
         )
-    return Request(request_id, cls, kind, cpu_shares, memory, constraints), spec, queue
+    request = Request(request_id, read["class"], kind, read["cpu_shares"], read["memory"],
+                      constraints)
+    return request, spec, read.get("queue")  # no queue: the policy's habit (qos admits all)
 
 
-def _no_nul(value: str, field: str) -> str:
-    if "\x00" in value:
-        raise ValidationError(field, "must not contain a NUL character")
-    return value
-
-
-def _command(value: object) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        try:
-            parts = shlex.split(value)
-        except ValueError as exc:
-            raise ValidationError("command", f"cannot split: {exc}") from None
-        _no_nul(value, "command")
-    elif isinstance(value, list) and all(isinstance(p, str) for p in value):
-        parts = [_no_nul(p, f"command[{i}]") for i, p in enumerate(value)]
-    else:
-        raise ValidationError("command", "must be a string or a list of strings")
-    if len(parts) > MAX_COMMAND_ITEMS or any(len(p) > 4096 for p in parts):
-        raise ValidationError("command", "is too long")
-    return parts
-
-
-def _env(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or len(value) > MAX_ENV:
-        raise ValidationError("env", f"must be an object of at most {MAX_ENV} names")
-    env = {}
-    for name, item in value.items():
-        if not ENV_NAME.fullmatch(name):
-            raise ValidationError(f"env.{name}", "is not a valid variable name")
-        if isinstance(item, bool) or not isinstance(item, str | int | float):
-            raise ValidationError(f"env.{name}", "must be a string or a number")
-        text = _no_nul(str(item), f"env.{name}")
-        if len(text) > MAX_ENV_VALUE_CHARS:
-            raise ValidationError(f"env.{name}", f"is longer than {MAX_ENV_VALUE_CHARS} characters")
-        env[name] = text
-    return env
-
-
-def _ports(value: object) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or len(value) > MAX_PORTS:
-        raise ValidationError("ports", f"must be a list of at most {MAX_PORTS} ports")
-    ports, published = [], set()
-    for index, item in enumerate(value):
-        path = f"ports[{index}]"
-        if isinstance(item, str):
-            match = re.fullmatch(r"(\d+):(\d+)(?:/(tcp|udp))?", item)
-            if match is None:
-                raise ValidationError(path, "must be 'published:target[/tcp|udp]'")
-            item = {
-                "published": int(match[1]),
-                "target": int(match[2]),
-                "protocol": match[3] or "tcp",
-            }
-        if not isinstance(item, dict) or set(item) - {"published", "target", "protocol"}:
-            raise ValidationError(path, "must be {published, target, protocol}")
-        port = {
-            "published": check_int(item.get("published"), f"{path}.published", 1, 65535),
-            "target": check_int(item.get("target"), f"{path}.target", 1, 65535),
-            "protocol": item.get("protocol", "tcp"),
-        }
-        if port["protocol"] not in {"tcp", "udp"}:
-            raise ValidationError(f"{path}.protocol", "must be tcp or udp")
+def _ports(ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    published: set[int] = set()
+    for index, port in enumerate(ports):
+        port.setdefault("protocol", "tcp")
         if port["published"] in published:
-            raise ValidationError(f"{path}.published", "is published twice")
+            raise ValidationError(f"ports[{index}].published", "is published twice")
         published.add(port["published"])
-        ports.append(port)
     return ports
 
 
-def _volumes(value: object) -> list[str]:
-    """Container paths that get an anonymous volume (removed with the container), normalised
-    ("/data/" is "/data"). Not "/" (Docker refuses to mount over the root), no ".." (where it
-    would land depends on the image), no NUL, no mount point twice."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or len(value) > MAX_VOLUMES:
-        raise ValidationError("volumes", f"must be a list of at most {MAX_VOLUMES} absolute paths")
-    paths: list[str] = []
-    for index, path in enumerate(value):
-        field = f"volumes[{index}]"
-        if not isinstance(path, str) or not path.startswith("/") or len(path) > 1024:
-            raise ValidationError(field, "must be an absolute path")
-        parts = [part for part in _no_nul(path, field).split("/") if part not in ("", ".")]
-        if not parts:
-            raise ValidationError(field, "must not be the root '/'")
-        if ".." in parts:
-            raise ValidationError(field, "must not contain '..'")
-        normal = "/" + "/".join(parts)
-        if normal in paths:
-            raise ValidationError(field, f"mounts {normal} twice")
-        paths.append(normal)
-    return paths
+def _volumes(paths: list[str]) -> list[str]:
+    """Normalised ("/data/" is "/data"; VOLUME_TEXT took "/", ".." and NUL out), none twice."""
+    normal: list[str] = []
+    for index, path in enumerate(paths):
+        volume = "/" + "/".join(part for part in path.split("/") if part not in ("", "."))
+        if volume in normal:
+            raise ValidationError(f"volumes[{index}]", f"mounts {volume} twice")
+        normal.append(volume)
+    return normal
 
 
-DEPLOYMENT_FIELDS = {"name", "requests", "links"}
-LINK_FIELDS = {"a", "b", "max_latency_ms", "min_bandwidth_mbit"}
+LINK = Fields({"a": ID.but_described("a request's name in the deployment"),
+               "b": ID.but_described("another request's name"),
+               "max_latency_ms": Num(0.0), "min_bandwidth_mbit": Num(0.0, above=True)},
+              ("a", "b"))
+
+
+@functools.lru_cache(maxsize=16)
+def deployment_body(max_cpu_shares: int | None = None, max_memory: int | None = None) -> Fields:
+    """A ``POST /deployments`` body: its requests are ``POST /requests`` bodies, each with a
+    name, never queued."""
+    member = request_body(max_cpu_shares, max_memory).but(
+        required=("name",), forwarded_from=None, name=ID,
+        queue=Choice((False,), description="a deployment's requests never queue"),
+        description="a POST /requests body with a name unique in the deployment; its id is "
+                    "'<deployment>-<name>' (at most 128 characters)")
+    return Fields({"name": ID, "requests": Items(member, MAX_MEMBERS, 1),
+                   "links": Items(LINK, MAX_LINKS, description="each between two requests "
+                                                               "of the deployment")},
+                  ("name", "requests"))
 
 
 def parse_deployment(body: Any, *, max_cpu_shares: int, max_memory: int) -> DeploymentSpec:
     """A POST /deployments body (DESIGN 12): its name, its requests (each a POST /requests
     body with a ``name`` unique in the deployment; its id becomes ``<deployment>-<name>``, and
     it never queues) and the links between them. Every error names its field."""
-    if not isinstance(body, dict):
-        raise ValidationError("body", "must be a JSON object")
-    unknown = sorted(set(body) - DEPLOYMENT_FIELDS)
-    if unknown:
-        raise ValidationError(unknown[0], "unknown field")
-    name = check_id(body.get("name"), "name")
-    raw = body.get("requests")
-    if not isinstance(raw, list) or not raw or len(raw) > MAX_MEMBERS:
-        raise ValidationError("requests", f"must be a list of 1 to {MAX_MEMBERS} requests")
+    read = deployment_body(max_cpu_shares, max_memory).read(body, "")
+    name = read["name"]
     members: list[Member] = []
-    for index, item in enumerate(raw):
+    for index, item in enumerate(body["requests"]):
         at = f"requests[{index}]"
-        if not isinstance(item, dict):
-            raise ValidationError(at, "must be a JSON object (a POST /requests body)")
-        member = check_id(item.get("name"), f"{at}.name")
+        member = item["name"]
         if any(m.name == member for m in members):
             raise ValidationError(f"{at}.name", f"names {member!r} twice")
-        if "queue" in item and item["queue"] is not False:
-            raise ValidationError(f"{at}.queue", "a deployment's requests never queue")
         full = request_id(name, member)
-        check_task_id(full, f"{at}.name")
-        if len(full) > 128:  # check_id's bound, for the joined id
+        if len(full) > 128:  # ID's bound, for the joined id
             raise ValidationError(f"{at}.name", "with the deployment's name, longer than 128")
         try:
             request, spec, _ = parse_spec({**item, "name": full},
@@ -247,39 +227,38 @@ def parse_deployment(body: Any, *, max_cpu_shares: int, max_memory: int) -> Depl
             raise ValidationError(f"{at}.{exc.field}", exc.message) from None
         members.append(Member(member, request, spec))
     names = {m.name for m in members}
-    return DeploymentSpec(name, tuple(members), _links(body.get("links", []), names))
+    return DeploymentSpec(name, tuple(members), _links(read.get("links", []), names))
 
 
-def _links(value: object, names: set[str]) -> tuple[JobLink, ...]:
-    if not isinstance(value, list) or len(value) > MAX_LINKS:
-        raise ValidationError("links", f"must be a list of at most {MAX_LINKS} links")
-    links = []
-    for index, item in enumerate(value):
+def _links(links: list[dict[str, Any]], names: set[str]) -> tuple[JobLink, ...]:
+    out = []
+    for index, link in enumerate(links):
         at = f"links[{index}]"
-        if not isinstance(item, dict):
-            raise ValidationError(at, "must be {a, b, max_latency_ms, min_bandwidth_mbit}")
-        unknown = sorted(set(item) - LINK_FIELDS)
-        if unknown:
-            raise ValidationError(f"{at}.{unknown[0]}", "unknown field")
-        ends = []
         for end in ("a", "b"):
-            member = item.get(end)
-            if not isinstance(member, str) or member not in names:
+            if link[end] not in names:
                 raise ValidationError(f"{at}.{end}", "must name a request of the deployment")
-            ends.append(member)
-        if ends[0] == ends[1]:
+        if link["a"] == link["b"]:
             raise ValidationError(f"{at}.b", "must be another request than a")
-        latency = _bound(item, "max_latency_ms", at, positive=False)
-        bandwidth = _bound(item, "min_bandwidth_mbit", at, positive=True)
-        links.append(JobLink(ends[0], ends[1], latency, bandwidth))
-    return tuple(links)
+        out.append(JobLink(link["a"], link["b"], link.get("max_latency_ms"),
+                           link.get("min_bandwidth_mbit")))
+    return tuple(out)
 
 
-def _bound(item: dict[str, Any], name: str, at: str, *, positive: bool) -> float | None:
-    if name not in item:
-        return None
-    value, field = item[name], f"{at}.{name}"
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValidationError(field, "must be a finite number " + ("> 0" if positive else ">= 0"))
-    return float(value)
+# The manager's query strings: GET /requests, /deployments and /events (every other GET of
+# the manager takes none: domain.fields.NO_QUERY).
+LIMIT = Int(1, 10_000, description="at most this many, the newest")
+REQUEST_LIST = Query({"status": Choice(tuple(s.value for s in RequestStatus)), "limit": LIMIT})
+DEPLOYMENT_LIST = Query({"limit": LIMIT})
+EVENT_LIST = Query({
+    "since": Text("0|[$]|[0-9]{1,20}-[0-9]{1,20}",
+                  message="must be a cursor that GET /events gave, 0 or $",
+                  description="0: from the oldest kept; $: only the cursor of now; else "
+                              "after this cursor"),
+    "limit": Int(1, 1000),
+})
+HISTORY_LIST = Query({
+    "since": Text("0|[0-9]{1,20}-[0-9]{1,20}",
+                  message="must be a cursor that GET /history gave, or 0",
+                  description="0: from the oldest kept; else after this cursor"),
+    "limit": Int(1, 10_000),
+})

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app, jsonify
 
-from domain.model import check_id, check_int
+from domain.model import check_id
 from task_registry.agent import Agent
+from task_registry.bodies import AGENT_RESOURCES
 from web import edge as web
-from web.edge import allow_only, json_body, required
+from web.edge import json_body
 
 blueprint = Blueprint("agent", __name__)
 
@@ -30,10 +31,8 @@ def list_tasks() -> Response:
 @blueprint.put("/agent/tasks/<task_id>/resources")
 def set_resources(task_id: str) -> Response:
     """Apply a cut, or a cut given back, live; answers what the container really got."""
-    body = json_body()
-    allow_only(body, {"cpu_shares", "memory"})
-    cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2, 262_144)
-    memory = check_int(required(body, "memory"), "memory", 4 * 2**20)
+    body = AGENT_RESOURCES.read(json_body(), "")
+    cpu, memory = body["cpu_shares"], body["memory"]
     applied_cpu, applied_memory = agent().apply(check_id(task_id, "task"), cpu, memory)
     return jsonify(
         {

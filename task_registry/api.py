@@ -11,11 +11,12 @@ from flask import Blueprint, Response, jsonify
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import BaseConverter
 
-from domain.errors import NotFoundError, ValidationError
-from domain.lifecycle import REPORTED_END_STATUSES, EndStatus, TaskEnd
-from domain.model import RESERVED_TASK_IDS, check_fraction_of_one, check_id, check_int
+from domain.errors import NotFoundError
+from domain.lifecycle import EndStatus, TaskEnd
+from domain.model import RESERVED_TASK_IDS, check_id
 from host_registry.events import registry
-from web.edge import allow_only, json_body, required
+from task_registry.bodies import TASK_END, TASK_RESOURCES, TASK_UTILIZATION
+from web.edge import json_body
 from web.forms import task_json
 
 
@@ -52,12 +53,9 @@ def get_task(task_id: str) -> Response:
 @blueprint.put("/tasks/<task_id:task_id>/resources")
 def set_resources(task_id: str) -> Response:
     """Message 6: a cut reached the node; the body says what the container really has now."""
-    body = json_body()
-    allow_only(body, {"cpu_shares", "memory"})
-    cpu = check_int(required(body, "cpu_shares"), "cpu_shares", 2)
-    memory = check_int(required(body, "memory"), "memory", 1)
+    body = TASK_RESOURCES.read(json_body(), "")
     reg = registry()
-    task = reg.store.resize_task(check_id(task_id, "task"), cpu, memory)
+    task = reg.store.resize_task(check_id(task_id, "task"), body["cpu_shares"], body["memory"])
     reg.events.task_resized(task)
     return jsonify(task_json(task))
 
@@ -73,23 +71,10 @@ def kill_task(task_id: str) -> tuple[Response, int]:
 def task_end(task_id: str) -> tuple[Response, int]:
     """Message 10: the node's agent saw the task's container exit. ``service_id`` names the
     placement the container belonged to, so a late report cannot end a newer placement."""
-    body = json_body()
-    allow_only(body, {"status", "exit_code", "service_id", "oom"})
-    raw_status = required(body, "status")
-    if not isinstance(raw_status, str) or raw_status not in REPORTED_END_STATUSES:
-        choices = ", ".join(REPORTED_END_STATUSES)
-        raise ValidationError("status", "must be one of " + choices)
-    exit_code = body.get("exit_code")
-    if exit_code is not None:
-        exit_code = check_int(exit_code, "exit_code", -(2**31), 2**31)
-    service_id = body.get("service_id")
-    if service_id is not None and (not isinstance(service_id, str) or len(service_id) > 128):
-        raise ValidationError("service_id", "must be a Swarm service id")
-    oom = body.get("oom", False)
-    if not isinstance(oom, bool):
-        raise ValidationError("oom", "must be true or false")
+    body = TASK_END.read(json_body(), "")
     ended = registry().events.task_ended(
-        TaskEnd(check_id(task_id, "task"), EndStatus(raw_status), exit_code, service_id, oom)
+        TaskEnd(check_id(task_id, "task"), EndStatus(body["status"]), body.get("exit_code"),
+                body.get("service_id"), body.get("oom", False))
     )
     return jsonify({"task": task_id, "ended": ended}), 200
 
@@ -106,27 +91,8 @@ def delete_task(task_id: str) -> tuple[Response, int]:
 @blueprint.put("/tasks/utilization")
 def task_utilization() -> Response:
     """Message 13: the monitor's batch of task utilization updates."""
-    body = json_body()
-    allow_only(body, {"host", "tasks"})
-    check_id(required(body, "host"), "host")
-    tasks = required(body, "tasks")
-    if not isinstance(tasks, list):
-        raise ValidationError("tasks", "must be a list")
-    updates = []
-    for index, item in enumerate(tasks):
-        prefix = f"tasks[{index}]."
-        if not isinstance(item, dict):
-            raise ValidationError(f"tasks[{index}]", "must be an object")
-        allow_only(item, {"id", "cpu_util", "memory_util"}, prefix)
-        updates.append(
-            (
-                check_id(required(item, "id", prefix), prefix + "id"),
-                check_fraction_of_one(required(item, "cpu_util", prefix), prefix + "cpu_util"),
-                check_fraction_of_one(
-                    required(item, "memory_util", prefix), prefix + "memory_util"
-                ),
-            )
-        )
+    body = TASK_UTILIZATION.read(json_body(), "")
+    updates = [(task["id"], task["cpu_util"], task["memory_util"]) for task in body["tasks"]]
     store = registry().store
     updated, unknown = [], []
     for task_id, cpu, memory in updates:  # validated first: a bad item changes nothing

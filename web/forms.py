@@ -1,10 +1,39 @@
-"""The JSON forms of hosts and tasks, as every endpoint answers them."""
+"""The JSON forms of hosts and tasks, as every endpoint answers them, and their specs (the
+OpenAPI document states them; tests read every answer with them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from domain.model import HostView, Task
+from domain.fields import Choice, Fields, Int, Named, Nullable, Num, Spec, Table, Text
+from domain.load import WINDOWS
+from domain.model import ID_TEXT, HostView, Task, TaskType
+from domain.regions import Region
+
+_INT, _NUMBER, _TEXT = Int(), Num(), Text()
+TASK_TYPE_FORM = Choice(tuple(t.value for t in TaskType))
+HOST_FIELDS: dict[str, Spec] = {
+    "id": _TEXT, "address": _TEXT, "cpu_capacity": _INT, "memory_capacity": _INT,
+    "cpu_util": _NUMBER, "memory_util": _NUMBER, "util": _NUMBER,
+    "region": Choice(tuple(r.value for r in Region)), "class": Nullable(_INT),
+    "cpu_allocated": _INT, "memory_allocated": _INT, "overbooking_factor": _NUMBER,
+    "task_count": _INT, "util_at": Nullable(_NUMBER), "windows": WINDOWS}
+HOST_REQUIRED = ("id", "cpu_capacity", "memory_capacity", "region", "class", "task_count")
+HOST_FORM = Named("Host", Fields(HOST_FIELDS, HOST_REQUIRED, closed=False))
+TASK_FORM = Named("Task", Fields(
+    {"id": _TEXT, "host": _TEXT, "class": _INT, "type": TASK_TYPE_FORM, "cpu_shares": _INT,
+     "memory": _INT, "original_cpu_shares": _INT, "original_memory": _INT,
+     "cut_received": _NUMBER, "cut_received_exact": _TEXT, "cpu_util": _NUMBER,
+     "memory_util": _NUMBER, "started_at": _NUMBER},
+    ("id", "host", "class", "type", "cpu_shares", "memory"), closed=False))
+WATCHER_FORM = Named("LoadWatcher", Fields(
+    {"timestamp": _INT, "source": _TEXT,
+     "data": Table(Fields({"cpu_util": _NUMBER, "memory_util": _NUMBER,
+                           "measured_at": Nullable(_NUMBER), "age_s": Nullable(_NUMBER),
+                           "windows": WINDOWS},
+                          ("cpu_util", "memory_util", "measured_at", "age_s", "windows"),
+                          closed=False), ID_TEXT)},
+    ("timestamp", "source", "data"), closed=False))
 
 
 def host_json(host: HostView) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from domain.books import cut_target
 from domain.capacity import fits
-from domain.classes import CLASSES, ClassTable, after_cut, after_cut_ratio
+from domain.classes import CLASSES, MEMORY_FLOOR, ClassTable, after_cut, after_cut_ratio
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
@@ -103,7 +103,7 @@ class EnergyPolicy:
                     if cut_need is None:
                         n, d = classes.request_cut_ratio(rc, hc)
                         cut_need = cut_needs[hc] = (after_cut_ratio(cpu, n, d),
-                                                    after_cut_ratio(memory, n, d))
+                                                    after_cut_ratio(memory, n, d, MEMORY_FLOOR))
                     room = rooms[SIMPLE_INDEX]
                     if cut_need[0] <= room[0] and cut_need[1] <= room[1]:
                         return True
@@ -173,7 +173,7 @@ class Passes:
             host=host.id,
             pass_=pass_,
             cpu_shares=after_cut(request.cpu_shares, cut),
-            memory=after_cut(request.memory, cut),
+            memory=after_cut(request.memory, cut, MEMORY_FLOOR),
             cut_received=cut,
             cuts=cuts,
             kills=kills,
@@ -234,7 +234,8 @@ class Passes:
 
     def _cut_need(self, hc: int) -> tuple[int, int]:
         n, d = self.classes.request_cut_ratio(self.request.cls, hc)
-        return after_cut_ratio(self.need[0], n, d), after_cut_ratio(self.need[1], n, d)
+        return (after_cut_ratio(self.need[0], n, d),
+                after_cut_ratio(self.need[1], n, d, MEMORY_FLOOR))
 
     def _cut_request(self, host: HostView, hc: int) -> Decision | None:
         """Step 2: a stricter host; the request itself gives up t(rc) - t(hc)."""

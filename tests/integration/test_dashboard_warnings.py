@@ -62,8 +62,8 @@ def test_the_dashboard_warns_of_failing_records_and_down_nodes_and_clears(
         log_in(browser, TOKEN)
         wait(browser, lambda d: d.current_url.endswith("/dashboard"), "the page")
         box = browser.find_element(By.ID, "warnings")
-        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '.host li[data-task="fine"]'),
-             "the page to draw its hosts")
+        wait(browser, lambda d: [e for e in d.find_elements(By.CSS_SELECTOR, "tr.host .tasks-count")
+                                 if e.text == "1"], "the page to draw its hosts")
         assert not box.is_displayed()  # all is well: nothing shown
 
         cluster.orphan("orphan-1", "n2")

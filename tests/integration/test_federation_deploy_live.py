@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from cli.main import main as cli_main
 from lab.processes import RedisServer
@@ -91,7 +92,9 @@ def test_three_services_with_links_are_placed_across_both_clusters_and_stopped_t
              f"shop-{name}'s container on {cluster} to go")
         assert holder.request(f"shop-{name}")["status"] == "stopped"
     assert services(a, "shop") == [] and services(b, "shop") == []
-    assert a.get("/deployments/shop")["status"] == "stopped"
+    gone = requests.get(a.url + "/deployments/shop", headers=a.headers(), timeout=30)
+    assert gone.status_code == 404, gone.text  # deleted: its requests keep their records
+    assert [d["name"] for d in a.get("/deployments")] == []
 
 
 def test_a_deployment_whose_links_cannot_hold_is_refused_whole_leaving_nothing(

@@ -429,6 +429,8 @@ def test_the_document_lists_exactly_the_managers_routes(apps: dict[str, Flask]) 
                                   {"$ref": "#/components/schemas/Error"}) or path == "/healthz"
     end = document["paths"]["/registry/tasks/{task_id}/end"]["post"]
     body = end["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/TaskEnd"}
+    body = document["components"]["schemas"]["TaskEnd"]
     assert body["properties"]["service_id"]["nullable"] is True
     assert set(document["paths"]["/registry/tasks/{task_id}"]["delete"]["responses"]) >= {
         "202", "404"}

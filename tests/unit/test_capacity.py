@@ -13,6 +13,7 @@ from domain.capacity import room
 from domain.classes import ClassTable
 from domain.model import HostView, Task
 from domain.rooms import ROOM_KEYS, RoomKind
+from domain.units import MIN_MEMORY_BYTES
 from tests.builders import SERVICE, H, T, build, host_tasks, task_strategy
 
 
@@ -33,11 +34,13 @@ def reference_room(view: HostView, tasks: list[Task], kind: RoomKind, cls: int, 
             total = classes.tolerance(task.cls) - classes.tolerance(new_class)
             if total <= task.cut_received:
                 continue  # it was already cut that far
-            # resources after a cut are rounded up, and a task never grows back
+            # resources after a cut are rounded up, memory never goes below Docker's floor
+            # (unless it was below already), and a task never grows back
             cpu_booked -= task.cpu_shares - min(
                 task.cpu_shares, math.ceil(task.original_cpu_shares * (1 - total)))
-            memory_booked -= task.memory - min(
-                task.memory, math.ceil(task.original_memory * (1 - total)))
+            memory_left = max(math.ceil(task.original_memory * (1 - total)),
+                              min(task.original_memory, MIN_MEMORY_BYTES))
+            memory_booked -= task.memory - min(task.memory, memory_left)
     elif kind is RoomKind.KILL:
         for task in tasks:
             victim = task.cls > cls or (cls == 4 and job and task.cls == 4

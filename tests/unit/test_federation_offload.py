@@ -5,9 +5,11 @@ Prices by hand with the HP ProLiant ML110 G4 table (86, 89.4, 92.6, 96, 99.5, 10
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 
+from domain.classes import MEMORY_FLOOR, after_cut
 from domain.decision import Decision, Pass
 from domain.energy import PowerModel
 from domain.errors import ValidationError
@@ -24,6 +26,7 @@ from federation.offload import (
     should_offload,
 )
 from tests.builders import H, T, build, req
+from workloads.cluster import MIB
 
 GIB = 1024**3
 HOST = (8192, 12 * GIB)  # the thesis host: 8 cores, 12 GiB
@@ -149,41 +152,43 @@ def test_pareto_front_keeps_the_rooms_no_other_covers() -> None:
 
 
 def test_advertise_reads_books_regions_and_rooms_from_the_store() -> None:
-    # Hosts of 1200 shares and bytes (class limits 1200, 1400, 1600, 1800).
-    # a: a class-2 task of 1000/100 (LEE). For class 1 the host class drops to 1 and the task
-    #    may be cut by t(2) - t(1) = 1/6: it keeps ceil(5/6 x 1000) = 834 and ceil(5/6 x 100)
-    #    = 84, freeing 166 and 16: room (1200 - 1000 + 166, 1200 - 100 + 16) = (366, 1116).
-    #    Class 2: the host stays class 2, nothing to cut: (1400 - 1000, min(1200, 1400 - 100))
-    #    = (400, 1200). Classes 3 and 4 cut only themselves on this stricter host, by
-    #    t(3) - t(2) = 1/6 and t(4) - t(2) = 1/3: (400, 1200) x 6/5 and x 3/2, within the
-    #    host's 1200: (480, 1200) and (600, 1200).
-    # b: a class-4 task of 1200/600 (DEE). Class 1: cut by 1/2 frees 600 and 300: (600, 900);
-    #    class 2: limits 1400, cut by 1/3 frees 400 and 200: (600, 1000); class 3: limits
-    #    1600, cut by 1/6 frees 200 and 100: (600, 1100); class 4: (600, min(1200, 1200)).
-    # c: in EED: offers nothing. d: empty, 2400/2400.
+    # Hosts of 1200 shares and 1200 MiB (class limits 1200, 1400, 1600, 1800); M = one MiB.
+    # a: a class-2 task of 1000/100M (LEE). For class 1 the host class drops to 1 and the task
+    #    may be cut by t(2) - t(1) = 1/6: it keeps ceil(5/6 x 1000) = 834 and ceil(5/6 x 100M)
+    #    freeing 166 and the rest: room (1200 - 834, 1200M - ceil(5/6 x 100M)).
+    #    Class 2: the host stays class 2, nothing to cut: (1400 - 1000, min(1200M, 1400M -
+    #    100M)) = (400, 1200M). Classes 3 and 4 cut only themselves on this stricter host, by
+    #    t(3) - t(2) = 1/6 and t(4) - t(2) = 1/3: (400, 1200M) x 6/5 and x 3/2, within the
+    #    host's 1200: (480, 1200M) and (600, 1200M).
+    # b: a class-4 task of 1200/600M (DEE). Class 1: cut by 1/2 frees 600 and 300M: (600,
+    #    900M); class 2: limits 1400, cut by 1/3 frees 400 and 200M: (600, 1000M); class 3:
+    #    limits 1600, cut by 1/6 frees 200 and 100M: (600, 1100M); class 4: (600, 1200M).
+    # c: in EED: offers nothing. d: empty, 2400/2400M.
+    M = MIB
     store = build(
-        H("a", 0.3, [T("t1", 2, cpu=1000, mem=100)]),
-        H("b", 0.6, [T("t2", 4, cpu=1200, mem=600)]),
-        H("c", 0.9, [T("t3", 4, cpu=100, mem=100)]),
-        H("d", 0.0, cpu=2400, mem=2400),
+        H("a", 0.3, [T("t1", 2, cpu=1000, mem=100 * M)], mem=1200 * M),
+        H("b", 0.6, [T("t2", 4, cpu=1200, mem=600 * M)], mem=1200 * M),
+        H("c", 0.9, [T("t3", 4, cpu=100, mem=100 * M)], mem=1200 * M),
+        H("d", 0.0, cpu=2400, mem=2400 * M),
     )
     ad = advertise("east", store, G4)
     assert ad.cluster == "east" and ad.hosts == 4 and ad.empty_hosts == 1
-    assert (ad.cpu_capacity, ad.memory_capacity) == (6000, 6000)
-    assert (ad.cpu_allocated, ad.memory_allocated) == (2300, 800)
+    assert (ad.cpu_capacity, ad.memory_capacity) == (6000, 6000 * M)
+    assert (ad.cpu_allocated, ad.memory_allocated) == (2300, 800 * M)
     assert dict(ad.hosts_by_region) == {Region.LEE: 2, Region.DEE: 1, Region.EED: 1}
     assert ad.hosts_by_class == ((2, 1), (4, 2))
-    assert ad.rooms == (((600, 900), (366, 1116)), ((600, 1000), (400, 1200)),
-                        ((600, 1100), (480, 1200)), ((600, 1200),))
-    assert ad.empty_rooms == ((2400, 2400),)
+    a_class_1 = 1200 * M - after_cut(100 * M, Fraction(1, 6), MEMORY_FLOOR)
+    assert ad.rooms == (((600, 900 * M), (366, a_class_1)), ((600, 1000 * M), (400, 1200 * M)),
+                        ((600, 1100 * M), (480, 1200 * M)), ((600, 1200 * M),))
+    assert ad.empty_rooms == ((2400, 2400 * M),)
     # busy hosts a, b, c: (0.3 + 0.6 + 0.9) x 1200 / 3600 = 0.6; CPU weighted over all hosts
     assert ad.busy_cpu_load == pytest.approx(0.6)
     assert ad.busy_host_cpu == 1200
     assert ad.cpu_util == pytest.approx((0.3 + 0.6 + 0.9) * 1200 / 6000)
-    assert ad.busy_room(req(1, cpu=500, mem=800)) == (600, 900)
-    assert ad.busy_room(req(1, cpu=500, mem=1000)) is None
-    assert ad.empty_room(req(1, cpu=500, mem=1000)) == (2400, 2400)
-    assert not ad.fits(req(1, cpu=2401, mem=10))
+    assert ad.busy_room(req(1, cpu=500, mem=800 * M)) == (600, 900 * M)
+    assert ad.busy_room(req(1, cpu=500, mem=1000 * M)) is None
+    assert ad.empty_room(req(1, cpu=500, mem=1000 * M)) == (2400, 2400 * M)
+    assert not ad.fits(req(1, cpu=2401, mem=10 * M))
 
 
 def test_an_overbooked_host_advertises_no_room_never_a_negative_one() -> None:

@@ -13,7 +13,7 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from domain.books import contribution
-from domain.classes import ClassTable, after_cut
+from domain.classes import MEMORY_FLOOR, ClassTable, after_cut
 from domain.decision import Pass
 from domain.model import HostView, Task
 from domain.pending import PendingReason
@@ -23,19 +23,20 @@ from host_registry.memory import MemoryStore
 from scheduler.registry import make_policy
 from scheduler.service import Scheduler
 from tests.builders import HOST_SIZE, SERVICE, H, T, build, req
+from workloads.cluster import MIB
 
 CLASSES = ClassTable()
 
 
-def store_of(*tasks: T, util: float = 0.3) -> MemoryStore:
-    store = build(H("h", util, list(tasks)))
+def store_of(*tasks: T, util: float = 0.3, mem: int = HOST_SIZE) -> MemoryStore:
+    store = build(H("h", util, list(tasks), mem=mem))
     assert isinstance(store, MemoryStore)
     return store
 
 
 def cut_task(id: str, cls: int, cut: F, cpu: int, mem: int = 100) -> T:
     """A task of original ``cpu`` and ``mem`` that was cut by ``cut``."""
-    return T(id, cls, cpu=after_cut(cpu, cut), mem=after_cut(mem, cut), orig_cpu=cpu,
+    return T(id, cls, cpu=after_cut(cpu, cut), mem=after_cut(mem, cut, MEMORY_FLOOR), orig_cpu=cpu,
              orig_mem=mem, cut=cut)
 
 
@@ -53,8 +54,9 @@ def test_a_host_with_room_gives_every_cut_back_in_full() -> None:
     # get their originals back: 700 + 300 + 200 = 1200 <= 1600.
     store = store_of(cut_task("a", 4, F(1, 2), 600), cut_task("b", 3, F(1, 3), 600))
     restores = store.restore_cuts("h")
-    assert restores == [TaskRestore("a", "h", 600, 100, F(0), 300, 50),
-                        TaskRestore("b", "h", 600, 100, F(0), 200, 33)]
+    # (their 100 bytes are below Docker's floor: never cut, nothing to give back)
+    assert restores == [TaskRestore("a", "h", 600, 100, F(0), 300, 0),
+                        TaskRestore("b", "h", 600, 100, F(0), 200, 0)]
     for task_id in ("a", "b"):
         task = store.task(task_id)
         assert task is not None
@@ -120,17 +122,17 @@ def test_never_above_the_original_nor_the_machine() -> None:
 
 
 def test_memory_the_node_kept_is_never_taken_back() -> None:
-    # "a" was cut by 1/2 (600 -> 300 shares, 600 -> 300 bytes), but the node kept 450 bytes
-    # (the task used them): the books say 450. Restored fully, its memory is 600; restored to
-    # 1/3 it would be max(450, 400) = 450, never 400.
-    store = store_of(T("a", 4, cpu=300, mem=450, orig_cpu=600, orig_mem=600, cut=F(1, 2)),
-                     T("c", 3, cpu=900, mem=100))
-    # class 3, limit 1600: booked 1200 CPU, room 400 -> back to 0 (+300 CPU, +150 bytes)
-    assert store.restore_cuts("h") == [TaskRestore("a", "h", 600, 600, F(0), 300, 150)]
-    store = store_of(T("a", 4, cpu=300, mem=450, orig_cpu=600, orig_mem=600, cut=F(1, 2)),
-                     T("c", 3, cpu=1200, mem=100))
+    # "a" was cut by 1/2 (600 -> 300 shares, 600 -> 300 MiB), but the node kept 450 MiB (the
+    # task used them): the books say 450. Restored fully, its memory is 600; restored to 1/3
+    # it would be max(450, 400) = 450, never 400. (Memory in MiB: above Docker's floor.)
+    a = T("a", 4, cpu=300, mem=450 * MIB, orig_cpu=600, orig_mem=600 * MIB, cut=F(1, 2))
+    store = store_of(a, T("c", 3, cpu=900, mem=100 * MIB), mem=HOST_SIZE * MIB)
+    # class 3, limit 1600: booked 1200 CPU, room 400 -> back to 0 (+300 CPU, +150 MiB)
+    assert store.restore_cuts("h") == [
+        TaskRestore("a", "h", 600, 600 * MIB, F(0), 300, 150 * MIB)]
+    store = store_of(a, T("c", 3, cpu=1200, mem=100 * MIB), mem=HOST_SIZE * MIB)
     # room 100 CPU: the step to 1/3 (400 shares), memory stays at the 450 the node kept
-    assert store.restore_cuts("h") == [TaskRestore("a", "h", 400, 450, F(1, 3), 100, 0)]
+    assert store.restore_cuts("h") == [TaskRestore("a", "h", 400, 450 * MIB, F(1, 3), 100, 0)]
 
 
 def test_a_host_without_cut_tasks_is_left_alone() -> None:
@@ -150,7 +152,7 @@ def cut_tasks(draw: st.DrawFn) -> T:
     # (placed cut on it, it may never get all of it back)
     size = st.one_of(st.integers(20, 600), st.integers(1000, 1400))
     orig_cpu, orig_mem = draw(size), draw(size)
-    cpu, mem = after_cut(orig_cpu, cut), after_cut(orig_mem, cut)
+    cpu, mem = after_cut(orig_cpu, cut), after_cut(orig_mem, cut, MEMORY_FLOOR)
     kept = draw(st.integers(0, orig_mem - mem)) if draw(st.booleans()) else 0  # a partial cut
     return T("", cls, cpu=cpu, mem=mem + kept, orig_cpu=orig_cpu, orig_mem=orig_mem, cut=cut)
 
@@ -202,7 +204,8 @@ def test_after_restoration_fits_holds_and_no_task_could_take_one_more_step(
             restore.cpu_shares, restore.memory, restore.cut_received)
         assert new.cpu_shares == max(old.cpu_shares,
                                      after_cut(old.original_cpu_shares, new.cut_received))
-        assert new.memory == max(old.memory, after_cut(old.original_memory, new.cut_received))
+        assert new.memory == max(old.memory, after_cut(old.original_memory, new.cut_received,
+                                                       MEMORY_FLOOR))
         assert new.cpu_shares <= new.original_cpu_shares and new.memory <= new.original_memory
         assert new.cpu_shares <= HOST_SIZE and new.memory <= HOST_SIZE  # within the machine
         assert (restore.cpu_returned, restore.memory_returned) == (
@@ -210,7 +213,7 @@ def test_after_restoration_fits_holds_and_no_task_could_take_one_more_step(
     for task in after.values():  # maximality: every further step breaks fits
         for level in restore_levels(task, CLASSES):
             cpu = max(task.cpu_shares, after_cut(task.original_cpu_shares, level))
-            memory = max(task.memory, after_cut(task.original_memory, level))
+            memory = max(task.memory, after_cut(task.original_memory, level, MEMORY_FLOOR))
             assert (cpu - task.cpu_shares > cpu_room or memory - task.memory > memory_room
                     or cpu > HOST_SIZE or memory > HOST_SIZE), f"{task.id} could take {level}"
     tally = EMPTY_TALLY
@@ -229,16 +232,17 @@ def energy(store: MemoryStore) -> Scheduler:
 
 def test_a_task_ends_and_its_cut_neighbour_gets_its_resources_back() -> None:
     # "c4" (class 4, 800 shares, 100 bytes) is cut by 1/2 to make room for the class-1
-    # "cutter" (600): 400 + 600 = 1000 <= 1200. When the cutter ends the host is class 4
-    # again (limit 1800) and "c4" gets its 800 shares and 100 bytes back.
+    # "cutter" (600): 400 + 600 = 1000 <= 1200 (its 100 bytes, below Docker's floor, stay).
+    # When the cutter ends the host is class 4 again (limit 1800) and "c4" gets its 800
+    # shares back.
     store = store_of(T("c4", 4, cpu=800, mem=100))
     sched = energy(store)
     placed = sched.submit(req(1, cpu=600, mem=100, id="cutter"), now=1.0)
     assert placed.applied[0].pass_ is Pass.CUT and placed.restored == []
     cut = store.task("c4")
-    assert cut is not None and (cut.cpu_shares, cut.memory, cut.cut_received) == (400, 50, F(1, 2))
+    assert cut is not None and (cut.cpu_shares, cut.memory, cut.cut_received) == (400, 100, F(1, 2))
     _, outcome = sched.task_ended("cutter", now=2.0)
-    assert outcome.restored == [TaskRestore("c4", "h", 800, 100, F(0), 400, 50)]
+    assert outcome.restored == [TaskRestore("c4", "h", 800, 100, F(0), 400, 0)]
     back = store.task("c4")
     assert back is not None and (back.cpu_shares, back.memory, back.cut_received) == (800, 100, 0)
 
@@ -256,7 +260,7 @@ def test_waiting_requests_take_the_room_first_then_the_cut_tasks_get_the_rest() 
     assert [e.request.id for e in waiting.queued] == ["w"]
     _, outcome = sched.task_ended("cutter", now=3.0)
     assert [d.request.id for d in outcome.applied] == ["w"]
-    assert outcome.restored == [TaskRestore("c4", "h", 667, 84, F(1, 6), 267, 34)]
+    assert outcome.restored == [TaskRestore("c4", "h", 667, 100, F(1, 6), 267, 0)]
     assert store.host("h").cpu_allocated == 1767
 
 
@@ -268,7 +272,7 @@ def test_a_kill_gives_the_room_its_victims_leave_back_to_the_cut_tasks() -> None
                      T("victim", 4, cpu=600, mem=10), util=0.9)
     outcome = energy(store).submit(req(2, cpu=300, mem=10, id="new"), now=1.0)
     assert outcome.applied[0].kills == ("victim",)
-    assert outcome.restored == [TaskRestore("c3", "h", 400, 12, F(0), 66, 2)]
+    assert outcome.restored == [TaskRestore("c3", "h", 400, 12, F(0), 66, 0)]  # 12 bytes: uncut
 
 
 def test_a_task_killed_on_request_gives_its_room_back_and_a_lost_host_is_skipped() -> None:

@@ -12,6 +12,7 @@ from domain.decision import Pass
 from domain.model import TaskType
 from scheduler.policies.energy import EmptyHosts, EnergyPolicy
 from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
+from workloads.cluster import MIB
 
 ENERGY = EnergyPolicy()
 
@@ -97,12 +98,12 @@ def test_simple_fit_uses_the_new_host_class(
     (2, 1, F(1, 6)), (3, 1, F(1, 3)), (3, 2, F(1, 6)),
     (4, 1, F(1, 2)), (4, 2, F(1, 3)), (4, 3, F(1, 6))])
 def test_request_is_cut_by_the_class_difference(rc: int, hc: int, cut: F) -> None:
-    limit = ClassTable().limit(1200, hc)
-    store = build(H("h", 0.3, [T("a", hc, cpu=limit - 90, mem=10)]))
-    decision = ENERGY.decide(req(rc, cpu=100, mem=60), store)
+    limit = ClassTable().limit(1200, hc)  # memory in MiB here: above Docker's floor
+    store = build(H("h", 0.3, [T("a", hc, cpu=limit - 90, mem=10 * MIB)], mem=1200 * MIB))
+    decision = ENERGY.decide(req(rc, cpu=100, mem=60 * MIB), store)
     assert (decision.placed, decision.pass_, decision.cut_received) == (True, Pass.CUT, cut)
     assert decision.cpu_shares == -(-100 * (1 - cut) // 1)  # ceil: 84, 67 or 50
-    assert decision.memory == -(-60 * (1 - cut) // 1)
+    assert decision.memory == -(-60 * MIB * (1 - cut) // 1)
     assert decision.new_class == hc  # the request does not lower the host class
     assert decision.cuts == ()
 
