@@ -15,6 +15,7 @@ from client.manager import ManagerClient
 from domain.errors import (
     AuthError,
     ConflictError,
+    ForbiddenError,
     GreenSwarmError,
     NotFoundError,
     UnavailableError,
@@ -30,6 +31,7 @@ from task_registry.agent import ManagerLink
 FAMILIES: list[tuple[GreenSwarmError, int]] = [
     (ValidationError("tasks[0].cpu_util", "must be between 0 and 1"), 400),
     (AuthError("a valid 'Authorization: Bearer <token>' header is required"), 401),
+    (ForbiddenError("node n2 may write only its own host's values, not n1's"), 403),
     (NotFoundError("no request 'r1'"), 404),
     (ConflictError("a request named 'r1' already exists"), 409),
     (UnavailableError("Redis is unreachable"), 503),
@@ -62,11 +64,11 @@ def test_bodies_name_the_family() -> None:
     assert error_body(ValidationError("memory", "is required")) == {
         "error": "invalid", "field": "memory", "message": "is required"}
     assert [error_body(exc)["error"] for exc, _ in FAMILIES[1:]] == [
-        "unauthorized", "not-found", "conflict", "unavailable"]
+        "unauthorized", "forbidden", "not-found", "conflict", "unavailable"]
 
 
 @pytest.mark.parametrize(("status", "family"), [
-    (401, AuthError), (403, AuthError), (404, NotFoundError), (409, ConflictError),
+    (401, AuthError), (403, ForbiddenError), (404, NotFoundError), (409, ConflictError),
     (500, UnavailableError), (502, UnavailableError), (503, UnavailableError),
     (504, UnavailableError), (418, GreenSwarmError), (405, GreenSwarmError),
     (302, GreenSwarmError),
