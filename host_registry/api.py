@@ -25,6 +25,7 @@ from domain.model import (
 from domain.regions import Region
 from domain.store import Segment
 from host_registry.events import registry
+from web.access import Access, access, require_own_host
 from web.edge import allow_only, json_body, required
 from web.forms import host_json, watcher_json
 
@@ -68,20 +69,24 @@ def list_hosts() -> Response:
 
 
 @blueprint.get("/hosts/<host_id>")
+@access(Access.NODES_READ)
 def get_host(host_id: str) -> Response:
     return jsonify(host_json(registry().store.host(check_id(host_id, "host"))))
 
 
 @blueprint.post("/hosts")
+@access(Access.NODES_ONLY)
 def register_host() -> tuple[Response, int]:
-    """Message 11: a monitor announces its host. A known host keeps the capacity the manager
-    learnt from the Swarm; only its address and utilization are refreshed."""
+    """Message 11: a monitor announces its host (its own: a node's credential names it). A
+    known host keeps the capacity the manager learnt from the Swarm; only its address and
+    utilization are refreshed."""
     body = json_body()
     allow_only(
         body, {"id", "address", "cpu_capacity", "memory_capacity", "cpu_util", "memory_util",
                "measured_at"}
     )
     host_id = check_id(required(body, "id"), "id")
+    require_own_host(host_id)
     address = body.get("address", "")
     if not isinstance(address, str) or len(address) > 255:
         raise ValidationError("address", "must be a string of at most 255 characters")
@@ -116,10 +121,12 @@ MAX_POWER_W = 100_000.0  # no one machine draws 100 kW: a larger reading is a fa
 
 
 @blueprint.put("/hosts/<host_id>/utilization")
+@access(Access.NODES_ONLY)
 def host_utilization(host_id: str) -> Response:
     """Message 12: the monitor's thresholded host utilization (either or both numbers), the
-    time it was measured and the load windows (DESIGN 5). A heartbeat carries only
-    ``measured_at`` (and windows): the values held are still current."""
+    time it was measured and the load windows (DESIGN 5), from the host's own node only. A
+    heartbeat carries only ``measured_at`` (and windows): the values held are still current."""
+    require_own_host(check_id(host_id, "host"))
     body = json_body()
     allow_only(body, {"cpu_util", "memory_util", "power_w", "measured_at", "windows"})
     if not {"cpu_util", "memory_util", "measured_at"} & body.keys():

@@ -125,8 +125,8 @@ class Effects:
             f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut {cut.cut_received})"
         )
         try:
-            result = self.agents.cut(self.agent_url(cut.host), cut.task, cut.cpu_shares,
-                                     cut.memory)
+            result = self.agents.cut(cut.host, self.agent_url(cut.host), cut.task,
+                                     cut.cpu_shares, cut.memory)
         except GreenSwarmError as exc:
             self.records.update(
                 cut.task,
@@ -154,7 +154,7 @@ class Effects:
         what = (f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
                 f"(total cut {restore.cut_received})")
         try:
-            result = self.agents.cut(self.agent_url(restore.host), restore.task,
+            result = self.agents.cut(restore.host, self.agent_url(restore.host), restore.task,
                                      restore.cpu_shares, restore.memory)
         except GreenSwarmError as exc:  # the agent's reconciliation applies the booking later
             self.records.update(

@@ -7,6 +7,7 @@
   the manager books that, so the books stay honest.
 * Every exit of our containers is reported (exit code, finished or failed, and the service it
   belonged to), then the container and its anonymous volumes are removed.
+* It reports with its node's own credential and takes only the manager's word (DESIGN 9).
 * The agent keeps no state of its own: on start and every ``reconcile_interval_s`` it rebuilds
   its view from the containers' labels and the registry, so a restart loses nothing.
 """
@@ -17,7 +18,7 @@ import contextlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,16 @@ import docker
 import docker.errors
 import requests
 
-from domain.errors import GreenSwarmError, NotFoundError, UnavailableError, error_from_response
+from domain.credentials import own_credential
+from domain.errors import (
+    ForbiddenError,
+    GreenSwarmError,
+    NotFoundError,
+    UnavailableError,
+    error_from_response,
+)
 from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
-from domain.settings import load_settings, shared_token
+from domain.settings import load_settings, secret_setting
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes, memory_used_from_stats
 from web.edge import BodyLimits
@@ -38,7 +46,11 @@ SERVICE_ID_LABEL = "com.docker.swarm.service.id"
 
 @dataclass(frozen=True)
 class AgentSettings:
-    token: str = ""
+    # Node identity (DESIGN 9, domain/credentials.py): the nodes' shared secret, from which the
+    # agent derives its node's credential, or that credential itself; never the operator's
+    # token. The agent takes only the manager's word derived from the credential.
+    node_secret: str = field(default="", repr=False)
+    node_credential: str = field(default="", repr=False)
     manager_url: str = "http://127.0.0.1:8080"
     docker_url: str = "unix:///var/run/docker.sock"
     listen_host: str = "0.0.0.0"
@@ -59,9 +71,13 @@ class AgentSettings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> AgentSettings:
-        """GREENSWARM_AGENT_<FIELD>; the token and manager URL are shared with the others."""
+        """GREENSWARM_AGENT_<FIELD>; the node secret (or credential) and the manager URL are
+        shared with the monitor: GREENSWARM_NODE_SECRET, GREENSWARM_NODE_CREDENTIAL (or their
+        _FILE), GREENSWARM_MANAGER_URL."""
         aliases = {"manager_url": "GREENSWARM_MANAGER_URL"}
-        overrides = {"token": shared_token(os.environ), **overrides}
+        overrides = {"node_secret": secret_setting(os.environ, "GREENSWARM_NODE_SECRET"),
+                     "node_credential": secret_setting(os.environ, "GREENSWARM_NODE_CREDENTIAL"),
+                     **overrides}
         return load_settings(cls, os.environ, "GREENSWARM_AGENT_", overrides, aliases)
 
 
@@ -73,12 +89,13 @@ class Desired:
 
 
 class ManagerLink:
-    """The agent's calls to the registries (messages 6, 10, and reading a task)."""
+    """The agent's calls to the registries (messages 6, 10, and reading a task), with its
+    node's credential."""
 
-    def __init__(self, base_url: str, token: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, base_url: str, credential: str, timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {token}"
+        self._session.headers["Authorization"] = f"Bearer {credential}"
         self._timeout_s = timeout_s
 
     def desired(self, task_id: str) -> Desired | None:
@@ -127,11 +144,15 @@ class ManagerLink:
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, link: ManagerLink) -> None:
+    def __init__(self, settings: AgentSettings, link: ManagerLink | None = None) -> None:
+        """``link``: the registries as this node's credential reaches them (by default at
+        ``settings.manager_url``)."""
         self.settings = settings
-        self.link = link
         self.client = docker.DockerClient(base_url=settings.docker_url, version=DOCKER_API_VERSION)
         self.node_id = settings.node_id or self._swarm_node_id()
+        self.credential = own_credential(self.node_id, settings.node_secret,
+                                         settings.node_credential)
+        self.link = link or ManagerLink(settings.manager_url, self.credential)
         self._cgroup_root = Path(settings.cgroup_root)
         self._cgroup_version = detect_version(self._cgroup_root)
         self._lock = threading.Lock()  # one change at a time per node
@@ -251,12 +272,25 @@ class Agent:
         oom = bool(state.get("OOMKilled", False))  # the kernel killed it at its memory limit
         try:
             self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL), oom)
-        except GreenSwarmError as exc:  # unreachable, or refused (a token or a body it rejects)
+        except ForbiddenError as exc:  # the task is booked on another node now
+            if self._booked_here(task_id):
+                log.warning("the exit of %s was refused (%s); will retry", task_id, exc)
+                return
+            log.info("the exit of %s is no longer this node's to report (%s)", task_id, exc)
+        except GreenSwarmError as exc:  # unreachable, or refused (a body it rejects)
             log.warning("could not report the exit of %s (%s); will retry", task_id, exc)
             return  # keep the container: the next reconciliation reports it
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             container.remove(v=True)
         log.info("task %s exited with code %d; container removed", task_id, exit_code)
+
+    def _booked_here(self, task_id: str) -> bool:
+        """Whether the registry books ``task_id`` on this node (yes when it cannot say)."""
+        try:
+            desired = self.link.desired(task_id)
+        except GreenSwarmError:
+            return True
+        return desired is not None and desired.host == self.node_id
 
     # -- reconciliation ---------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from flask import Flask, Response, jsonify
 
 import host_registry.api
 import task_registry.api
+from domain.credentials import node_secret_from_token
 from domain.errors import NotFoundError
 from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
@@ -48,11 +49,14 @@ class StandaloneEvents:
 
 
 def create_registry_app(
-    store: ClusterStore, token: str, limits: web.BodyLimits | None = None
+    store: ClusterStore, token: str, limits: web.BodyLimits | None = None, node_secret: str = ""
 ) -> Flask:
+    """The registry app; ``node_secret`` (DESIGN 9): the nodes' shared secret, by default
+    derived from ``token`` as the manager does, so the same rules hold here: only a node's own
+    credential writes its host's measurements."""
     app = Flask("greenswarm.registry", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, token, limits)
+    web.install(app, token, limits, node_secret=node_secret or node_secret_from_token(token))
     app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store))
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)

@@ -353,14 +353,16 @@ def test_hostile_bodies_are_bounded_by_the_served_apps(live: Live) -> None:
     assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
     deep_list = "[" * 50_000 + "]" * 50_000
     answer = requests.put(f"{live.agent_url}/agent/tasks/x/resources", data=deep_list,
-                          headers=headers, timeout=30)
+                          headers={**live.agent_headers(), "Content-Type": "application/json"},
+                          timeout=30)
     assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
     big = b'{"image": "' + b"a" * 2**21 + b'"}'
-    for url in (live.url + "/requests", live.url + "/registry/hosts"):
-        answer = requests.post(url, data=big, headers=headers, timeout=30)
+    node = {**live.node_headers(), "Content-Type": "application/json"}  # a monitor's route
+    for url, sent in ((live.url + "/requests", headers), (live.url + "/registry/hosts", node)):
+        answer = requests.post(url, data=big, headers=sent, timeout=30)
         assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
         chunks = iter([big[: 2**20], big[2**20 :]])  # a generator body is sent chunked
-        answer = requests.post(url, data=chunks, headers=headers, timeout=30)
+        answer = requests.post(url, data=chunks, headers=sent, timeout=30)
         assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
     huge = b"a" * (4 * 2**20 + 1)
     answer = requests.post(live.url + "/requests", data=huge, headers=headers, timeout=30)

@@ -93,11 +93,11 @@ def test_measured_power_reaches_hosts_power_and_metrics(live: Live) -> None:
     it) was dropped by the registry; now it is the host's measured power, beside the estimate."""
     before = live.get("/hosts")[0]["power"]
     assert before["measured_w"] is None and before["estimated_w"] >= 86.0  # hp-ml110-g4 idle
-    bad = live.put(f"/registry/hosts/{live.node_id}/utilization",
-                   {"cpu_util": 0.5, "power_w": -3})
+    bad = live.node_put(f"/registry/hosts/{live.node_id}/utilization",
+                        {"cpu_util": 0.5, "power_w": -3})
     assert bad.status_code == 400 and bad.json()["field"] == "power_w"
-    ok = live.put(f"/registry/hosts/{live.node_id}/utilization",
-                  {"cpu_util": 0.5, "memory_util": 0.25, "power_w": 42.5})
+    ok = live.node_put(f"/registry/hosts/{live.node_id}/utilization",
+                       {"cpu_util": 0.5, "memory_util": 0.25, "power_w": 42.5})
     assert ok.status_code == 200
     power = live.get("/hosts")[0]["power"]
     assert power["measured_w"] == 42.5 and power["measured_at"] is not None

@@ -24,7 +24,14 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
-from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
+from domain.credentials import node_credential
+from domain.errors import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, redis_server, wait_for
@@ -341,17 +348,21 @@ def test_once_prints_what_would_be_sent(start_container: StartContainer, docker_
     assert task in {t["id"] for t in messages[13]["body"]["tasks"]}
 
 
-def test_refuses_to_start_without_a_token() -> None:
-    environment = {**os.environ, "GREENSWARM_TOKEN": ""}
+def test_refuses_to_start_without_a_node_secret() -> None:
+    """The operator's token is no node's credential (DESIGN 9): with only it, no start."""
+    environment = {**os.environ, "GREENSWARM_TOKEN": "the-operators", "GREENSWARM_NODE_SECRET": "",
+                   "GREENSWARM_NODE_CREDENTIAL": ""}
     completed = subprocess.run([sys.executable, "-m", "monitor"], cwd=REPO, env=environment,
                                capture_output=True, text=True, timeout=60, check=False)
     assert completed.returncode == 2
-    assert "GREENSWARM_TOKEN is empty" in completed.stderr
+    assert "GREENSWARM_NODE_SECRET is empty" in completed.stderr
 
 
 # --- the registry client and the loop against the real registry --------------------------------
 
-TOKEN = "t0ken"
+TOKEN = "t0ken"  # the operator's
+NODE_SECRET = "n0de-secret"
+NODE = node_credential(NODE_SECRET, "n1")  # what n1's monitor presents
 
 
 class Recorder:
@@ -420,7 +431,7 @@ class LiveRegistry:
 def registry() -> Iterator[LiveRegistry]:
     with redis_server() as redis_srv:
         store = RedisStore.from_url(redis_srv.url, prefix="monitor-test")
-        recorder = Recorder(create_registry_app(store, TOKEN))
+        recorder = Recorder(create_registry_app(store, TOKEN, node_secret=NODE_SECRET))
         server = make_server("127.0.0.1", 0, recorder, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -436,7 +447,7 @@ REGISTRATION = HostRegistration("n1", "10.123.0.2", 1024, 2 * 1024**3, 0.25, 0.5
 
 
 def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
-    client = RegistryClient(registry.url, TOKEN)
+    client = RegistryClient(registry.url, NODE)
     with pytest.raises(NotFoundError):
         client.update_host("n1", HostUpdate(cpu_util=0.5))
     assert client.register_host(REGISTRATION) is True
@@ -456,6 +467,13 @@ def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
         client.register_host(HostRegistration("n1", "x", 1, 1, float("nan"), 0.0))
     with pytest.raises(AuthError):
         RegistryClient(registry.url, "wrong").register_host(REGISTRATION)
+    # the operator's token, and another node's credential, are refused (DESIGN 9)
+    for credential in (TOKEN, node_credential(NODE_SECRET, "n2")):
+        with pytest.raises(ForbiddenError):
+            RegistryClient(registry.url, credential).register_host(REGISTRATION)
+        with pytest.raises(ForbiddenError):
+            RegistryClient(registry.url, credential).update_host("n1", HostUpdate(cpu_util=0.9))
+    assert (registry.host("n1") or {}).get("memory_util") == 0.75
     registry.redis.stop()  # the registry's Redis is down: it answers 503
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
@@ -464,7 +482,7 @@ def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
 
 
 def test_client_unreachable_registry() -> None:
-    client = RegistryClient(f"http://127.0.0.1:{free_port()}", TOKEN, connect_timeout_s=1.0)
+    client = RegistryClient(f"http://127.0.0.1:{free_port()}", NODE, connect_timeout_s=1.0)
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
 
@@ -514,7 +532,7 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
     host, tasks = ScriptedHost(), ScriptedTasks()
     monitor = Monitor(
         HostIdentity("n1", "10.123.0.2"), host,
-        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
+        RegistryClient(registry.url, NODE, read_timeout_s=2.0),
         timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0,
         backoff=BackoffPolicy(base_s=0.05, cap_s=0.2), task_sampler=tasks,
     )
@@ -573,7 +591,7 @@ def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegist
     host = ScriptedHost()
     monitor = Monitor(
         HostIdentity("n1", "10.123.0.2"), host,
-        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
+        RegistryClient(registry.url, NODE, read_timeout_s=2.0),
         timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0, heartbeat_s=0.5,
     )
     with running(monitor):
@@ -603,7 +621,7 @@ def test_loop_keeps_sampling_while_the_registry_is_unreachable() -> None:
     host = ScriptedHost()
     monitor = Monitor(
         HostIdentity("n1", "a"), host,
-        RegistryClient(f"http://127.0.0.1:{free_port()}", TOKEN, connect_timeout_s=0.5),
+        RegistryClient(f"http://127.0.0.1:{free_port()}", NODE, connect_timeout_s=0.5),
         timings=Timings(0.05, 0.1, 0.05, 0.1), backoff=BackoffPolicy(base_s=0.05, cap_s=0.3),
     )
     with running(monitor):

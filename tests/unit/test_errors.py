@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from client.manager import ManagerClient
+from domain.credentials import manager_word, node_credential
 from domain.errors import (
     AuthError,
     ConflictError,
@@ -141,11 +142,13 @@ class Answer:
 
 
 class Scripted:
-    """Every call gets the next answer; ``calls`` keeps (method, path) in order."""
+    """Every call gets the next answer; ``calls`` keeps (method, path) in order, and
+    ``authorizations`` each call's Authorization header."""
 
     def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.calls: list[tuple[str, str]] = []
+        self.authorizations: list[str | None] = []
         script = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -153,6 +156,7 @@ class Scripted:
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 script.calls.append((self.command, self.path))
+                script.authorizations.append(self.headers.get("Authorization"))
                 answer = script.answers.pop(0)
                 if answer.text is not None:
                     data, kind = answer.text.encode(), "text/html"
@@ -215,7 +219,7 @@ def test_registry_client_families() -> None:
 
 
 def test_agent_client_families() -> None:
-    client = AgentClient("t")
+    client = AgentClient("node-secret")
     with Scripted(
         Answer(404, {"error": "not-found", "message": "no running container of task 'a'"}),
         Answer(400, {"error": "invalid", "field": "memory", "message": "must be >= 4194304"}),
@@ -223,17 +227,20 @@ def test_agent_client_families() -> None:
         Answer(200, text="not json"),
     ) as agent:
         with pytest.raises(NotFoundError, match="no running container of task 'a'"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         with pytest.raises(ValidationError) as invalid:
-            client.cut(agent.url, "a", 512, 1)
+            client.cut("n1", agent.url, "a", 512, 1)
         assert invalid.value.field == "memory"
         with pytest.raises(UnavailableError, match="HTTP 500: <html>oops</html>"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         with pytest.raises(UnavailableError, match="not an object"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         assert agent.calls[0] == ("PUT", "/agent/tasks/a/resources")
+        # the manager's word for node n1 (DESIGN 9), never the operator's token
+        word = manager_word(node_credential("node-secret", "n1"))
+        assert agent.authorizations == [f"Bearer {word}"] * 4
     with pytest.raises(UnavailableError, match="unreachable"):
-        client.cut(nothing_listens(), "a", 512, 2**30)
+        client.cut("n1", nothing_listens(), "a", 512, 2**30)
 
 
 def test_manager_link_reads_404_as_nothing_booked() -> None:

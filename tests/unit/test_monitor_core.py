@@ -608,7 +608,8 @@ def test_proc_cgroup_parsing(tmp_path: Path) -> None:
 def test_settings_from_environment_and_overrides() -> None:
     environ = {
         "GREENSWARM_REGISTRY_URL": "http://10.123.0.1:8080",
-        "GREENSWARM_TOKEN": " s3cret ",
+        "GREENSWARM_TOKEN": "the operator's: never read by a node",
+        "GREENSWARM_NODE_SECRET": " s3cret ",
         "GREENSWARM_MONITOR_HOST_WINDOW_S": "60",
         "GREENSWARM_MONITOR_SOURCE": "cgroup",
         "GREENSWARM_MONITOR_CGROUP": "lab/node1",
@@ -617,14 +618,14 @@ def test_settings_from_environment_and_overrides() -> None:
     settings = load_settings(environ, {"threshold_pp": 5.0, "host_window_s": None,
                                        "log_level": "debug"})
     assert settings.registry_url == "http://10.123.0.1:8080"
-    assert settings.token == "s3cret"
-    assert "s3cret" not in repr(settings)
+    assert settings.node_secret == "s3cret" and settings.node_credential == ""
+    assert "s3cret" not in repr(settings) and "operator" not in repr(settings)
     assert settings.host_window_s == 60.0
     assert settings.threshold_pp == 5.0
     assert settings.source is HostSourceKind.CGROUP
     assert settings.log_level is LogLevel.DEBUG
     assert settings.docker_url == "unix:///run/node1.sock"
-    settings.require_token()
+    settings.require_credential()
 
 
 @pytest.mark.parametrize(
@@ -655,11 +656,13 @@ def test_settings_bad_environment_value_names_the_field() -> None:
     assert load_settings({"GREENSWARM_MONITOR_INSECURE_NO_TOKEN": "on"}).insecure_no_token
 
 
-def test_empty_token_is_refused_unless_insecure() -> None:
+def test_no_node_secret_is_refused_unless_insecure() -> None:
+    """The operator's token is no credential of a node: with only it, the monitor refuses."""
     with pytest.raises(ValidationError) as caught:
-        load_settings({"GREENSWARM_TOKEN": ""}).require_token()
-    assert caught.value.field == "token"
-    load_settings({}, {"insecure_no_token": True}).require_token()
+        load_settings({"GREENSWARM_TOKEN": "t", "GREENSWARM_NODE_SECRET": ""}).require_credential()
+    assert caught.value.field == "node_secret"
+    load_settings({}, {"insecure_no_token": True}).require_credential()
+    load_settings({"GREENSWARM_NODE_CREDENTIAL": "gsn1.n.x"}).require_credential()
 
 
 @pytest.mark.parametrize(
