@@ -35,10 +35,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="sample this node's host and task utilization and push thresholded updates",
         description="Samples the host (psutil, or a cgroup subtree) and our task containers, "
         "averages each window and pushes an update to the Host and Task Registry when CPU or "
-        "memory moved by at least the threshold since the last value sent. It reports"
-        " with its node's own credential (DESIGN 9), derived from "
-        "GREENSWARM_NODE_SECRET and the host id, or given as GREENSWARM_NODE_CREDENTIAL; never "
-        "with the operator's token.",
+        "memory moved by at least the threshold since the last value sent, and at least every "
+        "--resend-s. It reports with its node's own credential (DESIGN 9), derived from "
+        "GREENSWARM_NODE_SECRET and the host id, or given as GREENSWARM_NODE_CREDENTIAL; "
+        "never with the operator's token.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=run)
@@ -72,9 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold-pp", type=float,
                         help=f"percentage points a value must move to be sent "
                         f"({defaults.threshold_pp:g})")
-    parser.add_argument("--heartbeat-s", type=float,
-                        help="seconds without a sent value after which a heartbeat says the "
-                        f"registry's values are still current ({defaults.heartbeat_s:g})")
+    parser.add_argument("--resend-s", type=float,
+                        help="the current values are sent again, moved or not, at the first "
+                        "window closing this long after the last values sent: a wrong value "
+                        f"in the registry heals ({defaults.resend_s:g})")
     parser.add_argument("--docker-socket",
                         help=f"Docker socket path or URL ({defaults.docker_socket})")
     parser.add_argument("--powercap-root", metavar="DIR",
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorSettings:
     names = ("registry_url", "host_id", "address", "source", "cgroup", "cgroup_root",
              "container_cgroup_parent", "host_interval_s", "host_window_s", "task_interval_s",
-             "task_window_s", "threshold_pp", "heartbeat_s", "docker_socket", "powercap_root",
+             "task_window_s", "threshold_pp", "resend_s", "docker_socket", "powercap_root",
              "insecure_no_token", "log_level")
     return load_settings(environ, {name: getattr(args, name, None) for name in names})
 
@@ -188,7 +189,7 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
         timings=Timings(settings.host_interval_s, settings.host_window_s,
                         settings.task_interval_s, settings.task_window_s),
         threshold_pp=settings.threshold_pp,
-        heartbeat_s=settings.heartbeat_s,
+        resend_s=settings.resend_s,
         backoff=BackoffPolicy(settings.backoff_base_s, settings.backoff_cap_s),
         task_sampler=sampler,
         power_meter=RaplMeter.discover(Path(settings.powercap_root)),

@@ -53,7 +53,9 @@ class MonitorSettings:
     task_interval_s: float = 3.0
     task_window_s: float = 45.0
     threshold_pp: float = 10.0
-    heartbeat_s: float = 60.0
+    # The current values are sent again at the first window that closes this long after the
+    # last values sent, moved or not (DESIGN 9): a wrong value in the registry cannot stand.
+    resend_s: float = 60.0
     docker_socket: str = DEFAULT_DOCKER_URL
     powercap_root: str = "/sys/class/powercap"
     connect_timeout_s: float = 3.0
@@ -65,7 +67,7 @@ class MonitorSettings:
     def __post_init__(self) -> None:
         for name in ("host_interval_s", "host_window_s", "task_interval_s", "task_window_s",
                      "connect_timeout_s", "read_timeout_s", "backoff_base_s", "backoff_cap_s",
-                     "heartbeat_s"):
+                     "resend_s"):
             if not getattr(self, name) > 0:
                 raise ValidationError(name, "must be positive")
         if self.host_window_s < self.host_interval_s:

@@ -3,7 +3,7 @@ KEP's formula says from the registry's values at decision time, and a host whose
 stopped is judged by its allocation once its utilization is older than the stale limit.
 
 The manager runs ``tlp`` with a stale limit of 15 s (GREENSWARM_STALE_AFTER_S) and monitors send
-a heartbeat every 2 s, so a live monitor is never stale and a stopped one is after 15 s. The
+their values again every 2 s, so a live monitor is never stale and a stopped one is after 15 s. The
 monitor is stopped for real: its global service gets a placement constraint that excludes the
 node, and Swarm removes its task there. Nodes have 0.5 CPU (512 shares) and 1 GiB.
 """
@@ -33,7 +33,7 @@ def stack(lab: Lab) -> Iterator[Stack]:
     with deployed(lab, name="gsload", extra_env={
         "GREENSWARM_POLICY": "tlp",
         "GREENSWARM_STALE_AFTER_S": str(STALE_AFTER_S),
-        "GREENSWARM_MONITOR_HEARTBEAT_S": "2",
+        "GREENSWARM_MONITOR_RESEND_S": "2",
     }) as up:
         yield up
 

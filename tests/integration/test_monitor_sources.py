@@ -585,27 +585,48 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
     assert monitor.registered
 
 
-def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegistry) -> None:
-    # Nothing moves after the first window: without heartbeats the registry's value would age
-    # forever and the host would look like one whose monitor died (DESIGN 3.12).
-    host = ScriptedHost()
+def test_a_quiet_host_sends_its_values_again_so_a_wrong_value_heals(
+    registry: LiveRegistry,
+) -> None:
+    """DESIGN 9: nothing moves after the first window, yet the monitor sends its current values
+    again every resend_s: they stay dated (a quiet host is no dead one, DESIGN 3.12), and a
+    wrong value written to the registry meanwhile is corrected within that period. (On main
+    the monitor sent only the time: the wrong value stood for good.)"""
+    host, tasks = ScriptedHost(), ScriptedTasks()
     monitor = Monitor(
         HostIdentity("n1", "10.123.0.2"), host,
         RegistryClient(registry.url, NODE, read_timeout_s=2.0),
-        timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0, heartbeat_s=0.5,
+        timings=Timings(0.05, 0.2, 0.05, 0.2), threshold_pp=10.0, resend_s=1.0,
+        task_sampler=tasks,
     )
     with running(monitor):
         wait_for(lambda: len(registry.host_puts()) >= 1, 10.0, "the first host update")
         dated = registry.store.host("n1").util_at
         assert dated is not None and abs(dated - time.time()) < 5
-        wait_for(lambda: len(registry.host_puts()) >= 3, 10.0, "two heartbeats")
+        registry.place("a", "n1")
+        wait_for(lambda: task_cpu(registry, "a") == 0.5, 10.0, "task a's utilization")
+        # a wrong value, as the audit wrote it (with a credential that may write it: n1's own)
+        wrong = requests.put(f"{registry.url}/registry/hosts/n1/utilization", timeout=5.0,
+                             json={"memory_util": 0.96},
+                             headers={"Authorization": f"Bearer {NODE}"})
+        assert wrong.status_code == 200 and registry.store.host("n1").memory_util == 0.96
+        registry.store.update_task_utilization("a", 0.99, 0.99)
+        wrote_s = time.monotonic()
+        wait_for(lambda: registry.store.host("n1").memory_util == 0.3, 5.0,
+                 "the monitor to send its memory value again")
+        healed_s = time.monotonic() - wrote_s
+        wait_for(lambda: task_cpu(registry, "a") == 0.5, 5.0, "the task's values again")
+        wait_for(lambda: len(registry.host_puts()) >= 5, 10.0, "more re-sends")
+    assert healed_s <= 1.0 + 0.2 + 0.5, healed_s  # resend_s + a window + slack
     puts = registry.host_puts()
-    heartbeats = [p for p in puts[1:] if "cpu_util" not in p]
-    assert len(heartbeats) >= 2
-    assert all(p.keys() == {"measured_at", "windows"} for p in heartbeats)
+    monitor_puts = [p for p in puts[1:] if p != {"memory_util": 0.96}]
+    assert len(monitor_puts) >= 3
+    # every re-send carries both values, the time and the windows; none is a bare heartbeat
+    assert all(p.keys() == {"cpu_util", "memory_util", "measured_at", "windows"}
+               for p in monitor_puts)
+    assert all((p["cpu_util"], p["memory_util"]) == (0.2, 0.3) for p in monitor_puts)
     stored = registry.store.host("n1")
-    assert stored.util_at is not None and dated is not None and stored.util_at > dated
-    assert stored.cpu_util == first_value(puts, "cpu_util")  # a heartbeat changes no value
+    assert stored.util_at is not None and stored.util_at > dated
     assert stored.windows is not None and stored.windows.windows[0].samples >= 3
     watcher = registry.get("/registry/watcher")
     entry = watcher["data"]["n1"]
@@ -613,8 +634,9 @@ def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegist
     assert entry["windows"]["5m"]["samples"] == stored.windows.windows[0].samples
 
 
-def first_value(puts: list[dict[str, Any]], key: str) -> object:
-    return next(p[key] for p in puts if key in p)
+def task_cpu(registry: LiveRegistry, task_id: str) -> float | None:
+    task = registry.store.task(task_id)
+    return None if task is None else task.cpu_util
 
 
 def test_loop_keeps_sampling_while_the_registry_is_unreachable() -> None:
