@@ -2,7 +2,7 @@
 
 It says what the server does (tests/integration/test_fuzz_api.py holds them to it with
 schemathesis): every status an operation can answer, with the Error schema for each error;
-401 on every operation but /healthz; 400 and 413 on every method that may carry a body (the
+401 and 403 on every operation but /healthz; 400 and 413 on every method that may carry a body (the
 shared edge reads and bounds any body, web/edge.py); request bodies as strict as the
 handlers (unknown fields refused, the same bounds and patterns), and the answers' shapes.
 """
@@ -37,6 +37,9 @@ ERROR = {
 ERRORS = {
     "400": "invalid input: the field is named ('body' for the body as a whole)",
     "401": "missing or wrong bearer token",
+    "403": "a valid credential for something it may not do: a node's credential anywhere but "
+           "its own host's measurements and the reads it needs, the operator's token on the "
+           "measurements only nodes report (DESIGN 9)",
     "404": "no such request, host or task",
     "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization), "
            "and an id with '#' or '?' ends the path early, naming another resource",
@@ -511,7 +514,7 @@ def _op(
     if method in BODY_METHODS:
         codes |= {"400", "413"}
     if not public:
-        codes.add("401")
+        codes |= {"401", "403"}
     for code in sorted(codes):
         responses[code] = {
             "description": ERRORS[code],
@@ -582,7 +585,10 @@ def document() -> dict[str, Any]:
             "title": "greenswarm manager",
             "version": "0.1.0",
             "description": "Energy-aware placement for Docker Swarm. Every call but GET /healthz "
-            "needs 'Authorization: Bearer <token>'. A body larger than MAX_BODY_BYTES is 413; "
+            "needs 'Authorization: Bearer <token>': the operator's token, or on the measurements "
+            "of a host (registration, utilization, power, its tasks' utilization and ends) only "
+            "that host's node credential (gsn1.<node id>.<mac>, derived from the node secret). "
+            "A body larger than MAX_BODY_BYTES is 413; "
             "one nested deeper than MAX_JSON_DEPTH, or with a string longer than "
             "MAX_JSON_STRING_CHARS, is 400.",
         },
