@@ -90,9 +90,9 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     old_container = live.running("victim").id
     live.submit("other", 4, "service", 700, "64m")
     live.submit("victim2", 4, "service", 700, "64m")
-    response = live.put(
+    response = live.node_put(
         f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2}
-    )  # as the monitor would
+    )  # as the monitor would, with the node's credential
     assert response.status_code == 200 and response.json()["region"] == "EED"
     answer = live.submit("strict", 1, "service", 1500, "64m")
     assert answer["decision"]["pass"] == "kill" and answer["decision"]["kills"]
@@ -101,7 +101,7 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     poll(lambda: all(not live.containers(k) for k in killed), 60, "the victims to stop")
     assert live.request("victim")["status"] == "pending"
     assert live.delete("/requests/strict").status_code == 200  # room frees up...
-    response = live.put(
+    response = live.node_put(
         f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.1, "memory_util": 0.1}
     )  # ...and the monitor sees it
     assert response.json()["region"] == "LEE"
@@ -634,8 +634,9 @@ def set_availability(live: Live, availability: str) -> None:
 
 
 def test_a_host_that_is_not_a_swarm_node_is_refused_and_gets_nothing(live: Live) -> None:
-    response = live.post("/registry/hosts", {"id": "phantom1", "cpu_capacity": 2**20,
-                                             "memory_capacity": 2**40})
+    # a monitor with a valid credential for a node id the Swarm does not have
+    response = live.node_post("/registry/hosts", {"id": "phantom1", "cpu_capacity": 2**20,
+                                                  "memory_capacity": 2**40}, "phantom1")
     assert response.status_code == 409, response.text
     assert response.json()["error"] == "conflict" and "phantom1" in response.json()["message"]
     assert [h["id"] for h in live.get("/registry/hosts")] == [live.node_id]
@@ -673,7 +674,7 @@ def test_a_drained_node_loses_its_tasks_at_once_and_its_monitor_cannot_register_
         assert record["kills"] == 1
         assert any(e["kind"] == "host-lost" for e in record["history"])
         poll(lambda: not live.get("/registry/hosts"), 10, "the drained host to leave")
-        again = live.post("/registry/hosts", {
+        again = live.node_post("/registry/hosts", {
             "id": live.node_id, "cpu_capacity": host["cpu_capacity"],
             "memory_capacity": host["memory_capacity"], "address": host["address"]})
         assert again.status_code == 409, again.text  # a monitor cannot bring it back

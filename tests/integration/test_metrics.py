@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from lab.processes import stop_child, wait_for
-from tests.support.live import TOKEN, Live
+from tests.support.live import NODE_SECRET, TOKEN, Live
 from tests.support.watchers import prometheus as prometheus_server
 from tests.support.watchers import query
 
@@ -137,13 +137,13 @@ def test_a_monitor_reading_rapl_shows_its_power_in_hosts(live: Live, tmp_path: P
 
     writer = threading.Thread(target=burn, daemon=True)
     writer.start()
-    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN}
+    env = {**os.environ, "GREENSWARM_NODE_SECRET": NODE_SECRET}  # the node's, not the token
     monitor = subprocess.Popen(
         [sys.executable, "-m", "monitor", "--registry-url", live.url, "--host-id", live.node_id,
          "--address", "127.0.0.1", "--source", "psutil", "--powercap-root",
          str(tmp_path / "powercap"), "--host-interval-s", "0.3", "--host-window-s", "0.9",
          "--task-interval-s", "1", "--task-window-s", "3", "--threshold-pp", "0.1",
-         "--heartbeat-s", "2", "--log-level", "warning"],
+         "--resend-s", "2", "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "monitor.log").open("wb"),
     )
     try:

@@ -189,12 +189,19 @@ class Live:
         """A PUT with the node's own credential (what its monitor sends)."""
         return requests.put(self.url + path, json=body, timeout=60, headers=self.node_headers())
 
+    def node_post(self, path: str, body: object, host_id: str | None = None) -> requests.Response:
+        """A POST with a node's credential (the live node's, or ``host_id``'s)."""
+        return requests.post(self.url + path, json=body, timeout=60,
+                             headers=self.node_headers(host_id))
+
     def delete(self, path: str) -> requests.Response:
         return requests.delete(self.url + path, timeout=60, headers=self.headers())
 
-    def node_headers(self) -> dict[str, str]:
-        """The node's own credential, as its agent and monitor present it."""
-        return {"Authorization": f"Bearer {node_credential(NODE_SECRET, self.node_id)}"}
+    def node_headers(self, host_id: str | None = None) -> dict[str, str]:
+        """The node's own credential, as its agent and monitor present it (or the credential
+        of another node id, ``host_id``)."""
+        credential = node_credential(NODE_SECRET, host_id or self.node_id)
+        return {"Authorization": f"Bearer {credential}"}
 
     def agent_headers(self) -> dict[str, str]:
         """The manager's word to the node's agent (the only token the agent takes)."""
