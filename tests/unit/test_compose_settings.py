@@ -52,5 +52,10 @@ def test_the_nodes_get_the_node_secret_and_never_the_operators_token() -> None:
     assert "GREENSWARM_NODE_SECRET" in variables
     assert not {v for v in variables if "TOKEN" in v}, variables
     assert "${GREENSWARM_NODE_SECRET:?" in stack  # required, by name
+    # docker's interpolation ends the variable's name at a '-' even inside the ':?' message
+    # (the first stack passed "secret` on the manager" as every node's secret)
+    for text in (stack, COMPOSE.read_text()):
+        for message in re.findall(r"\$\{\w+:\?([^}]*)\}", text):
+            assert "-" not in message and "`" not in message, message
     assert "GREENSWARM_MONITOR_RESEND_S" in variables
     assert _passed()["GREENSWARM_NODE_SECRET"] == ""  # the manager's: derived when unset
