@@ -365,7 +365,7 @@ def test_nodes_report_with_their_own_credentials_and_a_wrong_value_heals(
     cluster.submit(job, 4, "job", 64, "16m", ["sh", "-c", "sleep 1"])
     poll(lambda: cluster.request(job)["status"] == "completed", 60, f"{job} to complete")
     ended = cluster.request(job)["history"][-1]
-    assert (ended["kind"], ended["message"]) == ("ended", "ended: finished"), ended
+    assert (ended["kind"], ended["reason"]) == ("ended", "ended: finished"), ended
     # a wrong value heals within the re-send period: the monitor's own write (with its node's
     # credential, the only one taken there) puts the measured value back
     wrong = requests.put(path, json={"memory_util": 0.96}, headers=own, timeout=30)
