@@ -31,6 +31,7 @@ from lab.processes import free_port, redis_server, stop_child, wait_serving
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "monitor-overhead-bench"
+NODE_SECRET = "monitor-overhead-bench-nodes"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -43,8 +44,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _child_environment() -> dict[str, str]:
-    """The registry's and the monitor's environment: the token, and this checkout first."""
-    return {**os.environ, "GREENSWARM_TOKEN": TOKEN,
+    """The registry's and the monitor's environment: the registry's token, the nodes' secret
+    (the monitor reports with its node's credential, DESIGN 9), and this checkout first."""
+    return {**os.environ, "GREENSWARM_TOKEN": TOKEN, "GREENSWARM_NODE_SECRET": NODE_SECRET,
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 

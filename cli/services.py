@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     agent = subparsers.add_parser(
         "agent",
         help="run a node agent: CPU shares, live cuts, kills, exit reports",
-        description="Settings come from GREENSWARM_AGENT_* variables, GREENSWARM_TOKEN and "
+        description="Settings come from GREENSWARM_AGENT_* variables, GREENSWARM_NODE_SECRET "
+        "(or this node's GREENSWARM_NODE_CREDENTIAL; never the operator's token) and "
         "GREENSWARM_MANAGER_URL; options win.",
     )
     agent.add_argument("--listen", type=_listen, help="HOST:PORT (default 0.0.0.0:8081)")
@@ -63,6 +64,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     agent.add_argument("--node-id", help="default: the local engine's Swarm node id")
     agent.add_argument("--log-level", default="INFO")
     agent.set_defaults(handler=run_agent)
+
+    secret = subparsers.add_parser(
+        "node-secret",
+        help="print the node secret the nodes' agents and monitors need (GREENSWARM_NODE_SECRET)",
+        description="Prints the node secret the manager uses: GREENSWARM_NODE_SECRET when set, "
+        "else the one derived from GREENSWARM_TOKEN. Give it to the nodes' agents and monitors "
+        "(GREENSWARM_NODE_SECRET), never the token: with it each node derives its own "
+        "credential, which reports its own host's measurements and nothing else.",
+    )
+    secret.set_defaults(handler=run_node_secret)
+    credential = subparsers.add_parser(
+        "node-credential",
+        help="print one node's own credential (GREENSWARM_NODE_CREDENTIAL of that node)",
+        description="Prints the credential of one node under the node secret (see `greenswarm "
+        "node-secret`). A node given only its own credential (GREENSWARM_NODE_CREDENTIAL) "
+        "instead of the node secret cannot speak for any other node.",
+    )
+    credential.add_argument("node_id", help="the node's Swarm node id (its host id)")
+    credential.set_defaults(handler=run_node_credential)
+
+
+def _node_secret() -> str:
+    import os
+
+    from domain.credentials import node_secret_from_token
+    from domain.settings import secret_setting, shared_token
+
+    found = secret_setting(os.environ, "GREENSWARM_NODE_SECRET") or node_secret_from_token(
+        shared_token(os.environ))
+    if not found:
+        raise ValidationError("GREENSWARM_NODE_SECRET", "nor GREENSWARM_TOKEN is set")
+    return found
+
+
+def run_node_secret(args: argparse.Namespace) -> int:
+    print(_node_secret())
+    return 0
+
+
+def run_node_credential(args: argparse.Namespace) -> int:
+    from domain.credentials import node_credential
+
+    print(node_credential(_node_secret(), args.node_id))
+    return 0
 
 
 def _logging(level: str) -> None:
@@ -115,7 +160,7 @@ def run_manager(args: argparse.Namespace) -> int:
         store,
         store.sibling(RequestRecords),
         SwarmBackend(settings.docker_url, settings.service_prefix),
-        AgentClient(settings.token),
+        AgentClient(settings.nodes_secret),
     )
     manager.start()
     try:
@@ -137,7 +182,8 @@ def run_registry(args: argparse.Namespace) -> int:
     )
     store = _registry_store(settings)
     serve(
-        create_registry_app(store, settings.token, settings.body_limits),
+        create_registry_app(store, settings.token, settings.body_limits,
+                            node_secret=settings.nodes_secret),
         settings.listen_host,
         settings.listen_port,
         settings.threads,
@@ -146,7 +192,7 @@ def run_registry(args: argparse.Namespace) -> int:
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from task_registry.agent import Agent, AgentSettings, ManagerLink
+    from task_registry.agent import Agent, AgentSettings
     from task_registry.agent_app import create_agent_app
     from web.edge import serve
 
@@ -159,8 +205,7 @@ def run_agent(args: argparse.Namespace) -> int:
         docker_url=args.docker_url,
         node_id=args.node_id,
     )
-    _require_token(settings.token)
-    agent = Agent(settings, ManagerLink(settings.manager_url, settings.token))
+    agent = Agent(settings)  # a ValidationError naming GREENSWARM_NODE_SECRET without one
     worker = threading.Thread(target=agent.run, name="agent-events", daemon=True)
     worker.start()
     try:

@@ -62,7 +62,12 @@ class UnavailableError(GreenSwarmError):
 
 
 class AuthError(GreenSwarmError):
-    """A mutating call arrived without a valid bearer token."""
+    """A call arrived without a valid bearer token."""
+
+
+class ForbiddenError(AuthError):
+    """A valid credential for something it may not do: a node's for another host, or the
+    operator's token where only a node reports (DESIGN 9)."""
 
 
 # -- HTTP: one status per family, both ways ----------------------------------------------------
@@ -70,6 +75,7 @@ class AuthError(GreenSwarmError):
 # (family, status, the "error" word of the JSON body); anything else is a 500 "internal"
 _FAMILIES: tuple[tuple[type[GreenSwarmError], int, str], ...] = (
     (ValidationError, 400, "invalid"),
+    (ForbiddenError, 403, "forbidden"),
     (AuthError, 401, "unauthorized"),
     (NotFoundError, 404, "not-found"),
     (ConflictError, 409, "conflict"),
@@ -99,9 +105,9 @@ def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmE
     ``payload`` is the answer's decoded JSON (the raw text when it was not JSON, None when there
     was none); ``context`` says what was called, e.g. "GET /requests/x". 400 gives a
     ValidationError with the server's field and message as they were sent (what was called is
-    added as a note), and so does 413 (the body was too large); 401 and 403 give an
-    AuthError, 404 NotFoundError, 409 ConflictError, any 5xx UnavailableError (the server or a
-    proxy in front of it failed), anything else the root.
+    added as a note), and so does 413 (the body was too large); 401 gives an AuthError, 403 a
+    ForbiddenError (an AuthError too), 404 NotFoundError, 409 ConflictError, any 5xx
+    UnavailableError (the server or a proxy in front of it failed), anything else the root.
     """
     said = _server_said(payload)
     text = f"{context} -> HTTP {status}" + (f": {said}" if said else " with no JSON body")
@@ -114,7 +120,9 @@ def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmE
         if message:
             error.add_note(text)
         return error
-    if status in (401, 403):
+    if status == 403:
+        return ForbiddenError(text)
+    if status == 401:
         return AuthError(text)
     if status == 404:
         return NotFoundError(text)

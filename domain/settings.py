@@ -68,15 +68,21 @@ def parse_setting(name: str, raw: str, kind: object) -> object:
 def shared_token(environ: Mapping[str, str], read_file: Any = None) -> str:
     """The bearer token: GREENSWARM_TOKEN, else the file GREENSWARM_TOKEN_FILE names (e.g. a
     Docker secret at /run/secrets/...). ``read_file(path) -> str`` is the caller's I/O."""
-    token = environ.get("GREENSWARM_TOKEN", "").strip()
-    path = environ.get("GREENSWARM_TOKEN_FILE", "")
-    if token or not path:
-        return token
+    return secret_setting(environ, "GREENSWARM_TOKEN", read_file)
+
+
+def secret_setting(environ: Mapping[str, str], name: str, read_file: Any = None) -> str:
+    """A secret: the variable ``name``, else the file ``<name>_FILE`` names (a Docker secret
+    under /run/secrets/, say), stripped; "" when neither is set."""
+    value = environ.get(name, "").strip()
+    path = environ.get(f"{name}_FILE", "")
+    if value or not path:
+        return value
     reader = read_file or _read_text
     try:
         return str(reader(path)).strip()
     except OSError as exc:
-        raise ValidationError("GREENSWARM_TOKEN_FILE", f"cannot read {path}: {exc}") from None
+        raise ValidationError(f"{name}_FILE", f"cannot read {path}: {exc}") from None
 
 
 def _read_text(path: str) -> str:

@@ -17,6 +17,7 @@ from domain.store import Segment
 from host_registry.bodies import HOST_LIST, HOST_REGISTRATION, HOST_UTILIZATION, PLACEMENT
 from host_registry.bodies import MAX_POWER_W as MAX_POWER_W
 from host_registry.events import registry
+from web.access import Access, access, require_own_host
 from web.edge import allow_only, json_body
 from web.forms import host_json, watcher_json
 
@@ -48,16 +49,20 @@ def list_hosts() -> Response:
 
 
 @blueprint.get("/hosts/<host_id>")
+@access(Access.NODES_READ)
 def get_host(host_id: str) -> Response:
     return jsonify(host_json(registry().store.host(check_id(host_id, "host"))))
 
 
 @blueprint.post("/hosts")
+@access(Access.NODES_ONLY)
 def register_host() -> tuple[Response, int]:
-    """Message 11: a monitor announces its host. A known host keeps the capacity the manager
-    learnt from the Swarm; only its address and utilization are refreshed."""
+    """Message 11: a monitor announces its host (its own: a node's credential names it). A
+    known host keeps the capacity the manager learnt from the Swarm; only its address and
+    utilization are refreshed."""
     body = HOST_REGISTRATION.read(json_body(), "")
     host_id: str = body["id"]
+    require_own_host(host_id)
     address: str = body.get("address", "")
     cpu_capacity, memory_capacity = body["cpu_capacity"], body["memory_capacity"]
     cpu_util, memory_util = body.get("cpu_util", 0.0), body.get("memory_util", 0.0)
@@ -85,10 +90,12 @@ def register_host() -> tuple[Response, int]:
 
 
 @blueprint.put("/hosts/<host_id>/utilization")
+@access(Access.NODES_ONLY)
 def host_utilization(host_id: str) -> Response:
     """Message 12: the monitor's thresholded host utilization (either or both numbers), the
-    time it was measured and the load windows (DESIGN 5). A heartbeat carries only
-    ``measured_at`` (and windows): the values held are still current."""
+    time it was measured and the load windows (DESIGN 5), from the host's own node only. A
+    heartbeat carries only ``measured_at`` (and windows): the values held are still current."""
+    require_own_host(check_id(host_id, "host"))
     body = HOST_UTILIZATION.read(json_body(), "")
     reg = registry()
     host = reg.store.host(check_id(host_id, "host"))

@@ -24,7 +24,8 @@ def create_app(manager_: Manager) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     web.install(app, manager_.settings.token, manager_.settings.body_limits,
                 route_tokens={"/metrics": manager_.settings.metrics_token},
-                public_rules=dashboard.PUBLIC_RULES, read_cookie=dashboard.session_ok)
+                public_rules=dashboard.PUBLIC_RULES, read_cookie=dashboard.session_ok,
+                node_secret=manager_.settings.nodes_secret)
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
                                             manager_.records, manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_

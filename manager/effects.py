@@ -163,8 +163,8 @@ class Effects:
         use plus a margin), the registry books what it kept and the event says so (``kept``,
         formatted with the ``cpu_shares`` and ``memory`` the node has)."""
         try:
-            result = self.agents.cut(self.agent_url(host), task_id, cpu_shares, memory)
-        except GreenSwarmError as exc:
+            result = self.agents.cut(host, self.agent_url(host), task_id, cpu_shares, memory)
+        except GreenSwarmError as exc:  # the agent's reconciliation applies the booking later
             self.records.update(
                 task_id,
                 Event(kind, f"{what}; booked, not yet applied ({exc})", host=host, by=by,

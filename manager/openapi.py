@@ -5,9 +5,9 @@ handler reads with (manager/spec.py, host_registry/bodies.py, task_registry/bodi
 answer by the spec of its shape (manager/answers.py, web/forms.py), so a bound or a pattern has
 one source. Named specs become ``components`` referred to with ``$ref``. The document says
 what the server does (tests/integration/test_fuzz_api.py holds them to it with schemathesis):
-every status an operation can answer, with the Error schema for each error; 401 on every
-operation but /healthz; 400 and 413 on every method that may carry a body (the shared edge
-reads and bounds any body, web/edge.py).
+every status an operation can answer, with the Error schema for each error; 401 and 403 on
+every operation but /healthz; 400 and 413 on every method that may carry a body (the shared
+edge reads and bounds any body, web/edge.py).
 
 Adding an endpoint's schema is one entry in OPERATIONS (DESIGN 10).
 """
@@ -38,6 +38,9 @@ ERROR = Named("Error", Fields({"error": Text(), "field": Text(), "message": Text
 ERRORS = {
     "400": "invalid input: the field is named ('body' for the body as a whole)",
     "401": "missing or wrong bearer token",
+    "403": "a valid credential for something it may not do: a node's credential anywhere but "
+           "its own host's measurements and the reads it needs, the operator's token on the "
+           "measurements only nodes report (DESIGN 9)",
     "404": "no such request, deployment, host or task",
     "405": "no such method here: 'utilization' is no task id (see /registry/tasks/utilization), "
            "and an id with '#' or '?' ends the path early, naming another resource",
@@ -191,7 +194,7 @@ OPERATIONS: tuple[Operation, ...] = (
 
 def _responses(operation: Operation, refs: Components) -> dict[str, Any]:
     """``ok`` (and ``also_ok``) with the answer, then each error the operation can answer:
-    401 unless public, 400 and 413 on a method that may carry a body."""
+    401 and 403 unless public, 400 and 413 on a method that may carry a body."""
     answer = {} if operation.answer is None else operation.answer.schema(refs)
     success = {"description": "success", "content": {"application/json": {"schema": answer}}}
     responses: dict[str, Any] = {code: success for code in (operation.ok, *operation.also_ok)}
@@ -199,7 +202,7 @@ def _responses(operation: Operation, refs: Components) -> dict[str, Any]:
     if operation.method in BODY_METHODS:
         codes |= {"400", "413"}
     if not operation.public:
-        codes.add("401")
+        codes |= {"401", "403"}
     error = ERROR.schema(refs)
     for code in sorted(codes):
         responses[code] = {"description": ERRORS[code],
@@ -259,7 +262,10 @@ def document(bounds: Bounds | None = None) -> dict[str, Any]:
             "title": "greenswarm manager",
             "version": "0.1.0",
             "description": "Energy-aware placement for Docker Swarm. Every call but GET /healthz "
-            "needs 'Authorization: Bearer <token>'. A body larger than MAX_BODY_BYTES is 413; "
+            "needs 'Authorization: Bearer <token>': the operator's token, or on the measurements "
+            "of a host (registration, utilization, power, its tasks' utilization and ends) only "
+            "that host's node credential (gsn1.<node id>.<mac>, derived from the node secret). "
+            "A body larger than MAX_BODY_BYTES is 413; "
             "one nested deeper than MAX_JSON_DEPTH, or with a string longer than "
             "MAX_JSON_STRING_CHARS, is 400.",
         },

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.classes import ClassTable
+from domain.credentials import node_secret_from_token
 from domain.energy import DEFAULT_POWER_TABLE, PowerModel
 from domain.errors import ValidationError
 from domain.model import check_id
 from domain.regions import RegionBounds
-from domain.settings import load_settings, shared_token
+from domain.settings import load_settings, secret_setting, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.peers import OffloadMode, Peer, parse_peers
 from scheduler import registry
@@ -31,6 +32,11 @@ ENV_PREFIX = "GREENSWARM_"
 @dataclass(frozen=True)
 class ManagerSettings:
     token: str = ""  # bearer token for every endpoint but /healthz (GREENSWARM_TOKEN)
+    # The nodes' shared secret (DESIGN 9, domain/credentials.py): each node's agent and monitor
+    # present a credential derived from it and their node id, which lets them report their own
+    # host's measurements only; the manager's calls to an agent carry a word derived from it.
+    # Empty: derived from the token (`greenswarm node-secret` prints it for the nodes).
+    node_secret: str = field(default="", repr=False)
     listen_host: str = "127.0.0.1"  # several: comma-separated (the lab: 127.0.0.1,10.123.0.1)
     listen_port: int = 8080
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -144,13 +150,21 @@ class ManagerSettings:
     def body_limits(self) -> BodyLimits:
         return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
 
+    @property
+    def nodes_secret(self) -> str:
+        """The node secret in use: GREENSWARM_NODE_SECRET, else the one derived from the
+        token."""
+        return self.node_secret or node_secret_from_token(self.token)
+
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str] | None = None, **overrides: object
     ) -> ManagerSettings:
         """GREENSWARM_<FIELD> for every field; explicit overrides (CLI options) win."""
         env = os.environ if environ is None else environ
-        settings = load_settings(cls, env, ENV_PREFIX, {"token": shared_token(env), **overrides})
+        secrets = {"token": shared_token(env),
+                   "node_secret": secret_setting(env, f"{ENV_PREFIX}NODE_SECRET")}
+        settings = load_settings(cls, env, ENV_PREFIX, {**secrets, **overrides})
         plugin = settings.plugin  # ValidationError (field "policy") for an unknown name
         cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
         options = load_settings(plugin.options, env, ENV_PREFIX)

@@ -1,7 +1,8 @@
 """``greenswarm monitor``: the per-node monitor (thesis 4.2.3, design section 5).
 
 Every option falls back to the environment (GREENSWARM_MONITOR_<OPTION>, GREENSWARM_REGISTRY_URL,
-GREENSWARM_TOKEN, DOCKER_HOST) and then to the defaults of ``MonitorSettings``.
+GREENSWARM_NODE_SECRET or GREENSWARM_NODE_CREDENTIAL, DOCKER_HOST) and then to the defaults of
+``MonitorSettings``.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="sample this node's host and task utilization and push thresholded updates",
         description="Samples the host (psutil, or a cgroup subtree) and our task containers, "
         "averages each window and pushes an update to the Host and Task Registry when CPU or "
-        "memory moved by at least the threshold since the last value sent. The bearer token "
-        "comes from GREENSWARM_TOKEN.",
+        "memory moved by at least the threshold since the last value sent, and at least every "
+        "--resend-s. It reports with its node's own credential (DESIGN 9), derived from "
+        "GREENSWARM_NODE_SECRET and the host id, or given as GREENSWARM_NODE_CREDENTIAL; "
+        "never with the operator's token.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=run)
@@ -69,9 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold-pp", type=float,
                         help=f"percentage points a value must move to be sent "
                         f"({defaults.threshold_pp:g})")
-    parser.add_argument("--heartbeat-s", type=float,
-                        help="seconds without a sent value after which a heartbeat says the "
-                        f"registry's values are still current ({defaults.heartbeat_s:g})")
+    parser.add_argument("--resend-s", type=float,
+                        help="the current values are sent again, moved or not, at the first "
+                        "window closing this long after the last values sent: a wrong value "
+                        f"in the registry heals ({defaults.resend_s:g})")
     parser.add_argument("--docker-socket",
                         help=f"Docker socket path or URL ({defaults.docker_socket})")
     parser.add_argument("--powercap-root", metavar="DIR",
@@ -88,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> MonitorSettings:
     names = ("registry_url", "host_id", "address", "source", "cgroup", "cgroup_root",
              "container_cgroup_parent", "host_interval_s", "host_window_s", "task_interval_s",
-             "task_window_s", "threshold_pp", "heartbeat_s", "docker_socket", "powercap_root",
+             "task_window_s", "threshold_pp", "resend_s", "docker_socket", "powercap_root",
              "insecure_no_token", "log_level")
     return load_settings(environ, {name: getattr(args, name, None) for name in names})
 
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         report = run_once(settings)
         print(json.dumps(report, indent=2, sort_keys=True))
         return 0
-    settings.require_token()
+    settings.require_credential()
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -133,6 +137,7 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
     """The monitor wired from the settings (heavy imports here, so --help stays fast)."""
     import docker
 
+    from domain.credentials import own_credential
     from monitor.client import DryRunRegistry, RegistryClient
     from monitor.core import BackoffPolicy
     from monitor.host_sources import CgroupHostSource, HostSource, PsutilHostSource
@@ -168,9 +173,12 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
     if once:
         registry = DryRunRegistry()
     else:
+        credential = "" if settings.insecure_no_token and not (
+            settings.node_secret or settings.node_credential
+        ) else own_credential(identity.host_id, settings.node_secret, settings.node_credential)
         registry = RegistryClient(
             settings.registry_url,
-            settings.token,
+            credential,
             connect_timeout_s=settings.connect_timeout_s,
             read_timeout_s=settings.read_timeout_s,
         )
@@ -181,7 +189,7 @@ def build(settings: MonitorSettings, once: bool) -> Wiring:
         timings=Timings(settings.host_interval_s, settings.host_window_s,
                         settings.task_interval_s, settings.task_window_s),
         threshold_pp=settings.threshold_pp,
-        heartbeat_s=settings.heartbeat_s,
+        resend_s=settings.resend_s,
         backoff=BackoffPolicy(settings.backoff_base_s, settings.backoff_cap_s),
         task_sampler=sampler,
         power_meter=RaplMeter.discover(Path(settings.powercap_root)),

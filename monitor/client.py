@@ -65,12 +65,13 @@ class RegistryPort(Protocol):
 
 
 class RegistryClient:
-    """``requests`` against the registry REST API; one Session, bounded timeouts."""
+    """``requests`` against the registry REST API with the node's credential (DESIGN 9); one
+    Session, bounded timeouts."""
 
     def __init__(
         self,
         base_url: str,
-        token: str,
+        credential: str,
         connect_timeout_s: float = 3.0,
         read_timeout_s: float = 5.0,
         session: requests.Session | None = None,
@@ -79,8 +80,8 @@ class RegistryClient:
         self._timeout = (connect_timeout_s, read_timeout_s)
         self._session = session or requests.Session()
         self._session.headers["Accept"] = "application/json"
-        if token:
-            self._session.headers["Authorization"] = f"Bearer {token}"
+        if credential:
+            self._session.headers["Authorization"] = f"Bearer {credential}"
 
     def close(self) -> None:
         self._session.close()

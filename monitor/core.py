@@ -376,9 +376,13 @@ class HostTracker:
     what the registry holds drops an older unsent update (the registry is right again).
 
     Windows closed with their time (``at``) also keep the registry's values dated: every update
-    carries the window's end as ``measured_at``, and when nothing moved for ``heartbeat_s`` a
-    heartbeat (no values, only ``measured_at`` and the load windows) says that what the registry
-    holds is still current, so a silent host and a dead monitor can be told apart."""
+    carries the window's end as ``measured_at``. Then, with ``resend_s`` (the live monitor,
+    DESIGN 9), the first window that closes ``resend_s`` or more after both values were last
+    sent sends both again, moved or not: what the registry holds is never older than that, and
+    a wrong value written there cannot stand. Without it (the simulator's model, where nothing
+    but the monitor writes), when nothing moved for ``heartbeat_s`` a heartbeat (no values,
+    only ``measured_at`` and the load windows) says that what the registry holds is still
+    current. Either way a silent host and a dead monitor can be told apart."""
 
     threshold_pp: float
     heartbeat_s: float = 60.0
@@ -386,6 +390,8 @@ class HostTracker:
     pending: HostUpdate | None = None
     windows_closed: int = 0
     last_contact_at: float | None = None  # measured_at of the last acknowledged message
+    resend_s: float | None = None
+    last_full_at: float | None = None  # measured_at of the last acknowledged pair of values
 
     def window_closed(
         self, window_average: UtilSample, at: float | None = None,
@@ -396,9 +402,12 @@ class HostTracker:
         )
         self.windows_closed += 1
         if at is not None:
-            if decision.has_values:
+            if self.resend_due(at):
+                decision = HostUpdate(window_average.cpu_util, window_average.memory_util,
+                                      window_average.power_w, at, windows)
+            elif decision.has_values:
                 decision = replace(decision, measured_at=at, windows=windows)
-            elif self.heartbeat_due(at):
+            elif self.resend_s is None and self.heartbeat_due(at):
                 decision = HostUpdate(measured_at=at, windows=windows)
         self.pending = None if decision.empty else decision
         return decision
@@ -407,10 +416,18 @@ class HostTracker:
         last = self.last_contact_at
         return last is not None and at - last >= self.heartbeat_s - _EARLY_S
 
+    def resend_due(self, at: float) -> bool:
+        """Both values are to be sent again at ``at`` (only with ``resend_s``)."""
+        last = self.last_full_at
+        return (self.resend_s is not None and last is not None
+                and at - last >= self.resend_s - _EARLY_S)
+
     def acknowledged(self, update: HostUpdate) -> None:
         self.last_sent = update.applied_to(self.last_sent)
         if update.measured_at is not None:
             self.last_contact_at = update.measured_at
+            if update.cpu_util is not None and update.memory_util is not None:
+                self.last_full_at = update.measured_at
         if self.pending == update:
             self.pending = None
 
@@ -420,6 +437,7 @@ class HostTracker:
         self.last_sent = Sent(cpu_util, memory_util)
         if at is not None:
             self.last_contact_at = at
+            self.last_full_at = at
 
 
 @dataclass
@@ -442,18 +460,41 @@ class LoadHistory:
 
 @dataclass
 class TaskTracker:
-    """Last values sent per task and the one batch waiting to be sent."""
+    """Last values sent per task and the one batch waiting to be sent.
+
+    With ``resend_s`` (the live monitor) and windows closed with their time, a task whose
+    values were last sent ``resend_s`` or more before is sent again, moved or not (DESIGN 9)."""
 
     threshold_pp: float
     last_sent: dict[str, Sent] = field(default_factory=dict)
     pending: TaskBatch | None = None
+    resend_s: float | None = None
+    sent_at: dict[str, float] = field(default_factory=dict)  # when each task's values went
+    pending_at: float | None = None  # when the pending batch's window closed
 
-    def window_closed(self, window_averages: Mapping[str, UtilSample]) -> TaskBatch:
+    def window_closed(
+        self, window_averages: Mapping[str, UtilSample], at: float | None = None
+    ) -> TaskBatch:
         # Tasks that were not seen in this window are gone: forget them.
         self.last_sent = {k: v for k, v in self.last_sent.items() if k in window_averages}
         batch = decide_task_batch(window_averages, self.last_sent, self.threshold_pp)
+        if at is not None and self.resend_s is not None:
+            self.sent_at = {k: v for k, v in self.sent_at.items() if k in window_averages}
+            batch = self._with_resends(batch, window_averages, at, self.resend_s)
         self.pending = None if batch.empty else batch
+        self.pending_at = at
         return batch
+
+    def _with_resends(self, batch: TaskBatch, window_averages: Mapping[str, UtilSample],
+                      at: float, resend_s: float) -> TaskBatch:
+        chosen = {task.task_id for task in batch.tasks}
+        due = [task_id for task_id, sent in self.sent_at.items()
+               if task_id not in chosen and at - sent >= resend_s - _EARLY_S]
+        if not due:
+            return batch
+        again = [TaskUtil(task_id, window_averages[task_id].cpu_util,
+                          window_averages[task_id].memory_util) for task_id in due]
+        return TaskBatch(tuple(sorted((*batch.tasks, *again), key=lambda task: task.task_id)))
 
     def acknowledged(self, batch: TaskBatch, unknown: Collection[str] = ()) -> None:
         """Record a sent batch. Ids the registry did not know are not recorded as sent, so they
@@ -462,8 +503,11 @@ class TaskTracker:
         for task in batch.tasks:
             if task.task_id in unknown_ids:
                 self.last_sent.pop(task.task_id, None)
+                self.sent_at.pop(task.task_id, None)
             else:
                 self.last_sent[task.task_id] = Sent(task.cpu_util, task.memory_util)
+                if self.pending_at is not None and self.resend_s is not None:
+                    self.sent_at[task.task_id] = self.pending_at
         if self.pending == batch:
             self.pending = None
 

@@ -88,7 +88,7 @@ class Monitor:
         power_meter: PowerMeter | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
-        heartbeat_s: float = 60.0,
+        resend_s: float = 60.0,
         wall_clock: Clock = time.time,
     ) -> None:
         self.identity = identity
@@ -101,9 +101,10 @@ class Monitor:
         self._clock = clock
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
-        self.host = HostTracker(threshold_pp, heartbeat_s)
+        # values are sent again, moved or not, at least every resend_s (DESIGN 9)
+        self.host = HostTracker(threshold_pp, resend_s=resend_s)
         self.load = LoadHistory()
-        self.tasks = TaskTracker(threshold_pp)
+        self.tasks = TaskTracker(threshold_pp, resend_s=resend_s)
         self.counters = MonitorCounters()
         self.registered = False
         self._capacity: HostCapacity | None = None
@@ -211,16 +212,14 @@ class Monitor:
         self.load.add(at, mean)
         decision = self.host.window_closed(mean, at, self.load.windows(at))
         log.debug("host window: cpu %.3f memory %.3f -> send %s", mean.cpu_util,
-                  mean.memory_util,
-                  [r.value for r in decision.resources]
-                  or ("a heartbeat" if not decision.empty else "nothing"))
+                  mean.memory_util, [r.value for r in decision.resources] or "nothing")
 
     def _close_task_window(self) -> None:
         window, self._task_window = self._task_window, {}
         means = {task_id: m for task_id, samples in window.items()
                  if (m := average(samples)) is not None}
         self.counters.task_windows += 1
-        batch = self.tasks.window_closed(means)
+        batch = self.tasks.window_closed(means, self._clock())
         log.debug("task window: %d tasks, %d to send", len(means), len(batch.tasks))
 
     # --- sending -----------------------------------------------------------------------------

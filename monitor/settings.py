@@ -1,8 +1,9 @@
 """The monitor's settings: one typed, frozen dataclass, read from the environment (and the command
 line, which wins) at the edge only.
 
-Environment: GREENSWARM_REGISTRY_URL, GREENSWARM_TOKEN, DOCKER_HOST, and GREENSWARM_MONITOR_<NAME>
-for every other field (e.g. GREENSWARM_MONITOR_HOST_WINDOW_S=30).
+Environment: GREENSWARM_REGISTRY_URL, GREENSWARM_NODE_SECRET or GREENSWARM_NODE_CREDENTIAL (or
+their _FILE; never the operator's token), DOCKER_HOST, and GREENSWARM_MONITOR_<NAME> for every
+other field (e.g. GREENSWARM_MONITOR_HOST_WINDOW_S=30).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from domain.errors import ValidationError
-from domain.settings import parse_setting, shared_token
+from domain.settings import parse_setting, secret_setting
 
 ENV_PREFIX = "GREENSWARM_MONITOR_"
 DEFAULT_REGISTRY_URL = "http://127.0.0.1:8080"
@@ -36,7 +37,10 @@ class LogLevel(StrEnum):
 @dataclass(frozen=True)
 class MonitorSettings:
     registry_url: str = DEFAULT_REGISTRY_URL
-    token: str = dataclasses.field(default="", repr=False)
+    # Node identity (DESIGN 9): the nodes' shared secret, from which the monitor derives its
+    # host's credential, or that credential itself (domain/credentials.py).
+    node_secret: str = dataclasses.field(default="", repr=False)
+    node_credential: str = dataclasses.field(default="", repr=False)
     insecure_no_token: bool = False
     host_id: str | None = None
     address: str | None = None
@@ -49,7 +53,9 @@ class MonitorSettings:
     task_interval_s: float = 3.0
     task_window_s: float = 45.0
     threshold_pp: float = 10.0
-    heartbeat_s: float = 60.0
+    # The current values are sent again at the first window that closes this long after the
+    # last values sent, moved or not (DESIGN 9): a wrong value in the registry cannot stand.
+    resend_s: float = 60.0
     docker_socket: str = DEFAULT_DOCKER_URL
     powercap_root: str = "/sys/class/powercap"
     connect_timeout_s: float = 3.0
@@ -61,7 +67,7 @@ class MonitorSettings:
     def __post_init__(self) -> None:
         for name in ("host_interval_s", "host_window_s", "task_interval_s", "task_window_s",
                      "connect_timeout_s", "read_timeout_s", "backoff_base_s", "backoff_cap_s",
-                     "heartbeat_s"):
+                     "resend_s"):
             if not getattr(self, name) > 0:
                 raise ValidationError(name, "must be positive")
         if self.host_window_s < self.host_interval_s:
@@ -84,13 +90,16 @@ class MonitorSettings:
             return "unix://" + self.docker_socket
         return self.docker_socket
 
-    def require_token(self) -> None:
-        """Refuse to talk to the registry without a token, unless told it is fine."""
-        if not self.token and not self.insecure_no_token:
+    def require_credential(self) -> None:
+        """Refuse to talk to the registry without a node secret or credential, unless told it
+        is fine."""
+        if not self.node_secret and not self.node_credential and not self.insecure_no_token:
             raise ValidationError(
-                "token",
-                "GREENSWARM_TOKEN is empty: set it to the registry's bearer token "
-                "(or pass --insecure-no-token for a registry without authentication)",
+                "node_secret",
+                "GREENSWARM_NODE_SECRET is empty: set it to the nodes' secret (`greenswarm "
+                "node-secret` on the manager prints it), or GREENSWARM_NODE_CREDENTIAL to this "
+                "node's own credential (or pass --insecure-no-token for a registry without "
+                "authentication)",
             )
 
 
@@ -117,14 +126,17 @@ def load_settings(
     names = {f.name for f in fields(MonitorSettings)}
     if environ.get("GREENSWARM_REGISTRY_URL"):
         values["registry_url"] = environ["GREENSWARM_REGISTRY_URL"]
-    values["token"] = shared_token(environ)
+    secrets = {"node_secret": "GREENSWARM_NODE_SECRET",
+               "node_credential": "GREENSWARM_NODE_CREDENTIAL"}
+    for name, variable in secrets.items():
+        values[name] = secret_setting(environ, variable)
     if environ.get("DOCKER_HOST"):
         values["docker_socket"] = environ["DOCKER_HOST"]
-    for name in names - {"token"}:
+    for name in names - secrets.keys():
         raw = environ.get(ENV_PREFIX + name.upper())
         if raw:
             values[name] = _convert(name, raw)
     for name, value in (overrides or {}).items():
-        if name in names and name != "token" and value is not None:
+        if name in names and name not in secrets and value is not None:
             values[name] = _convert(name, value)
     return MonitorSettings(**values)  # type: ignore[arg-type]

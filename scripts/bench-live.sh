@@ -41,7 +41,8 @@ free_port() { python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 redis_port=$(free_port); manager_port=$(free_port); agent_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" --appendonly yes --save "" \
     --daemonize no --logfile "$work/redis.log" & pids+=($!)
-export GREENSWARM_TOKEN="bench-$RANDOM$RANDOM" GREENSWARM_REDIS_URL="redis://127.0.0.1:$redis_port/0"
+export GREENSWARM_TOKEN="bench-$RANDOM$RANDOM" GREENSWARM_NODE_SECRET="bench-nodes-$RANDOM$RANDOM"
+export GREENSWARM_REDIS_URL="redis://127.0.0.1:$redis_port/0"
 export GREENSWARM_NODES="$node" GREENSWARM_AGENT_URL="http://127.0.0.1:$agent_port"
 export GREENSWARM_MANAGER_URL="http://127.0.0.1:$manager_port" GREENSWARM_SERVICE_PREFIX="bench-"
 sleep 0.5

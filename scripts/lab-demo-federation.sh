@@ -150,6 +150,10 @@ EOF
 log "cluster b: manager and Redis on its manager engine ($B_ENGINE, listening on $B_ADDRESS),"
 log "           agent and monitor on $B_NODE: docker stack deploy $STACK_B"
 (
+    # b's nodes get b's own node secret (derived from b's token), never a's
+    GREENSWARM_NODE_SECRET=$(GREENSWARM_NODE_SECRET='' GREENSWARM_TOKEN=$TOKEN_B \
+        .venv/bin/python -m cli node-secret 2>/dev/null)
+    export GREENSWARM_NODE_SECRET
     export DOCKER_HOST=$B_ENGINE GREENSWARM_TOKEN=$TOKEN_B GREENSWARM_FEDERATION_NAME=b
     export GREENSWARM_PEERS_FILE=/etc/greenswarm/peers.json GREENSWARM_OFFLOAD=off
     export GREENSWARM_LISTEN_HOST="127.0.0.1,$B_ADDRESS" GREENSWARM_MANAGER_URL=$URL_B

@@ -171,6 +171,7 @@ echo "== Look further (the services keep running; the jobs are done)"
 look() { printf '  %-62s # %s\n' "$1" "$2"; }
 look "$GREENSWARM_URL/dashboard" "the dashboard: log in with the token in $TOKEN_FILE"
 look "export GREENSWARM_TOKEN=\$(cat $TOKEN_FILE)" "every call but /healthz takes it"
+look "$NODE_SECRET_FILE" "the nodes' secret: each agent and monitor reports with its own credential"
 look "source .venv/bin/activate" "the greenswarm CLI"
 look "greenswarm status" "every request (greenswarm status $p-encode: its history)"
 look "greenswarm hosts" "regions, classes, use and bookings"

@@ -11,6 +11,7 @@
 
 STATE_DIR=${GREENSWARM_STATE_DIR:-/var/lib/greenswarm}
 TOKEN_FILE="$STATE_DIR/token"
+NODE_SECRET_FILE="$STATE_DIR/node-secret"  # the nodes' secret: never the operator's token
 IMAGE_FILE="$STATE_DIR/demo-image-id"
 PROJECT=greenswarm            # docker-compose project
 STACK=greenswarm-node         # docker stack of the per-node services
@@ -36,16 +37,25 @@ compose() {
 }
 
 # -- settings shared by compose, the stack and the CLI ----------------------------------------
+# new_secret FILE WHAT: a random secret in FILE (mode 0600), made once.
+new_secret() {
+    if [ ! -s "$1" ]; then
+        (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))' \
+            > "$1.tmp" && mv "$1.tmp" "$1")
+        log "generated $2 in $1 (mode 0600)"
+    fi
+    chmod 0600 "$1"
+}
+
+# The operator's token (compose, the CLI) and the nodes' secret (compose and the stack: each
+# node's agent and monitor derive their own credential from it; DESIGN 9).
 lab_token() {
     install -d -m 0700 "$STATE_DIR"
-    if [ ! -s "$TOKEN_FILE" ]; then
-        (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))' \
-            > "$TOKEN_FILE.tmp" && mv "$TOKEN_FILE.tmp" "$TOKEN_FILE")
-        log "generated a bearer token in $TOKEN_FILE (mode 0600)"
-    fi
-    chmod 0600 "$TOKEN_FILE"
+    new_secret "$TOKEN_FILE" "a bearer token"
+    new_secret "$NODE_SECRET_FILE" "the nodes' secret"
     GREENSWARM_TOKEN=$(cat "$TOKEN_FILE")
-    export GREENSWARM_TOKEN
+    GREENSWARM_NODE_SECRET=$(cat "$NODE_SECRET_FILE")
+    export GREENSWARM_TOKEN GREENSWARM_NODE_SECRET
 }
 export GREENSWARM_URL="http://127.0.0.1:$MANAGER_PORT"          # CLI and helper
 # The manager listens on this machine's loopback (the CLI) and on the lab's bridge (the nodes'

@@ -5,8 +5,11 @@
 * A cut is applied live (CPU shares, memory and memory+swap together). Memory is never lowered
   below what the container uses plus a margin; the agent answers what it really applied, and
   the manager books that, so the books stay honest.
-* Every exit of our containers is reported (exit code, finished or failed, and the service it
-  belonged to), then the container and its anonymous volumes are removed.
+* Every exit of our containers is reported (exit code, finished or failed, out of memory or
+  not, and the service it belonged to), then the container and its anonymous volumes are
+  removed. An exit that may be the OOM killer's waits a little for Docker's late ``oom`` event
+  (task_registry/exits.py).
+* It reports with its node's own credential and takes only the manager's word (DESIGN 9).
 * The agent keeps no state of its own: on start and every ``reconcile_interval_s`` it rebuilds
   its view from the containers' labels and the registry, so a restart loses nothing.
 """
@@ -17,7 +20,8 @@ import contextlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +29,19 @@ import docker
 import docker.errors
 import requests
 
-from domain.errors import GreenSwarmError, NotFoundError, UnavailableError, error_from_response
+from domain.credentials import own_credential
+from domain.errors import (
+    ForbiddenError,
+    GreenSwarmError,
+    NotFoundError,
+    UnavailableError,
+    error_from_response,
+)
 from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
-from domain.settings import load_settings, shared_token
+from domain.settings import load_settings, secret_setting
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes, memory_used_from_stats
+from task_registry.exits import DEFAULT_OOM_GRACE_S, ExitBook, ReportNow, WaitForOom
 from web.edge import BodyLimits
 
 log = logging.getLogger(__name__)
@@ -38,7 +50,11 @@ SERVICE_ID_LABEL = "com.docker.swarm.service.id"
 
 @dataclass(frozen=True)
 class AgentSettings:
-    token: str = ""
+    # Node identity (DESIGN 9, domain/credentials.py): the nodes' shared secret, from which the
+    # agent derives its node's credential, or that credential itself; never the operator's
+    # token. The agent takes only the manager's word derived from the credential.
+    node_secret: str = field(default="", repr=False)
+    node_credential: str = field(default="", repr=False)
     manager_url: str = "http://127.0.0.1:8080"
     docker_url: str = "unix:///var/run/docker.sock"
     listen_host: str = "0.0.0.0"
@@ -47,6 +63,9 @@ class AgentSettings:
     memory_margin_bytes: int = 16 * 2**20
     memory_margin_fraction: float = 0.10
     reconcile_interval_s: float = 10.0
+    # an exit by SIGKILL with no out-of-memory notice yet is reported this long after the agent
+    # first saw it, unless Docker's late oom event comes first (task_registry/exits.py)
+    oom_grace_s: float = DEFAULT_OOM_GRACE_S
     cgroup_root: str = "/sys/fs/cgroup"
     proc_root: str = "/proc"
     max_body_bytes: int = BodyLimits.max_body_bytes  # bounds on request bodies (DESIGN 9)
@@ -59,9 +78,13 @@ class AgentSettings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> AgentSettings:
-        """GREENSWARM_AGENT_<FIELD>; the token and manager URL are shared with the others."""
+        """GREENSWARM_AGENT_<FIELD>; the node secret (or credential) and the manager URL are
+        shared with the monitor: GREENSWARM_NODE_SECRET, GREENSWARM_NODE_CREDENTIAL (or their
+        _FILE), GREENSWARM_MANAGER_URL."""
         aliases = {"manager_url": "GREENSWARM_MANAGER_URL"}
-        overrides = {"token": shared_token(os.environ), **overrides}
+        overrides = {"node_secret": secret_setting(os.environ, "GREENSWARM_NODE_SECRET"),
+                     "node_credential": secret_setting(os.environ, "GREENSWARM_NODE_CREDENTIAL"),
+                     **overrides}
         return load_settings(cls, os.environ, "GREENSWARM_AGENT_", overrides, aliases)
 
 
@@ -73,12 +96,13 @@ class Desired:
 
 
 class ManagerLink:
-    """The agent's calls to the registries (messages 6, 10, and reading a task)."""
+    """The agent's calls to the registries (messages 6, 10, and reading a task), with its
+    node's credential."""
 
-    def __init__(self, base_url: str, token: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, base_url: str, credential: str, timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {token}"
+        self._session.headers["Authorization"] = f"Bearer {credential}"
         self._timeout_s = timeout_s
 
     def desired(self, task_id: str) -> Desired | None:
@@ -127,14 +151,21 @@ class ManagerLink:
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, link: ManagerLink) -> None:
+    def __init__(self, settings: AgentSettings, link: ManagerLink | None = None) -> None:
+        """``link``: the registries as this node's credential reaches them (by default at
+        ``settings.manager_url``)."""
         self.settings = settings
-        self.link = link
         self.client = docker.DockerClient(base_url=settings.docker_url, version=DOCKER_API_VERSION)
         self.node_id = settings.node_id or self._swarm_node_id()
+        self.credential = own_credential(self.node_id, settings.node_secret,
+                                         settings.node_credential)
+        self.link = link or ManagerLink(settings.manager_url, self.credential)
         self._cgroup_root = Path(settings.cgroup_root)
         self._cgroup_version = detect_version(self._cgroup_root)
         self._lock = threading.Lock()  # one change at a time per node
+        self._exits = ExitBook(settings.oom_grace_s)
+        self._exits_lock = threading.Lock()  # one exit report at a time, each reported once
+        self._rechecks: set[str] = set()  # containers with a look-again timer running
         self._stop = threading.Event()
         self._events: Any = None
 
@@ -244,19 +275,69 @@ class Agent:
     # -- kills and exits --------------------------------------------------------------------
 
     def _exited(self, container: Any) -> None:
-        """Report one exited container of ours, then remove it and its anonymous volumes."""
+        """Report one exited container of ours, then remove it and its anonymous volumes; an
+        exit that may still get its out-of-memory notice is looked at again later."""
+        with self._exits_lock:
+            try:
+                container.reload()  # its state now; gone: reported and removed meanwhile
+            except docker.errors.NotFound:
+                return
+            if container.status not in ("exited", "dead"):
+                return
+            state = container.attrs.get("State", {})
+            verdict = self._exits.decide(container.id, int(state.get("ExitCode", -1)),
+                                         bool(state.get("OOMKilled", False)), time.monotonic())
+            if isinstance(verdict, WaitForOom):
+                self._look_again(container.id, verdict.wait_s)
+                return
+            self._report_exit(container, verdict)
+
+    def _report_exit(self, container: Any, verdict: ReportNow) -> None:
         task_id = container.labels.get(LABEL_TASK)
-        state = container.attrs.get("State", {})
-        exit_code = int(state.get("ExitCode", -1))
-        oom = bool(state.get("OOMKilled", False))  # the kernel killed it at its memory limit
         try:
-            self.link.report_end(task_id, exit_code, container.labels.get(SERVICE_ID_LABEL), oom)
-        except GreenSwarmError as exc:  # unreachable, or refused (a token or a body it rejects)
+            self.link.report_end(task_id, verdict.exit_code,
+                                 container.labels.get(SERVICE_ID_LABEL), verdict.oom)
+        except ForbiddenError as exc:  # the task is booked on another node now
+            if self._booked_here(task_id):
+                log.warning("the exit of %s was refused (%s); will retry", task_id, exc)
+                return
+            log.info("the exit of %s is no longer this node's to report (%s)", task_id, exc)
+        except GreenSwarmError as exc:  # unreachable, or refused (a body it rejects)
             log.warning("could not report the exit of %s (%s); will retry", task_id, exc)
             return  # keep the container: the next reconciliation reports it
+        self._exits.reported(container.id)
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             container.remove(v=True)
-        log.info("task %s exited with code %d; container removed", task_id, exit_code)
+        log.info("task %s exited with code %d%s; container removed", task_id,
+                 verdict.exit_code, " (out of memory)" if verdict.oom else "")
+
+    def _booked_here(self, task_id: str) -> bool:
+        """Whether the registry books ``task_id`` on this node (yes when it cannot say)."""
+        try:
+            desired = self.link.desired(task_id)
+        except GreenSwarmError:
+            return True
+        return desired is not None and desired.host == self.node_id
+
+    def _look_again(self, container_id: str, wait_s: float) -> None:
+        """One timer per container (called with the exits lock held)."""
+        if container_id in self._rechecks:
+            return
+        self._rechecks.add(container_id)
+        timer = threading.Timer(wait_s, self._looked_again, (container_id,))
+        timer.daemon = True
+        timer.start()
+
+    def _looked_again(self, container_id: str) -> None:
+        with self._exits_lock:
+            self._rechecks.discard(container_id)
+        try:
+            self._exited(self.client.containers.get(container_id))
+        except docker.errors.NotFound:
+            return
+        except (docker.errors.DockerException, requests.RequestException, UnavailableError) as exc:
+            log.warning("exit of %s not handled now (%s); the timer retries", container_id[:12],
+                        exc)
 
     # -- reconciliation ---------------------------------------------------------------------
 
@@ -331,25 +412,31 @@ class Agent:
         for event in self._events:
             if self._stop.is_set():
                 return
-            action = event.get("Action") or event.get("status")
-            if action not in ("start", "die"):
-                continue
-            try:
-                container = self.client.containers.get(event.get("id"))
-            except docker.errors.NotFound:
-                continue
-            try:
-                if action == "start":
-                    self._converge_running(container)
-                else:
-                    self._exited(container)
-            except UnavailableError as exc:
-                log.warning(
-                    "event %s of %s not handled now (%s); the timer retries",
-                    action,
-                    event.get("id", "")[:12],
-                    exc,
-                )
+            self.handle_event(event)
+
+    def handle_event(self, event: dict[str, Any]) -> None:
+        """One Docker event of our containers: a start sets its resources, a die reports the
+        exit; an oom is remembered for the exit it belongs to, which may already be waiting
+        for it (the kernel's notice can reach Docker after the exit)."""
+        action = event.get("Action") or event.get("status")
+        container_id = str(event.get("id") or "")
+        if action == "oom":
+            with self._exits_lock:
+                self._exits.oom_seen(container_id, time.monotonic())
+        elif action not in ("start", "die"):
+            return
+        try:
+            container = self.client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return
+        try:
+            if action == "start":
+                self._converge_running(container)
+            elif container.status in ("exited", "dead"):
+                self._exited(container)
+        except UnavailableError as exc:
+            log.warning("event %s of %s not handled now (%s); the timer retries", action,
+                        container_id[:12], exc)
 
     def stop(self) -> None:
         self._stop.set()

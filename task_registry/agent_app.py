@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app, jsonify
 
+from domain.credentials import manager_word
 from domain.model import check_id
 from task_registry.agent import Agent
 from task_registry.bodies import AGENT_RESOURCES
@@ -51,8 +52,10 @@ def cleanup() -> Response:
 
 
 def create_agent_app(agent_: Agent) -> Flask:
+    """The agent's app: it takes only the manager's word for this node (DESIGN 9), derived
+    from the node's credential, never the operator's token nor another node's credential."""
     app = Flask("greenswarm.agent", static_folder=None)  # no files served
-    web.install(app, agent_.settings.token, agent_.settings.body_limits)
+    web.install(app, manager_word(agent_.credential), agent_.settings.body_limits)
     app.extensions["greenswarm.agent"] = agent_
     app.register_blueprint(blueprint)
     return app

@@ -16,6 +16,7 @@ from domain.lifecycle import EndStatus, TaskEnd
 from domain.model import RESERVED_TASK_IDS, check_id
 from host_registry.events import registry
 from task_registry.bodies import TASK_END, TASK_RESOURCES, TASK_UTILIZATION
+from web.access import Access, access, calling_node, require_own_host
 from web.edge import json_body
 from web.forms import task_json
 
@@ -43,6 +44,7 @@ def list_tasks(host_id: str) -> Response:
 
 
 @blueprint.get("/tasks/<task_id:task_id>")
+@access(Access.NODES_READ)
 def get_task(task_id: str) -> Response:
     task = registry().store.task(check_id(task_id, "task"))
     if task is None:
@@ -51,10 +53,14 @@ def get_task(task_id: str) -> Response:
 
 
 @blueprint.put("/tasks/<task_id:task_id>/resources")
+@access(Access.NODES_TOO)
 def set_resources(task_id: str) -> Response:
-    """Message 6: a cut reached the node; the body says what the container really has now."""
+    """Message 6: a cut reached the node; the body says what the container really has now
+    (from a scheduler, or from the agent of the node the task is booked on)."""
     body = TASK_RESOURCES.read(json_body(), "")
     reg = registry()
+    if calling_node() is not None:
+        _require_own_task(check_id(task_id, "task"), missing_ok=False)
     task = reg.store.resize_task(check_id(task_id, "task"), body["cpu_shares"], body["memory"])
     reg.events.task_resized(task)
     return jsonify(task_json(task))
@@ -68,9 +74,12 @@ def kill_task(task_id: str) -> tuple[Response, int]:
 
 
 @blueprint.post("/tasks/<task_id:task_id>/end")
+@access(Access.NODES_ONLY)
 def task_end(task_id: str) -> tuple[Response, int]:
     """Message 10: the node's agent saw the task's container exit. ``service_id`` names the
-    placement the container belonged to, so a late report cannot end a newer placement."""
+    placement the container belonged to, so a late report cannot end a newer placement; a task
+    booked on another node is 403 (its container here is a stale one)."""
+    _require_own_task(check_id(task_id, "task"), missing_ok=True)
     body = TASK_END.read(json_body(), "")
     ended = registry().events.task_ended(
         TaskEnd(check_id(task_id, "task"), EndStatus(body["status"]), body.get("exit_code"),
@@ -89,16 +98,33 @@ def delete_task(task_id: str) -> tuple[Response, int]:
 
 
 @blueprint.put("/tasks/utilization")
+@access(Access.NODES_ONLY)
 def task_utilization() -> Response:
-    """Message 13: the monitor's batch of task utilization updates."""
+    """Message 13: the monitor's batch of task utilization updates, for its own host's tasks;
+    a task not booked there (unknown, or booked on another host) is listed as unknown and not
+    written."""
     body = TASK_UTILIZATION.read(json_body(), "")
+    host_id: str = body["host"]
+    require_own_host(host_id)
     updates = [(task["id"], task["cpu_util"], task["memory_util"]) for task in body["tasks"]]
     store = registry().store
     updated, unknown = [], []
     for task_id, cpu, memory in updates:  # validated first: a bad item changes nothing
-        if store.task(task_id) is None:
+        task = store.task(task_id)
+        if task is None or task.host != host_id:
             unknown.append(task_id)
         else:
             store.update_task_utilization(task_id, cpu, memory)
             updated.append(task_id)
     return jsonify({"updated": updated, "unknown": unknown})
+
+
+def _require_own_task(task_id: str, *, missing_ok: bool) -> None:
+    """403 unless the calling node (if a node calls) is the one ``task_id`` is booked on; a task
+    that is not booked is 404, or let through with ``missing_ok`` (the handler says so)."""
+    task = registry().store.task(task_id)
+    if task is None:
+        if not missing_ok:
+            raise NotFoundError(f"no task {task_id!r}")
+        return
+    require_own_host(task.host)

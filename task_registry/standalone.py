@@ -14,6 +14,7 @@ from flask import Flask, Response, jsonify
 
 import host_registry.api
 import task_registry.api
+from domain.credentials import node_secret_from_token
 from domain.errors import NotFoundError
 from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
@@ -53,10 +54,13 @@ class StandaloneEvents:
 
 def create_registry_app(
     store: ClusterStore, token: str, limits: web.BodyLimits | None = None,
-    requests: RequestIndex | None = None,
+    requests: RequestIndex | None = None, node_secret: str = "",
 ) -> Flask:
     """The registries' app on ``store``; ``requests`` defaults to the request records in the
-    Redis store's own database and prefix (another store must say where they are)."""
+    Redis store's own database and prefix (another store must say where they are);
+    ``node_secret`` (DESIGN 9): the nodes' shared secret, by default derived from ``token`` as
+    the manager does, so the same rules hold here: only a node's own credential writes its
+    host's measurements."""
     if requests is None:
         if not isinstance(store, RedisStore):
             raise TypeError("a store other than Redis needs the request index it checks "
@@ -64,7 +68,7 @@ def create_registry_app(
         requests = store.sibling(RedisRequestIndex)
     app = Flask("greenswarm.registry", static_folder=None)  # no files served
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    web.install(app, token, limits)
+    web.install(app, token, limits, node_secret=node_secret or node_secret_from_token(token))
     app.extensions["greenswarm"] = Registry(store, StandaloneEvents(store), requests)
     app.register_blueprint(host_registry.api.blueprint)
     app.register_blueprint(task_registry.api.blueprint)

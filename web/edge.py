@@ -27,6 +27,7 @@ from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from domain.errors import AuthError, GreenSwarmError, ValidationError, error_body, http_status
+from web import access
 
 log = logging.getLogger(__name__)
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -68,18 +69,21 @@ def token_ok(header: str | None, token: str) -> bool:
 def install(app: Flask, token: str, limits: BodyLimits | None = None,
             route_tokens: Mapping[str, str] | None = None,
             public_rules: frozenset[str] = frozenset(),
-            read_cookie: Callable[[], bool] | None = None) -> None:
+            read_cookie: Callable[[], bool] | None = None, node_secret: str = "") -> None:
     """JSON errors for the whole app, the bearer token on every request but PUBLIC_RULES (an
     unknown path or method included: 401 first), and the bounds on request bodies.
     ``route_tokens``: a rule that also takes a token of its own (e.g. a read-only one for
     ``/metrics``); an empty one adds nothing. ``public_rules``: more rules served without
     the token (a login page). ``read_cookie``: True when the request carries a valid session
-    (the dashboard's), which then stands for the token on GET requests only."""
+    (the dashboard's), which then stands for the token on GET requests only. ``node_secret``:
+    nodes' credentials are taken too, on the routes that take them (web/access.py), and the
+    token is refused where only nodes report."""
     limits = limits or BodyLimits()
     limits.validate()
     extra = {rule: value for rule, value in (route_tokens or {}).items() if value}
     public = PUBLIC_RULES | public_rules
     app.config[TOKEN_KEY] = token
+    app.config[access.NODE_SECRET_KEY] = node_secret
     app.config[LIMITS_KEY] = limits
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes  # werkzeug: 413 before reading
 
@@ -89,6 +93,8 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
         if rule is not None and rule.rule in public:
             return
         header = request.headers.get("Authorization")
+        if _node_admitted(app, header):
+            return
         if rule is not None and rule.rule in extra and token_ok(header, extra[rule.rule]):
             return
         if (read_cookie is not None and header is None and request.method == "GET"
@@ -96,6 +102,7 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
             return
         if not token_ok(header, app.config[TOKEN_KEY]):
             raise AuthError("a valid 'Authorization: Bearer <token>' header is required")
+        access.admit_operator(app)  # 403 where only nodes report
 
     @app.before_request
     def read_body() -> None:
@@ -137,6 +144,16 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
     def handle_unexpected(exc: Exception) -> tuple[Response, int]:
         log.exception("%s %s crashed", request.method, request.path)
         return jsonify({"error": "internal", "message": "internal error; see the server log"}), 500
+
+
+def _node_admitted(app: Flask, header: str | None) -> bool:
+    """True when ``header`` carries a node's credential and the route takes it (403 when it
+    does not); False when it is no node's credential (the operator's checks follow)."""
+    node = access.node_caller(header, app.config[access.NODE_SECRET_KEY])
+    if node is None:
+        return False
+    access.admit_node(app, node)
+    return True
 
 
 def _decode_body(limits: BodyLimits) -> dict[str, Any] | None:

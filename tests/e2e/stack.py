@@ -73,6 +73,7 @@ class Stack:
     lab: Lab
     name: str = "gse2e"
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    node_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     manager_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
     monitor_window_s: float = 3.0
@@ -143,6 +144,7 @@ class Stack:
             **engine,
             **peers,
             "GREENSWARM_TOKEN": self.token,
+            "GREENSWARM_NODE_SECRET": self.node_secret,
             "GREENSWARM_LISTEN_HOST": f"127.0.0.1,{self.address}",
             "GREENSWARM_LISTEN_PORT": str(self.manager_port),
             "GREENSWARM_REDIS_PORT": str(self.redis_port),

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import requests
 
+from domain.credentials import node_credential
 from tests.e2e.conftest import Lab, assert_lab_gone, lab_cli, node_engine
 from tests.e2e.stack import (
     BURN,
@@ -339,6 +340,47 @@ def test_each_monitor_reports_only_its_own_nodes_usage(cluster: Stack, lab: Lab)
         client.close()
     poll(lambda: cluster.host(first["swarm_node_id"])["cpu_util"] < 0.3, 60,
          f"{first['name']}'s cpu_util to drop")
+
+
+# -- node identity (DESIGN 9) ------------------------------------------------------------------
+
+
+def test_nodes_report_with_their_own_credentials_and_a_wrong_value_heals(
+    cluster: Stack, lab: Lab, names: Any
+) -> None:
+    """The deployed agents and monitors hold the node secret, never the token: the operator's
+    token and another node's credential are 403 on a host's utilization; an agent's end report
+    is taken (it reports with its own node's credential). A value written wrongly (the audit's
+    memory_util 0.96, here with the node's own credential, as a broken node could) is sent over
+    by the monitor, with its own credential, within its re-send period (60 s, the default)."""
+    first, second, _ = lab.nodes
+    host_id, other_id = first["swarm_node_id"], second["swarm_node_id"]
+    path = f"{cluster.url}/registry/hosts/{host_id}/utilization"
+    own = {"Authorization": f"Bearer {node_credential(cluster.node_secret, host_id)}"}
+    other = {"Authorization": f"Bearer {node_credential(cluster.node_secret, other_id)}"}
+    for headers in (cluster.headers(), other):
+        refused = requests.put(path, json={"memory_util": 0.96}, headers=headers, timeout=30)
+        assert refused.status_code == 403, refused.text
+    before = cluster.host(host_id)
+    assert before["region"] == "LEE" and before["memory_util"] < 0.5
+    # an agent's end report is taken: the end says what the agent reported, not Swarm's state
+    job = names("ident")
+    cluster.submit(job, 4, "job", 64, "16m", ["sh", "-c", "sleep 1"])
+    poll(lambda: cluster.request(job)["status"] == "completed", 60, f"{job} to complete")
+    ended = cluster.request(job)["history"][-1]
+    assert (ended["kind"], ended["reason"]) == ("ended", "ended: finished"), ended
+    # a wrong value heals within the re-send period: the monitor's own write (with its node's
+    # credential, the only one taken there) puts the measured value back
+    wrong = requests.put(path, json={"memory_util": 0.96}, headers=own, timeout=30)
+    assert wrong.status_code == 200 and wrong.json()["region"] == "EED", wrong.text
+    wrote, wrong_at = time.monotonic(), wrong.json()["util_at"]
+    poll(lambda: cluster.host(host_id)["memory_util"] < 0.5, 60 + 2 * cluster.monitor_window_s
+         + 10, f"{first['name']}'s monitor to send its memory value again")
+    healed_s = time.monotonic() - wrote
+    print(f"the wrong value stood {healed_s:.1f} s (re-send period 60 s)")
+    healed = cluster.host(host_id)
+    assert healed["region"] == "LEE" and healed["util_at"] > wrong_at
+    assert healed_s <= 60 + 2 * cluster.monitor_window_s + 2
 
 
 # -- tear-down --------------------------------------------------------------------------------------

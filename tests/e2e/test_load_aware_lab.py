@@ -3,9 +3,12 @@ KEP's formula says from the registry's values at decision time, and a host whose
 stopped is judged by its allocation once its utilization is older than the stale limit.
 
 The manager runs ``tlp`` with a stale limit of 15 s (GREENSWARM_STALE_AFTER_S) and monitors send
-a heartbeat every 2 s, so a live monitor is never stale and a stopped one is after 15 s. The
-monitor is stopped for real: its global service gets a placement constraint that excludes the
-node, and Swarm removes its task there. Nodes have 0.5 CPU (512 shares) and 1 GiB.
+their values again every 9 to 12 s (moved or not, DESIGN 9: at the first 3-s window 9 s or more
+after the last), so a live monitor is never stale and a stopped one is after 15 s; not more
+often, since a decision is checked against the registry's values read just before and after
+it, and a re-send in between means trying again. The monitor is stopped for real: its global
+service gets a placement constraint that excludes the node, and Swarm removes its task there.
+Nodes have 0.5 CPU (512 shares) and 1 GiB.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def stack(lab: Lab) -> Iterator[Stack]:
     with deployed(lab, name="gsload", extra_env={
         "GREENSWARM_POLICY": "tlp",
         "GREENSWARM_STALE_AFTER_S": str(STALE_AFTER_S),
-        "GREENSWARM_MONITOR_HEARTBEAT_S": "2",
+        "GREENSWARM_MONITOR_RESEND_S": "9",
     }) as up:
         yield up
 

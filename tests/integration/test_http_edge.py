@@ -19,6 +19,7 @@ import pytest
 import requests
 from flask import Flask
 
+from domain.credentials import manager_word, node_credential
 from domain.errors import ValidationError
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, stop_child, wait_serving
@@ -32,28 +33,35 @@ from manager.swarm import SwarmBackend
 from task_registry.agent import Agent, AgentSettings, ManagerLink
 from task_registry.agent_app import create_agent_app
 from task_registry.standalone import create_registry_app
+from web.access import Access
 
 pytestmark = pytest.mark.redis
 TOKEN = "edge-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 JSON = {**AUTH, "Content-Type": "application/json"}
+NODE_SECRET = "edge-node-secret"
+# node x's credential: the routes only nodes write, with their path variables filled with 'x'
+NODE_X = {"Authorization": f"Bearer {node_credential(NODE_SECRET, 'x')}"}
+# the only token the agent takes: the manager's word for its node (DESIGN 9)
+AGENT = {"Authorization": f"Bearer {manager_word(node_credential(NODE_SECRET, 'edge-node'))}"}
 _numbers = itertools.count()
 
 
 def build_apps(redis_url: str, **limits: int) -> tuple[dict[str, Flask], RedisStore]:
     prefix = f"edge{next(_numbers)}"
-    settings = ManagerSettings(token=TOKEN, redis_prefix=prefix, **limits)
+    settings = ManagerSettings(token=TOKEN, node_secret=NODE_SECRET, redis_prefix=prefix,
+                               **limits)
     store = RedisStore.from_url(redis_url, settings.classes, settings.bounds, prefix)
     manager = Manager(
         settings,
         store,
         store.sibling(RequestRecords),
         SwarmBackend(settings.docker_url, f"{prefix}-"),
-        AgentClient(TOKEN),
+        AgentClient(NODE_SECRET),
     )
-    agent_settings = AgentSettings(token=TOKEN, node_id="edge-node", **limits)
-    agent = Agent(agent_settings, ManagerLink("http://127.0.0.1:9", TOKEN))
-    registry_app = create_registry_app(store, TOKEN, settings.body_limits)
+    agent_settings = AgentSettings(node_secret=NODE_SECRET, node_id="edge-node", **limits)
+    agent = Agent(agent_settings, ManagerLink("http://127.0.0.1:9", "unused"))
+    registry_app = create_registry_app(store, TOKEN, settings.body_limits, node_secret=NODE_SECRET)
     apps = {"manager": create_app(manager), "registry": registry_app,
             "agent": create_agent_app(agent)}
     return apps, store
@@ -84,6 +92,18 @@ def every_body_route(apps: dict[str, Flask]) -> Iterator[tuple[str, Flask, str, 
             yield name, app, method, path
 
 
+def auth(name: str, app: Flask, method: str, path: str, *, json: bool = False) -> dict[str, str]:
+    """The credential a route takes: the agent's takes the manager's word, a route only nodes
+    write takes node x's credential, every other the operator's token."""
+    if name == "agent":
+        found = AGENT
+    else:
+        endpoint, _ = app.url_map.bind("localhost").match(path, method=method)
+        kind = getattr(app.view_functions[endpoint], "greenswarm_access", Access.OPERATOR)
+        found = NODE_X if kind is Access.NODES_ONLY else AUTH
+    return {**found, "Content-Type": "application/json"} if json else found
+
+
 # -- item 2: size, depth, strings ---------------------------------------------------------------
 
 
@@ -100,7 +120,8 @@ def test_every_json_route_refuses_deep_nesting_with_400_naming_the_body(
     for name, app, method, path in routes:
         client = app.test_client()
         for body in (deep_array, deep_object, just_too_deep):
-            response = client.open(path, method=method, headers=JSON, data=body)
+            response = client.open(path, method=method, data=body,
+                                   headers=auth(name, app, method, path, json=True))
             assert response.status_code == 400, (name, method, path, response.status_code)
             answer = response.get_json()
             assert answer["error"] == "invalid" and answer["field"] == "body", answer
@@ -110,7 +131,8 @@ def test_every_json_route_refuses_deep_nesting_with_400_naming_the_body(
 def test_a_body_over_the_size_limit_is_413_with_a_json_error(apps: dict[str, Flask]) -> None:
     big = '{"x": "' + "a" * (2**20) + '"}'  # just over the default 1 MiB
     for name, app, method, path in every_body_route(apps):
-        response = app.test_client().open(path, method=method, headers=JSON, data=big)
+        response = app.test_client().open(path, method=method, data=big,
+                                          headers=auth(name, app, method, path, json=True))
         assert response.status_code == 413, (name, method, path, response.status_code)
         answer = response.get_json()
         assert answer["error"] == "too-large" and answer["field"] == "body", answer
@@ -126,13 +148,14 @@ def test_a_long_string_is_400_naming_its_field(apps: dict[str, Flask]) -> None:
     assert response.status_code == 400, response.get_json()
     assert response.get_json()["field"] == "env.BIG"
     nested = {"host": "h", "tasks": [{"id": "t", "cpu_util": 0.1, "memory_util": "m" * 70_000}]}
-    response = apps["registry"].test_client().put("/registry/tasks/utilization", headers=AUTH,
-                                                  json=nested)
+    response = apps["registry"].test_client().put("/registry/tasks/utilization",
+                                                  headers=NODE_X, json=nested)
     assert response.status_code == 400
     assert response.get_json()["field"] == "tasks[0].memory_util"
     long_key = {"k" * 70_000: 1}
     for name, app, method, path in every_body_route(apps):
-        response = app.test_client().open(path, method=method, headers=AUTH, json=long_key)
+        response = app.test_client().open(path, method=method, json=long_key,
+                                          headers=auth(name, app, method, path))
         assert response.status_code == 400, (name, path)
         assert response.get_json()["field"] == "body", "a too long key is not echoed back"
 
@@ -145,11 +168,13 @@ def test_the_limits_are_settings(redis_srv: RedisServer) -> None:
     try:
         for name, app, method, path in every_body_route(apps):
             client = app.test_client()
-            answer = client.open(path, method=method, headers=JSON, data='{"x": "' + "a" * 300 + '"}')
+            headers = auth(name, app, method, path)
+            answer = client.open(path, method=method, data='{"x": "' + "a" * 300 + '"}',
+                                 headers=auth(name, app, method, path, json=True))
             assert answer.status_code == 413 and "200 bytes" in answer.get_json()["message"], name
-            answer = client.open(path, method=method, headers=AUTH, json={"x": [[["deep"]]]})
+            answer = client.open(path, method=method, headers=headers, json={"x": [[["deep"]]]})
             assert answer.status_code == 400 and answer.get_json()["field"] == "body", name
-            answer = client.open(path, method=method, headers=AUTH, json={"x": "a" * 11})
+            answer = client.open(path, method=method, headers=headers, json={"x": "a" * 11})
             assert (answer.status_code, answer.get_json()["field"]) == (400, "x"), name
     finally:
         store.flush()
@@ -170,16 +195,18 @@ def test_the_limits_are_settings(redis_srv: RedisServer) -> None:
 ], ids=["long-int", "not-utf8", "nul-bytes", "string", "array", "broken"])
 def test_malformed_bodies_are_400_naming_the_body(apps: dict[str, Flask], body: bytes) -> None:
     for name, app, method, path in every_body_route(apps):
-        response = app.test_client().open(path, method=method, headers=JSON, data=body)
+        response = app.test_client().open(path, method=method, data=body,
+                                          headers=auth(name, app, method, path, json=True))
         assert response.status_code == 400, (name, path, response.status_code)
         assert response.get_json()["field"] == "body"
 
 
 def test_a_route_that_reads_a_body_wants_one(apps: dict[str, Flask]) -> None:
-    for name, path in (("manager", "/requests"), ("registry", "/registry/hosts")):
-        response = apps[name].test_client().post(path, headers=AUTH)
+    for name, path, headers in (("manager", "/requests", AUTH),
+                                ("registry", "/registry/hosts", NODE_X)):
+        response = apps[name].test_client().post(path, headers=headers)
         assert response.status_code == 400 and response.get_json()["field"] == "body"
-    response = apps["agent"].test_client().put("/agent/tasks/x/resources", headers=AUTH,
+    response = apps["agent"].test_client().put("/agent/tasks/x/resources", headers=AGENT,
                                                data='{"cpu_shares": 2}')  # no Content-Type
     assert response.status_code == 400 and "application/json" in response.get_json()["message"]
 
@@ -265,7 +292,8 @@ def served_registry(redis_srv: RedisServer, tmp_path: Path) -> Iterator[list[str
     """``greenswarm registry`` as a real process (waitress), told to listen on two loopback
     addresses (GREENSWARM_LISTEN_HOST is a comma-separated list); yields both URLs."""
     port = free_port()
-    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN, "GREENSWARM_REDIS_URL": redis_srv.url,
+    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN, "GREENSWARM_NODE_SECRET": NODE_SECRET,
+           "GREENSWARM_REDIS_URL": redis_srv.url,
            "GREENSWARM_REDIS_PREFIX": f"edge{next(_numbers)}",
            "GREENSWARM_LISTEN_HOST": "127.0.0.1, 127.0.0.2", "GREENSWARM_LISTEN_PORT": str(port)}
     with open(tmp_path / "registry.log", "wb") as log:
@@ -289,16 +317,19 @@ def test_the_served_registry_listens_on_each_address_and_bounds_bodies(
         assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
         assert requests.get(url + "/registry/hosts", headers=AUTH, timeout=10).json() == []
     url = served_registry[0] + "/registry/hosts"
+    node = {**NODE_X, "Content-Type": "application/json"}  # a monitor's route
+    # the served registry takes GREENSWARM_NODE_SECRET's credentials, and refuses the token
+    assert requests.post(url, json={}, headers=AUTH, timeout=30).status_code == 403
     deep = "[" * 50_000 + "]" * 50_000
-    answer = requests.post(url, data=deep, headers=JSON, timeout=30)
+    answer = requests.post(url, data=deep, headers=node, timeout=30)
     assert (answer.status_code, answer.json()["field"]) == (400, "body")
     big = b'{"id": "' + b"a" * 2**21 + b'"}'
-    answer = requests.post(url, data=big, headers=JSON, timeout=30)
+    answer = requests.post(url, data=big, headers=node, timeout=30)
     assert answer.status_code == 413 and answer.json()["error"] == "too-large"
-    chunked = requests.post(url, data=iter([big[: 2**20], big[2**20 :]]), headers=JSON,
+    chunked = requests.post(url, data=iter([big[: 2**20], big[2**20 :]]), headers=node,
                             timeout=30)  # a generator body goes chunked: no length declared
     assert chunked.status_code == 413 and chunked.json()["error"] == "too-large"
-    huge = requests.post(url, data=b"a" * (4 * 2**20 + 1), headers=JSON, timeout=30)
+    huge = requests.post(url, data=b"a" * (4 * 2**20 + 1), headers=node, timeout=30)
     # waitress itself, unread, in plain text (as the document says: the fuzz run found a
     # deployment body of 6 MB answered so, while the document listed JSON only)
     assert huge.status_code == 413 and huge.headers["Content-Type"].startswith("text/plain")
@@ -336,11 +367,13 @@ def test_an_unsupported_method_is_405_with_allow(apps: dict[str, Flask]) -> None
             for method in UNSUPPORTED:
                 if method in allowed:
                     continue
-                response = client.open(path, method=method, headers=AUTH)
+                response = client.open(path, method=method,
+                                       headers=AGENT if name == "agent" else AUTH)
                 assert response.status_code == 405, (name, method, path)
                 assert response.get_json()["error"] == "method-not-allowed"
                 assert set(response.headers["Allow"].split(", ")) == allowed, (name, path)
-            options = client.open(path, method="OPTIONS", headers=AUTH)
+            options = client.open(path, method="OPTIONS",
+                                  headers=AGENT if name == "agent" else AUTH)
             assert set(options.headers["Allow"].split(", ")) == allowed, (name, path)
 
 
@@ -383,11 +416,12 @@ def test_ending_an_unknown_task_is_404_and_a_null_service_id_is_taken(
 ) -> None:
     client = apps["registry"].test_client()
     assert client.delete("/registry/tasks/nope", headers=AUTH).status_code == 404
-    ended = client.post("/registry/tasks/nope/end", headers=AUTH,
+    ended = client.post("/registry/tasks/nope/end", headers=NODE_X,
                         json={"status": "failed", "exit_code": None, "service_id": None})
     assert ended.status_code == 200 and ended.get_json() == {"task": "nope", "ended": False}
     for status in ({}, [], 3, None):
-        refused = client.post("/registry/tasks/nope/end", headers=AUTH, json={"status": status})
+        refused = client.post("/registry/tasks/nope/end", headers=NODE_X,
+                              json={"status": status})
         assert (refused.status_code, refused.get_json()["field"]) == (400, "status"), status
     for cuts in (5, "all", {"task": "t"}):
         refused = client.post("/registry/placements", headers=AUTH, json={
@@ -417,7 +451,8 @@ def test_the_document_lists_exactly_the_managers_routes(apps: dict[str, Flask]) 
         for method, operation in methods.items():
             codes = set(operation["responses"])
             if path != "/healthz":
-                assert "401" in codes and operation["security"] == [{"bearer": []}], path
+                assert {"401", "403"} <= codes, path  # 403: DESIGN 9's node identity
+                assert operation["security"] == [{"bearer": []}], path
                 headers = operation["responses"]["401"]["headers"]
                 assert headers["WWW-Authenticate"]["required"] is True
             if method in ("post", "put", "delete"):

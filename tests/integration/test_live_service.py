@@ -90,9 +90,9 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     old_container = live.running("victim").id
     live.submit("other", 4, "service", 700, "64m")
     live.submit("victim2", 4, "service", 700, "64m")
-    response = live.put(
+    response = live.node_put(
         f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2}
-    )  # as the monitor would
+    )  # as the monitor would, with the node's credential
     assert response.status_code == 200 and response.json()["region"] == "EED"
     answer = live.submit("strict", 1, "service", 1500, "64m")
     assert answer["decision"]["pass"] == "kill" and answer["decision"]["kills"]
@@ -101,7 +101,7 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     poll(lambda: all(not live.containers(k) for k in killed), 60, "the victims to stop")
     assert live.request("victim")["status"] == "pending"
     assert live.delete("/requests/strict").status_code == 200  # room frees up...
-    response = live.put(
+    response = live.node_put(
         f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.1, "memory_util": 0.1}
     )  # ...and the monitor sees it
     assert response.json()["region"] == "LEE"
@@ -354,14 +354,16 @@ def test_hostile_bodies_are_bounded_by_the_served_apps(live: Live) -> None:
     assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
     deep_list = "[" * 50_000 + "]" * 50_000
     answer = requests.put(f"{live.agent_url}/agent/tasks/x/resources", data=deep_list,
-                          headers=headers, timeout=30)
+                          headers={**live.agent_headers(), "Content-Type": "application/json"},
+                          timeout=30)
     assert (answer.status_code, answer.json()["field"]) == (400, "body"), answer.text
     big = b'{"image": "' + b"a" * 2**21 + b'"}'
-    for url in (live.url + "/requests", live.url + "/registry/hosts"):
-        answer = requests.post(url, data=big, headers=headers, timeout=30)
+    node = {**live.node_headers(), "Content-Type": "application/json"}  # a monitor's route
+    for url, sent in ((live.url + "/requests", headers), (live.url + "/registry/hosts", node)):
+        answer = requests.post(url, data=big, headers=sent, timeout=30)
         assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
         chunks = iter([big[: 2**20], big[2**20 :]])  # a generator body is sent chunked
-        answer = requests.post(url, data=chunks, headers=headers, timeout=30)
+        answer = requests.post(url, data=chunks, headers=sent, timeout=30)
         assert answer.status_code == 413 and answer.json()["error"] == "too-large", answer.text
     huge = b"a" * (4 * 2**20 + 1)
     answer = requests.post(live.url + "/requests", data=huge, headers=headers, timeout=30)
@@ -633,8 +635,9 @@ def set_availability(live: Live, availability: str) -> None:
 
 
 def test_a_host_that_is_not_a_swarm_node_is_refused_and_gets_nothing(live: Live) -> None:
-    response = live.post("/registry/hosts", {"id": "phantom1", "cpu_capacity": 2**20,
-                                             "memory_capacity": 2**40})
+    # a monitor with a valid credential for a node id the Swarm does not have
+    response = live.node_post("/registry/hosts", {"id": "phantom1", "cpu_capacity": 2**20,
+                                                  "memory_capacity": 2**40}, "phantom1")
     assert response.status_code == 409, response.text
     assert response.json()["error"] == "conflict" and "phantom1" in response.json()["message"]
     assert [h["id"] for h in live.get("/registry/hosts")] == [live.node_id]
@@ -672,7 +675,7 @@ def test_a_drained_node_loses_its_tasks_at_once_and_its_monitor_cannot_register_
         assert record["kills"] == 1
         assert any(e["kind"] == "host-lost" for e in record["history"])
         poll(lambda: not live.get("/registry/hosts"), 10, "the drained host to leave")
-        again = live.post("/registry/hosts", {
+        again = live.node_post("/registry/hosts", {
             "id": live.node_id, "cpu_capacity": host["cpu_capacity"],
             "memory_capacity": host["memory_capacity"], "address": host["address"]})
         assert again.status_code == 409, again.text  # a monitor cannot bring it back

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from lab.processes import stop_child, wait_for
-from tests.support.live import TOKEN, Live
+from tests.support.live import NODE_SECRET, TOKEN, Live
 from tests.support.watchers import prometheus as prometheus_server
 from tests.support.watchers import query
 
@@ -93,11 +93,11 @@ def test_measured_power_reaches_hosts_power_and_metrics(live: Live) -> None:
     it) was dropped by the registry; now it is the host's measured power, beside the estimate."""
     before = live.get("/hosts")[0]["power"]
     assert before["measured_w"] is None and before["estimated_w"] >= 86.0  # hp-ml110-g4 idle
-    bad = live.put(f"/registry/hosts/{live.node_id}/utilization",
-                   {"cpu_util": 0.5, "power_w": -3})
+    bad = live.node_put(f"/registry/hosts/{live.node_id}/utilization",
+                        {"cpu_util": 0.5, "power_w": -3})
     assert bad.status_code == 400 and bad.json()["field"] == "power_w"
-    ok = live.put(f"/registry/hosts/{live.node_id}/utilization",
-                  {"cpu_util": 0.5, "memory_util": 0.25, "power_w": 42.5})
+    ok = live.node_put(f"/registry/hosts/{live.node_id}/utilization",
+                       {"cpu_util": 0.5, "memory_util": 0.25, "power_w": 42.5})
     assert ok.status_code == 200
     power = live.get("/hosts")[0]["power"]
     assert power["measured_w"] == 42.5 and power["measured_at"] is not None
@@ -137,13 +137,13 @@ def test_a_monitor_reading_rapl_shows_its_power_in_hosts(live: Live, tmp_path: P
 
     writer = threading.Thread(target=burn, daemon=True)
     writer.start()
-    env = {**os.environ, "GREENSWARM_TOKEN": TOKEN}
+    env = {**os.environ, "GREENSWARM_NODE_SECRET": NODE_SECRET}  # the node's, not the token
     monitor = subprocess.Popen(
         [sys.executable, "-m", "monitor", "--registry-url", live.url, "--host-id", live.node_id,
          "--address", "127.0.0.1", "--source", "psutil", "--powercap-root",
          str(tmp_path / "powercap"), "--host-interval-s", "0.3", "--host-window-s", "0.9",
          "--task-interval-s", "1", "--task-window-s", "3", "--threshold-pp", "0.1",
-         "--heartbeat-s", "2", "--log-level", "warning"],
+         "--resend-s", "2", "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "monitor.log").open("wb"),
     )
     try:

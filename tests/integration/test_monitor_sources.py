@@ -24,7 +24,14 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
-from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
+from domain.credentials import node_credential
+from domain.errors import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port, redis_server, wait_for
@@ -342,17 +349,21 @@ def test_once_prints_what_would_be_sent(start_container: StartContainer, docker_
     assert task in {t["id"] for t in messages[13]["body"]["tasks"]}
 
 
-def test_refuses_to_start_without_a_token() -> None:
-    environment = {**os.environ, "GREENSWARM_TOKEN": ""}
+def test_refuses_to_start_without_a_node_secret() -> None:
+    """The operator's token is no node's credential (DESIGN 9): with only it, no start."""
+    environment = {**os.environ, "GREENSWARM_TOKEN": "the-operators", "GREENSWARM_NODE_SECRET": "",
+                   "GREENSWARM_NODE_CREDENTIAL": ""}
     completed = subprocess.run([sys.executable, "-m", "monitor"], cwd=REPO, env=environment,
                                capture_output=True, text=True, timeout=60, check=False)
     assert completed.returncode == 2
-    assert "GREENSWARM_TOKEN is empty" in completed.stderr
+    assert "GREENSWARM_NODE_SECRET is empty" in completed.stderr
 
 
 # --- the registry client and the loop against the real registry --------------------------------
 
-TOKEN = "t0ken"
+TOKEN = "t0ken"  # the operator's
+NODE_SECRET = "n0de-secret"
+NODE = node_credential(NODE_SECRET, "n1")  # what n1's monitor presents
 
 
 class Recorder:
@@ -424,7 +435,7 @@ class LiveRegistry:
 def registry() -> Iterator[LiveRegistry]:
     with redis_server() as redis_srv:
         store = RedisStore.from_url(redis_srv.url, prefix="monitor-test")
-        recorder = Recorder(create_registry_app(store, TOKEN))
+        recorder = Recorder(create_registry_app(store, TOKEN, node_secret=NODE_SECRET))
         server = make_server("127.0.0.1", 0, recorder, threaded=True)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -440,7 +451,7 @@ REGISTRATION = HostRegistration("n1", "10.123.0.2", 1024, 2 * 1024**3, 0.25, 0.5
 
 
 def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
-    client = RegistryClient(registry.url, TOKEN)
+    client = RegistryClient(registry.url, NODE)
     with pytest.raises(NotFoundError):
         client.update_host("n1", HostUpdate(cpu_util=0.5))
     assert client.register_host(REGISTRATION) is True
@@ -460,6 +471,13 @@ def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
         client.register_host(HostRegistration("n1", "x", 1, 1, float("nan"), 0.0))
     with pytest.raises(AuthError):
         RegistryClient(registry.url, "wrong").register_host(REGISTRATION)
+    # the operator's token, and another node's credential, are refused (DESIGN 9)
+    for credential in (TOKEN, node_credential(NODE_SECRET, "n2")):
+        with pytest.raises(ForbiddenError):
+            RegistryClient(registry.url, credential).register_host(REGISTRATION)
+        with pytest.raises(ForbiddenError):
+            RegistryClient(registry.url, credential).update_host("n1", HostUpdate(cpu_util=0.9))
+    assert (registry.host("n1") or {}).get("memory_util") == 0.75
     registry.redis.stop()  # the registry's Redis is down: it answers 503
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
@@ -468,7 +486,7 @@ def test_client_speaks_the_protocol(registry: LiveRegistry) -> None:
 
 
 def test_client_unreachable_registry() -> None:
-    client = RegistryClient(f"http://127.0.0.1:{free_port()}", TOKEN, connect_timeout_s=1.0)
+    client = RegistryClient(f"http://127.0.0.1:{free_port()}", NODE, connect_timeout_s=1.0)
     with pytest.raises(UnavailableError):
         client.register_host(REGISTRATION)
 
@@ -518,7 +536,7 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
     host, tasks = ScriptedHost(), ScriptedTasks()
     monitor = Monitor(
         HostIdentity("n1", "10.123.0.2"), host,
-        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
+        RegistryClient(registry.url, NODE, read_timeout_s=2.0),
         timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0,
         backoff=BackoffPolicy(base_s=0.05, cap_s=0.2), task_sampler=tasks,
     )
@@ -571,27 +589,48 @@ def test_loop_registers_sends_thresholded_updates_and_survives_outages(
     assert monitor.registered
 
 
-def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegistry) -> None:
-    # Nothing moves after the first window: without heartbeats the registry's value would age
-    # forever and the host would look like one whose monitor died (DESIGN 3.12).
-    host = ScriptedHost()
+def test_a_quiet_host_sends_its_values_again_so_a_wrong_value_heals(
+    registry: LiveRegistry,
+) -> None:
+    """DESIGN 9: nothing moves after the first window, yet the monitor sends its current values
+    again every resend_s: they stay dated (a quiet host is no dead one, DESIGN 3.12), and a
+    wrong value written to the registry meanwhile is corrected within that period. (On main
+    the monitor sent only the time: the wrong value stood for good.)"""
+    host, tasks = ScriptedHost(), ScriptedTasks()
     monitor = Monitor(
         HostIdentity("n1", "10.123.0.2"), host,
-        RegistryClient(registry.url, TOKEN, read_timeout_s=2.0),
-        timings=Timings(0.05, 0.2, 0.05, 0.3), threshold_pp=10.0, heartbeat_s=0.5,
+        RegistryClient(registry.url, NODE, read_timeout_s=2.0),
+        timings=Timings(0.05, 0.2, 0.05, 0.2), threshold_pp=10.0, resend_s=1.0,
+        task_sampler=tasks,
     )
     with running(monitor):
         wait_for(lambda: len(registry.host_puts()) >= 1, 10.0, "the first host update")
         dated = registry.store.host("n1").util_at
         assert dated is not None and abs(dated - time.time()) < 5
-        wait_for(lambda: len(registry.host_puts()) >= 3, 10.0, "two heartbeats")
+        registry.place("a", "n1")
+        wait_for(lambda: task_cpu(registry, "a") == 0.5, 10.0, "task a's utilization")
+        # a wrong value, as the audit wrote it (with a credential that may write it: n1's own)
+        wrong = requests.put(f"{registry.url}/registry/hosts/n1/utilization", timeout=5.0,
+                             json={"memory_util": 0.96},
+                             headers={"Authorization": f"Bearer {NODE}"})
+        assert wrong.status_code == 200 and registry.store.host("n1").memory_util == 0.96
+        registry.store.update_task_utilization("a", 0.99, 0.99)
+        wrote_s = time.monotonic()
+        wait_for(lambda: registry.store.host("n1").memory_util == 0.3, 5.0,
+                 "the monitor to send its memory value again")
+        healed_s = time.monotonic() - wrote_s
+        wait_for(lambda: task_cpu(registry, "a") == 0.5, 5.0, "the task's values again")
+        wait_for(lambda: len(registry.host_puts()) >= 5, 10.0, "more re-sends")
+    assert healed_s <= 1.0 + 0.2 + 0.5, healed_s  # resend_s + a window + slack
     puts = registry.host_puts()
-    heartbeats = [p for p in puts[1:] if "cpu_util" not in p]
-    assert len(heartbeats) >= 2
-    assert all(p.keys() == {"measured_at", "windows"} for p in heartbeats)
+    monitor_puts = [p for p in puts[1:] if p != {"memory_util": 0.96}]
+    assert len(monitor_puts) >= 3
+    # every re-send carries both values, the time and the windows; none is a bare heartbeat
+    assert all(p.keys() == {"cpu_util", "memory_util", "measured_at", "windows"}
+               for p in monitor_puts)
+    assert all((p["cpu_util"], p["memory_util"]) == (0.2, 0.3) for p in monitor_puts)
     stored = registry.store.host("n1")
-    assert stored.util_at is not None and dated is not None and stored.util_at > dated
-    assert stored.cpu_util == first_value(puts, "cpu_util")  # a heartbeat changes no value
+    assert stored.util_at is not None and stored.util_at > dated
     assert stored.windows is not None and stored.windows.windows[0].samples >= 3
     watcher = registry.get("/registry/watcher")
     entry = watcher["data"]["n1"]
@@ -599,15 +638,16 @@ def test_a_quiet_host_sends_heartbeats_that_date_its_values(registry: LiveRegist
     assert entry["windows"]["5m"]["samples"] == stored.windows.windows[0].samples
 
 
-def first_value(puts: list[dict[str, Any]], key: str) -> object:
-    return next(p[key] for p in puts if key in p)
+def task_cpu(registry: LiveRegistry, task_id: str) -> float | None:
+    task = registry.store.task(task_id)
+    return None if task is None else task.cpu_util
 
 
 def test_loop_keeps_sampling_while_the_registry_is_unreachable() -> None:
     host = ScriptedHost()
     monitor = Monitor(
         HostIdentity("n1", "a"), host,
-        RegistryClient(f"http://127.0.0.1:{free_port()}", TOKEN, connect_timeout_s=0.5),
+        RegistryClient(f"http://127.0.0.1:{free_port()}", NODE, connect_timeout_s=0.5),
         timings=Timings(0.05, 0.1, 0.05, 0.1), backoff=BackoffPolicy(base_s=0.05, cap_s=0.3),
     )
     with running(monitor):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from domain.credentials import node_credential
 from domain.events import Event, EventKind
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import RedisStore
@@ -19,7 +20,15 @@ from task_registry.standalone import create_registry_app
 
 pytestmark = pytest.mark.redis
 TOKEN = "registry-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AUTH = {"Authorization": f"Bearer {TOKEN}"}  # the operator's
+NODE_SECRET = "registry-node-secret"
+
+
+def node(host_id: str) -> dict[str, str]:
+    """The credential of node ``host_id``: only it writes that host's measurements."""
+    return {"Authorization": f"Bearer {node_credential(NODE_SECRET, host_id)}"}
+
+
 _numbers = itertools.count()
 
 
@@ -32,12 +41,12 @@ def store(redis_srv: RedisServer) -> Iterator[RedisStore]:
 
 @pytest.fixture
 def client(store: RedisStore) -> FlaskClient:
-    return create_registry_app(store, TOKEN).test_client()
+    return create_registry_app(store, TOKEN, node_secret=NODE_SECRET).test_client()
 
 
 def register(client: FlaskClient, host_id: str, cpu: int = 1200, memory: int = 1200,
              util: float = 0.2) -> Any:
-    response = client.post("/registry/hosts", headers=AUTH, json={
+    response = client.post("/registry/hosts", headers=node(host_id), json={
         "id": host_id, "address": f"10.0.0.{len(host_id)}", "cpu_capacity": cpu,
         "memory_capacity": memory, "cpu_util": util, "memory_util": util / 2})
     assert response.status_code in (200, 201), response.get_json()
@@ -62,10 +71,10 @@ def snapshot(store: RedisStore) -> object:
 
 
 def test_register_then_update_then_list_in_scheduling_order(client: FlaskClient) -> None:
-    first = client.post("/registry/hosts", headers=AUTH, json={
+    first = client.post("/registry/hosts", headers=node("a"), json={
         "id": "a", "cpu_capacity": 1200, "memory_capacity": 1200})
     assert first.status_code == 201 and first.get_json()["region"] == "LEE"
-    again = client.post("/registry/hosts", headers=AUTH, json={
+    again = client.post("/registry/hosts", headers=node("a"), json={
         "id": "a", "cpu_capacity": 9999, "memory_capacity": 9999, "cpu_util": 0.6})
     assert again.status_code == 200
     assert again.get_json()["cpu_capacity"] == 1200, "a known host keeps its capacity"
@@ -74,7 +83,8 @@ def test_register_then_update_then_list_in_scheduling_order(client: FlaskClient)
     register(client, "c", util=0.55)
     listed = client.get("/registry/hosts?region=DEE&class=empty", headers=AUTH).get_json()
     assert [h["id"] for h in listed] == ["b", "a", "c"]  # U descending: best fit first
-    response = client.put("/registry/hosts/c/utilization", headers=AUTH, json={"cpu_util": 0.9})
+    response = client.put("/registry/hosts/c/utilization", headers=node("c"),
+                          json={"cpu_util": 0.9})
     assert response.get_json()["region"] == "EED" and response.get_json()["memory_util"] == 0.275
     assert [h["id"] for h in client.get("/registry/hosts?region=EED", headers=AUTH).get_json()] == ["c"]
     assert [h["id"] for h in client.get("/registry/hosts", headers=AUTH).get_json()] == ["a", "b", "c"]
@@ -102,13 +112,13 @@ def test_placement_with_cuts_and_kills_then_the_task_messages(
     assert response.status_code == 200 and response.get_json()["memory"] == 9
     assert client.get("/registry/hosts/h", headers=AUTH).get_json()["memory_allocated"] == 19
     # message 13, with one unknown task
-    response = client.put("/registry/tasks/utilization", headers=AUTH, json={
+    response = client.put("/registry/tasks/utilization", headers=node("h"), json={
         "host": "h", "tasks": [{"id": "c2", "cpu_util": 0.9, "memory_util": 0.1},
                                {"id": "ghost", "cpu_util": 0.1, "memory_util": 0.1}]})
     assert response.get_json() == {"updated": ["c2"], "unknown": ["ghost"]}
     assert client.get("/registry/tasks/c2", headers=AUTH).get_json()["cpu_util"] == 0.9
     # messages 10 and 9
-    ended = client.post("/registry/tasks/c2/end", headers=AUTH,
+    ended = client.post("/registry/tasks/c2/end", headers=node("h"),
                         json={"status": "finished", "exit_code": 0})
     assert ended.status_code == 200 and ended.get_json()["ended"] is True
     assert client.get("/registry/tasks/c2", headers=AUTH).status_code == 404
@@ -150,6 +160,17 @@ BAD = [
 ]
 
 
+def writer(method: str, path: str) -> dict[str, str]:
+    """Who may send BAD's calls: the monitor of "x" registers it, "h"'s reports h's values
+    and its tasks' ends, the operator does the rest."""
+    if (method, path) == ("POST", "/registry/hosts"):
+        return node("x")
+    if path in ("/registry/hosts/h/utilization", "/registry/tasks/utilization") or \
+            path.endswith("/end"):
+        return node("h")
+    return AUTH
+
+
 @pytest.mark.parametrize(("method", "path", "body", "field"), BAD,
                          ids=[f"{m} {p.split('?')[0]} {f}" for m, p, _, f in BAD])
 def test_bad_input_is_400_naming_the_field_and_changes_nothing(
@@ -159,7 +180,7 @@ def test_bad_input_is_400_naming_the_field_and_changes_nothing(
     record(store, "t")
     assert place(client, "t", "h", 3, 100).status_code == 201
     before = snapshot(store)
-    response = client.open(path, method=method, headers=AUTH, json=body)
+    response = client.open(path, method=method, headers=writer(method, path), json=body)
     assert response.status_code == 400, response.get_json()
     assert response.get_json()["field"] == field
     assert snapshot(store) == before
@@ -213,7 +234,7 @@ def test_unknown_things_are_json_404s(client: FlaskClient) -> None:
                  "/no/such/route"):
         response = client.get(path, headers=AUTH)
         assert response.status_code == 404 and response.is_json, path
-    assert client.post("/registry/tasks/nope/end", headers=AUTH,
+    assert client.post("/registry/tasks/nope/end", headers=node("h"),
                        json={"status": "failed"}).get_json()["ended"] is False
 
 
@@ -229,19 +250,19 @@ def test_utilization_is_dated_heartbeats_keep_values_and_the_watcher_lists_windo
     windows = {"5m": {"cpu_mean": 0.3, "cpu_std": 0.05, "memory_mean": 0.1,
                       "memory_std": 0.0, "samples": 10}}
     now = time.time()
-    response = client.put("/registry/hosts/w/utilization", headers=AUTH,
+    response = client.put("/registry/hosts/w/utilization", headers=node("w"),
                           json={"cpu_util": 0.35, "measured_at": now - 30, "windows": windows})
     assert response.status_code == 200
     body = response.get_json()
     assert body["util_at"] == pytest.approx(now - 30) and body["windows"] == windows
     # a heartbeat: only the time (and windows); the values stay
-    beat = client.put("/registry/hosts/w/utilization", headers=AUTH,
+    beat = client.put("/registry/hosts/w/utilization", headers=node("w"),
                       json={"measured_at": now - 5})
     assert beat.status_code == 200 and beat.get_json()["cpu_util"] == 0.35
     assert store.host("w").util_at == pytest.approx(now - 5)
     assert store.host("w").windows is not None  # kept when a heartbeat carries none
     # a clock ahead of the registry's is clamped to now: data never looks fresh forever
-    client.put("/registry/hosts/w/utilization", headers=AUTH, json={"measured_at": now + 9e6})
+    client.put("/registry/hosts/w/utilization", headers=node("w"), json={"measured_at": now + 9e6})
     assert store.host("w").util_at is not None and store.host("w").util_at <= time.time()
     watcher = client.get("/registry/watcher", headers=AUTH).get_json()
     entry = watcher["data"]["w"]
@@ -256,7 +277,7 @@ def test_utilization_is_dated_heartbeats_keep_values_and_the_watcher_lists_windo
         ({"measured_at": "yesterday"}, "measured_at"),
         ({"power_w": 3}, "cpu_util"),
     ):
-        answer = client.put("/registry/hosts/w/utilization", headers=AUTH, json=bad)
+        answer = client.put("/registry/hosts/w/utilization", headers=node("w"), json=bad)
         assert answer.status_code == 400 and answer.get_json()["field"] == field, answer.json
     assert snapshot(store) == before
     assert client.get("/registry/watcher/nobody", headers=AUTH).status_code == 404

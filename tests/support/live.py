@@ -16,10 +16,12 @@ from typing import Any
 import docker
 import requests
 
+from domain.credentials import manager_word, node_credential
 from domain.labels import CAPACITY_CPU_LABEL, CAPACITY_MEMORY_LABEL, LABEL_TASK
 from lab.processes import free_port, stop_child, wait_for, wait_serving
 
 TOKEN = "test-token"
+NODE_SECRET = "test-node-secret"  # the agent's (DESIGN 9: nodes never hold the token)
 CAPACITY_CPU = 2048
 CAPACITY_MEMORY = 4 * 2**30
 
@@ -112,6 +114,7 @@ class Live:
         return {
             **os.environ,
             "GREENSWARM_TOKEN": TOKEN,
+            "GREENSWARM_NODE_SECRET": NODE_SECRET,
             "GREENSWARM_REDIS_URL": self.redis_url,
             "GREENSWARM_REDIS_PREFIX": self.prefix,
             "GREENSWARM_SERVICE_PREFIX": f"{self.prefix}-",
@@ -182,12 +185,32 @@ class Live:
     def put(self, path: str, body: object) -> requests.Response:
         return requests.put(self.url + path, json=body, timeout=60, headers=self.headers())
 
+    def node_put(self, path: str, body: object) -> requests.Response:
+        """A PUT with the node's own credential (what its monitor sends)."""
+        return requests.put(self.url + path, json=body, timeout=60, headers=self.node_headers())
+
+    def node_post(self, path: str, body: object, host_id: str | None = None) -> requests.Response:
+        """A POST with a node's credential (the live node's, or ``host_id``'s)."""
+        return requests.post(self.url + path, json=body, timeout=60,
+                             headers=self.node_headers(host_id))
+
     def delete(self, path: str) -> requests.Response:
         return requests.delete(self.url + path, timeout=60, headers=self.headers())
 
+    def node_headers(self, host_id: str | None = None) -> dict[str, str]:
+        """The node's own credential, as its agent and monitor present it (or the credential
+        of another node id, ``host_id``)."""
+        credential = node_credential(NODE_SECRET, host_id or self.node_id)
+        return {"Authorization": f"Bearer {credential}"}
+
+    def agent_headers(self) -> dict[str, str]:
+        """The manager's word to the node's agent (the only token the agent takes)."""
+        word = manager_word(node_credential(NODE_SECRET, self.node_id))
+        return {"Authorization": f"Bearer {word}"}
+
     def get_agent_tasks(self) -> Any:
         response = requests.get(self.agent_url + "/agent/tasks", timeout=30,
-                                headers=self.headers())
+                                headers=self.agent_headers())
         response.raise_for_status()
         return response.json()
 

@@ -39,3 +39,23 @@ def test_every_operator_setting_reaches_the_manager_with_the_managers_default() 
     # what compose passes is what the manager takes: its values parse
     settings = ManagerSettings.from_env({**passed, "GREENSWARM_TOKEN": "x"})
     assert settings.slo_table.objective(1) == 1
+
+
+STACK = COMPOSE.parent / "docker-stack.yml"
+
+
+def test_the_nodes_get_the_node_secret_and_never_the_operators_token() -> None:
+    """DESIGN 9: the agents and monitors derive their own credentials from the node secret;
+    the operator's token reaches only the manager (docker-compose.yml)."""
+    stack = STACK.read_text()
+    variables = set(re.findall(r"^\s+(GREENSWARM_[A-Z_]+):", stack, re.M))
+    assert "GREENSWARM_NODE_SECRET" in variables
+    assert not {v for v in variables if "TOKEN" in v}, variables
+    assert "${GREENSWARM_NODE_SECRET:?" in stack  # required, by name
+    # docker's interpolation ends the variable's name at a '-' even inside the ':?' message
+    # (the first stack passed "secret` on the manager" as every node's secret)
+    for text in (stack, COMPOSE.read_text()):
+        for message in re.findall(r"\$\{\w+:\?([^}]*)\}", text):
+            assert "-" not in message and "`" not in message, message
+    assert "GREENSWARM_MONITOR_RESEND_S" in variables
+    assert _passed()["GREENSWARM_NODE_SECRET"] == ""  # the manager's: derived when unset

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from client.manager import ManagerClient
+from domain.credentials import manager_word, node_credential
 from domain.errors import (
     AuthError,
     ConflictError,
+    ForbiddenError,
     GreenSwarmError,
     NotFoundError,
     UnavailableError,
@@ -30,6 +32,7 @@ from task_registry.agent import ManagerLink
 FAMILIES: list[tuple[GreenSwarmError, int]] = [
     (ValidationError("tasks[0].cpu_util", "must be between 0 and 1"), 400),
     (AuthError("a valid 'Authorization: Bearer <token>' header is required"), 401),
+    (ForbiddenError("node n2 may write only its own host's values, not n1's"), 403),
     (NotFoundError("no request 'r1'"), 404),
     (ConflictError("a request named 'r1' already exists"), 409),
     (UnavailableError("Redis is unreachable"), 503),
@@ -62,11 +65,11 @@ def test_bodies_name_the_family() -> None:
     assert error_body(ValidationError("memory", "is required")) == {
         "error": "invalid", "field": "memory", "message": "is required"}
     assert [error_body(exc)["error"] for exc, _ in FAMILIES[1:]] == [
-        "unauthorized", "not-found", "conflict", "unavailable"]
+        "unauthorized", "forbidden", "not-found", "conflict", "unavailable"]
 
 
 @pytest.mark.parametrize(("status", "family"), [
-    (401, AuthError), (403, AuthError), (404, NotFoundError), (409, ConflictError),
+    (401, AuthError), (403, ForbiddenError), (404, NotFoundError), (409, ConflictError),
     (500, UnavailableError), (502, UnavailableError), (503, UnavailableError),
     (504, UnavailableError), (418, GreenSwarmError), (405, GreenSwarmError),
     (302, GreenSwarmError),
@@ -139,11 +142,13 @@ class Answer:
 
 
 class Scripted:
-    """Every call gets the next answer; ``calls`` keeps (method, path) in order."""
+    """Every call gets the next answer; ``calls`` keeps (method, path) in order, and
+    ``authorizations`` each call's Authorization header."""
 
     def __init__(self, *answers: Answer) -> None:
         self.answers = list(answers)
         self.calls: list[tuple[str, str]] = []
+        self.authorizations: list[str | None] = []
         script = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -151,6 +156,7 @@ class Scripted:
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 script.calls.append((self.command, self.path))
+                script.authorizations.append(self.headers.get("Authorization"))
                 answer = script.answers.pop(0)
                 if answer.text is not None:
                     data, kind = answer.text.encode(), "text/html"
@@ -213,7 +219,7 @@ def test_registry_client_families() -> None:
 
 
 def test_agent_client_families() -> None:
-    client = AgentClient("t")
+    client = AgentClient("node-secret")
     with Scripted(
         Answer(404, {"error": "not-found", "message": "no running container of task 'a'"}),
         Answer(400, {"error": "invalid", "field": "memory", "message": "must be >= 4194304"}),
@@ -221,17 +227,20 @@ def test_agent_client_families() -> None:
         Answer(200, text="not json"),
     ) as agent:
         with pytest.raises(NotFoundError, match="no running container of task 'a'"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         with pytest.raises(ValidationError) as invalid:
-            client.cut(agent.url, "a", 512, 1)
+            client.cut("n1", agent.url, "a", 512, 1)
         assert invalid.value.field == "memory"
         with pytest.raises(UnavailableError, match="HTTP 500: <html>oops</html>"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         with pytest.raises(UnavailableError, match="not an object"):
-            client.cut(agent.url, "a", 512, 2**30)
+            client.cut("n1", agent.url, "a", 512, 2**30)
         assert agent.calls[0] == ("PUT", "/agent/tasks/a/resources")
+        # the manager's word for node n1 (DESIGN 9), never the operator's token
+        word = manager_word(node_credential("node-secret", "n1"))
+        assert agent.authorizations == [f"Bearer {word}"] * 4
     with pytest.raises(UnavailableError, match="unreachable"):
-        client.cut(nothing_listens(), "a", 512, 2**30)
+        client.cut("n1", nothing_listens(), "a", 512, 2**30)
 
 
 def test_manager_link_reads_404_as_nothing_booked() -> None:

@@ -239,6 +239,61 @@ def test_task_tracker_forgets_gone_tasks_and_resends_unknown_ones() -> None:
     assert [t.task_id for t in tracker.window_closed({"a": UtilSample(0.1, 0.1)}).tasks] == ["a"]
 
 
+# --- re-sends: a wrong value cannot stand (DESIGN 9) ------------------------------------------
+
+
+def test_the_host_values_are_sent_again_at_least_every_resend_s() -> None:
+    """Nothing moves, yet both current values go again once resend_s passed since both were
+    last sent, so whatever was written to the registry meanwhile is overwritten; one value
+    moving alone does not reset that clock for the other."""
+    tracker = HostTracker(threshold_pp=10.0, resend_s=60.0)
+    tracker.registered(0.2, 0.3, at=0.0)
+    quiet = UtilSample(0.22, 0.31, 40.0)
+    first = tracker.window_closed(UtilSample(0.2, 0.3), 30.0)  # the first window always sends
+    tracker.acknowledged(first)
+    assert tracker.window_closed(quiet, 60.0).empty  # 30 s since both went: nothing due
+    again = tracker.window_closed(quiet, 90.0)
+    assert (again.cpu_util, again.memory_util, again.power_w, again.measured_at) == (
+        0.22, 0.31, 40.0, 90.0)
+    assert again.payload().keys() == {"cpu_util", "memory_util", "power_w", "measured_at"}
+    tracker.acknowledged(again)
+    moved = tracker.window_closed(UtilSample(0.5, 0.31), 120.0)  # CPU alone moved
+    assert moved.resources == (Resource.CPU,)
+    tracker.acknowledged(moved)
+    both = tracker.window_closed(UtilSample(0.5, 0.31), 150.0)  # memory went last at 90
+    assert both.resources == (Resource.CPU, Resource.MEMORY) and both.measured_at == 150.0
+    unsent = tracker.window_closed(UtilSample(0.5, 0.31), 180.0)  # not acknowledged at 150
+    assert unsent.has_values and tracker.pending == unsent
+
+
+def test_without_resend_s_a_quiet_window_sends_only_a_heartbeat() -> None:
+    """The simulator's model keeps the heartbeat (nothing else writes its registry)."""
+    tracker = HostTracker(threshold_pp=10.0, heartbeat_s=60.0)
+    tracker.registered(0.2, 0.3, at=0.0)
+    tracker.acknowledged(tracker.window_closed(UtilSample(0.2, 0.3), 30.0))
+    beat = tracker.window_closed(UtilSample(0.22, 0.31), 90.0)
+    assert not beat.has_values and beat.measured_at == 90.0
+
+
+def test_task_values_are_sent_again_at_least_every_resend_s() -> None:
+    tracker = TaskTracker(threshold_pp=10.0, resend_s=60.0)
+    a, b = UtilSample(0.1, 0.1), UtilSample(0.2, 0.2)
+    first = tracker.window_closed({"a": a}, 0.0)
+    tracker.acknowledged(first)
+    second = tracker.window_closed({"a": a, "b": b}, 45.0)
+    assert [t.task_id for t in second.tasks] == ["b"]  # new; a sent 45 s ago
+    tracker.acknowledged(second)
+    third = tracker.window_closed({"a": a, "b": b}, 90.0)
+    assert third.tasks == (TaskUtil("a", 0.1, 0.1),)  # a: 90 s since; b: 45 s
+    tracker.acknowledged(third, unknown=["a"])  # booked nowhere: not counted as sent
+    fourth = tracker.window_closed({"a": a, "b": b}, 135.0)
+    assert [t.task_id for t in fourth.tasks] == ["a", "b"]
+    # undated windows (the simulator's) never re-send
+    plain = TaskTracker(threshold_pp=10.0, resend_s=60.0)
+    plain.acknowledged(plain.window_closed({"a": a}))
+    assert plain.window_closed({"a": a}).empty
+
+
 # --- windows ----------------------------------------------------------------------------------
 
 
@@ -608,7 +663,8 @@ def test_proc_cgroup_parsing(tmp_path: Path) -> None:
 def test_settings_from_environment_and_overrides() -> None:
     environ = {
         "GREENSWARM_REGISTRY_URL": "http://10.123.0.1:8080",
-        "GREENSWARM_TOKEN": " s3cret ",
+        "GREENSWARM_TOKEN": "the operator's: never read by a node",
+        "GREENSWARM_NODE_SECRET": " s3cret ",
         "GREENSWARM_MONITOR_HOST_WINDOW_S": "60",
         "GREENSWARM_MONITOR_SOURCE": "cgroup",
         "GREENSWARM_MONITOR_CGROUP": "lab/node1",
@@ -617,14 +673,15 @@ def test_settings_from_environment_and_overrides() -> None:
     settings = load_settings(environ, {"threshold_pp": 5.0, "host_window_s": None,
                                        "log_level": "debug"})
     assert settings.registry_url == "http://10.123.0.1:8080"
-    assert settings.token == "s3cret"
-    assert "s3cret" not in repr(settings)
+    assert settings.node_secret == "s3cret" and settings.node_credential == ""
+    assert "s3cret" not in repr(settings) and "operator" not in repr(settings)
+    assert settings.resend_s == 60.0  # the default re-send period (DESIGN 9)
     assert settings.host_window_s == 60.0
     assert settings.threshold_pp == 5.0
     assert settings.source is HostSourceKind.CGROUP
     assert settings.log_level is LogLevel.DEBUG
     assert settings.docker_url == "unix:///run/node1.sock"
-    settings.require_token()
+    settings.require_credential()
 
 
 @pytest.mark.parametrize(
@@ -655,11 +712,13 @@ def test_settings_bad_environment_value_names_the_field() -> None:
     assert load_settings({"GREENSWARM_MONITOR_INSECURE_NO_TOKEN": "on"}).insecure_no_token
 
 
-def test_empty_token_is_refused_unless_insecure() -> None:
+def test_no_node_secret_is_refused_unless_insecure() -> None:
+    """The operator's token is no credential of a node: with only it, the monitor refuses."""
     with pytest.raises(ValidationError) as caught:
-        load_settings({"GREENSWARM_TOKEN": ""}).require_token()
-    assert caught.value.field == "token"
-    load_settings({}, {"insecure_no_token": True}).require_token()
+        load_settings({"GREENSWARM_TOKEN": "t", "GREENSWARM_NODE_SECRET": ""}).require_credential()
+    assert caught.value.field == "node_secret"
+    load_settings({}, {"insecure_no_token": True}).require_credential()
+    load_settings({"GREENSWARM_NODE_CREDENTIAL": "gsn1.n.x"}).require_credential()
 
 
 @pytest.mark.parametrize(
