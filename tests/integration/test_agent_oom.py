@@ -32,6 +32,7 @@ from domain.credentials import node_credential
 from domain.labels import DOCKER_API_VERSION, LABEL_TASK
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, wait_for
+from manager.records import RequestRecords
 from task_registry.agent import Agent, AgentSettings, ManagerLink
 from task_registry.standalone import create_registry_app
 
@@ -80,6 +81,10 @@ class Node:
     socket: str
 
     def book(self, task_id: str) -> None:
+        """Booked as a scheduler books it: the manager recorded the request, then placed it."""
+        self.store.sibling(RequestRecords).create(task_id, {
+            "image": "busybox", "class": 3, "type": "job", "cpu_shares": 100,
+            "memory": 16 * 2**20})
         body = {"request": {"id": task_id, "class": 3, "type": "job", "cpu_shares": 100,
                             "memory": 16 * 2**20}, "host": "n1"}
         answer = requests.post(f"{self.registry_url}/registry/placements", json=body,
