@@ -26,13 +26,13 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from domain.errors import NotFoundError, UnavailableError, ValidationError
-from domain.events import Event, EventKind
+from domain.events import Event, EventKind, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
 from host_registry.requests import request_key
@@ -183,7 +183,7 @@ class RequestRecords:
             )
             pipe.zadd(f"{self.prefix}:requests", {request_id: now})
             pipe.sadd(self._status_key(RequestStatus.PENDING), request_id)
-            first = Event(EventKind.SUBMITTED, "submitted", t=now)
+            first = Submitted("submitted", t=now)
             submitted = json.dumps(first.to_json())
             pipe.rpush(self._key(request_id) + ":history", submitted)
             self._stream(pipe, request_id, submitted)
@@ -230,7 +230,9 @@ class RequestRecords:
         **fields_: object,
     ) -> None:
         """Append a history event and change the status and fields, atomically. The entry is
-        the event with the record's fields this change set (status, host, resources, ...)."""
+        the event with the record's fields this change set (status, host, resources, ...):
+        fields of its kind (domain.events.with_changes; TypeError, before any write, when its
+        kind has no such field)."""
         now = time.time()
         key = self._key(request_id)
         mapping = {name: "" if value is None else str(value) for name, value in fields_.items()}
@@ -238,9 +240,9 @@ class RequestRecords:
         detail = {k: v for k, v in fields_.items() if v is not None}
         if status is not None:
             mapping["status"] = status.value
-            detail["status"] = status.value
+            detail["status"] = status
         moment = now if event.t is None else event.t  # a given t: when it happened
-        entry = json.dumps({**replace(event, t=moment).to_json(), **detail})
+        entry = json.dumps(with_changes(event, moment, detail).to_json())
         written = read_event(json.loads(entry))  # as the history will read it back
         with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
             for _ in range(WRITE_TRIES):
@@ -336,7 +338,7 @@ def _events(raw: list[str]) -> list[Event]:
 def read_event(obj: Mapping[str, Any]) -> Event:
     """A history entry as a typed event; one written before typed events is converted."""
     if "kind" in obj or "event" not in obj:
-        return Event.from_json(obj)
+        return event_from_json(obj)
     return legacy_event(obj)
 
 
@@ -372,22 +374,23 @@ def legacy_event(obj: Mapping[str, Any]) -> Event:
     kind = next((k for prefix, k in _LEGACY_KINDS if text.startswith(prefix)), None)
     if kind is None:
         kind = EventKind.REJECTED if obj.get("status") == "rejected" else EventKind.OTHER
-    event = replace(Event.from_json({**obj, "kind": kind.value}), reason=text)
+    fields_ = {k: v for k, v in obj.items() if k != "event"}
+    fields_.update(kind=kind.value, reason=text)
     if kind is EventKind.PLACED:
         found = _LEGACY_PASS.match(text)
         policy = _LEGACY_POLICY.match(text)
-        event = replace(event, pass_=found.group(1) if found else None,
-                        policy=policy.group(1) if policy and not found else None)
+        fields_["pass"] = found.group(1) if found else None
+        fields_["policy"] = policy.group(1) if policy and not found else None
     elif kind is EventKind.KILLED:
         room = _LEGACY_FOR.search(text)
-        event = replace(event, by=room.group(1) if room else None)
+        fields_["by"] = room.group(1) if room else None
     elif kind is EventKind.QUEUED:
         queue = _LEGACY_QUEUE.match(text)
-        event = replace(event, queue_reason=queue.group(1) if queue else None)
-    elif kind in (EventKind.ENDED, EventKind.EXITED) and event.exit_code is None:
+        fields_["queue_reason"] = queue.group(1) if queue else None
+    elif kind in (EventKind.ENDED, EventKind.EXITED) and fields_.get("exit_code") is None:
         code = _LEGACY_EXIT.search(text)
-        event = replace(event, exit_code=int(code.group(1)) if code else None)
-    return event
+        fields_["exit_code"] = int(code.group(1)) if code else None
+    return event_from_json(fields_)
 
 
 MAX_STREAM_PART = 2**64 - 1  # each part of a Redis stream id is an unsigned 64-bit number
