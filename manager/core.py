@@ -183,11 +183,13 @@ class Manager:
                 self._sample()
 
     def _prepare_records(self) -> None:
-        """Before any write: records of an earlier version's statuses take today's, and the SLO
-        tally is kept from now on (rebuilt when it is missing or was made otherwise)."""
-        moved = self.records.migrate_statuses()
-        if moved:
-            log.info("%d records moved from an earlier version's statuses", moved)
+        """Before any write: records of an earlier version are migrated to today's form, and the
+        SLO tally is kept from now on (rebuilt when it is missing or was made otherwise)."""
+        done = self.records.migrate()
+        if done.from_version < done.to_version:
+            log.info("records migrated from schema version %d to %d: %d records, %d stream "
+                     "entries rewritten, %d left unread", done.from_version, done.to_version,
+                     done.records, done.stream_entries, len(done.unread))
         self.records.keep_tally(self.slo_tally)
 
     def slo_classes(self, now: float) -> list[ClassFulfilment]:

@@ -148,24 +148,3 @@ def test_other_objectives_rebuild_the_tally_from_the_records(
     assert tally.is_current()
     for offset in (100.5, 150.0):
         assert tallied(tally, t + offset) == replayed(again, strict, t + offset)
-
-
-def test_an_earlier_versions_killed_and_rescheduled_reads_as_running(
-    records: RequestRecords, client: redis.Redis,
-) -> None:
-    """Main at fe086ff wrote "killed-and-rescheduled" for good once a killed request ran
-    again; such records are running, in the status sets too."""
-    records.create("old", spec("old", 2))
-    records.update("old", Placed("placed"), status=RequestStatus.RUNNING, host="h1")
-    key = f"{records.prefix}:request:old"
-    client.hset(key, "status", "killed-and-rescheduled")  # as that version left it
-    client.smove(f"{records.prefix}:requests:running",
-                 f"{records.prefix}:requests:killed-and-rescheduled", "old")
-    assert records.get("old").status is RequestStatus.RUNNING  # read as what it means
-    assert records.migrate_statuses() == 1
-    assert client.hget(key, "status") == "running"
-    assert records.counts()[RequestStatus.RUNNING] == 1
-    assert records.ids(RequestStatus.RUNNING) == ["old"]
-    assert not client.exists(f"{records.prefix}:requests:killed-and-rescheduled")
-    records.update("old", Ended("stopped"), status=RequestStatus.STOPPED)
-    assert records.counts()[RequestStatus.RUNNING] == 0
