@@ -280,7 +280,8 @@ class NotOffloaded(EventBase):
 @dataclass(frozen=True, slots=True)
 class Other:
     """An entry whose kind this version does not know (a later version's, or damaged), kept as
-    it was read: written back and served unchanged."""
+    it was read: written back and served unchanged (but with a ``kind`` of ``other`` when it
+    names none: every served event has a kind)."""
 
     kind: ClassVar[Literal[EventKind.OTHER]] = EventKind.OTHER
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -294,7 +295,9 @@ class Other:
         return _text(self.raw.get("reason")) or ""
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.raw)
+        if isinstance(self.raw.get("kind"), str):
+            return dict(self.raw)
+        return {**self.raw, "kind": EventKind.OTHER.value}
 
 
 # The registration: every kind is one member of this union.
