@@ -47,27 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain.events import (
-    Cut as CutEvent,
-)
-from domain.events import (
-    Ended,
-    Event,
-    EventKind,
-    Exited,
-    HostLost,
-    Killed,
-    Placed,
-    Preempted,
-    Queued,
-    Restored,
-    Started,
-    StartFailed,
-    Stopped,
-    Vanished,
-    event_from_json,
-    status_after,
-)
+from domain import events as ev
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder
@@ -132,7 +112,7 @@ class RecorderFeed:
         self.policy = policy
         self.end_trace_s = end_trace_s
         self._tracked: dict[str, _Tracked] = {}
-        self._buffer: list[tuple[float, int, str, Event]] = []
+        self._buffer: list[tuple[float, int, str, ev.Event]] = []
         self._order = 0
         self._unattributed: list[Cut] = []
         self._records: dict[str, Mapping[str, Any]] = {}
@@ -307,7 +287,7 @@ class RecorderFeed:
         self._records[tracked.sub.request_id] = record
         events = record.get("history", [])
         for raw in events[tracked.seen:]:
-            event = event_from_json(raw)
+            event = ev.event_from_json(raw)
             self._order += 1
             self._buffer.append((_wall_s(event), self._order, tracked.sub.request_id, event))
         tracked.seen = max(tracked.seen, len(events))
@@ -320,38 +300,38 @@ class RecorderFeed:
             self._count("events")
             self._apply(self._tracked[request_id], event)
 
-    def _apply(self, tracked: _Tracked, event: Event) -> None:
-        status = status_after(event)
+    def _apply(self, tracked: _Tracked, event: ev.Event) -> None:
+        status = ev.status_after(event)
         if status is not None:
             tracked.status = status
         record = self._in_window(_wall_s(event))
-        if not record and event.kind not in (EventKind.SUBMITTED, EventKind.OTHER):
+        if not record and event.kind not in (ev.EventKind.SUBMITTED, ev.EventKind.OTHER):
             self._count("events_after_end")
         match event:
-            case Started():
+            case ev.Started():
                 self._count("starts")
                 if record and tracked.in_run:
                     self.recorder.on_started(self._t(_wall_s(event)), tracked.sub.request_id)
-            case Placed():
+            case ev.Placed():
                 self._on_placed(tracked, event, record)
-            case CutEvent():
+            case ev.Cut():
                 self._on_cut(tracked, event, record)
-            case Restored():
+            case ev.Restored():
                 self._on_restored(tracked, event, record)
-            case Killed() | Preempted() | HostLost():
+            case ev.Killed() | ev.Preempted() | ev.HostLost():
                 self._on_killed(tracked, event, record)
-            case Queued():
+            case ev.Queued():
                 self._on_waiting(tracked, event, record)
-            case Ended():
+            case ev.Ended():
                 self._on_ended(tracked, event, record)
-            case Exited():
+            case ev.Exited():
                 self._on_exited(tracked, event, record)
-            case Stopped():
+            case ev.Stopped():
                 self._on_stopped(tracked, event, record)
-            case StartFailed() | Vanished():
+            case ev.StartFailed() | ev.Vanished():
                 self._on_lost(tracked, event, record)
 
-    def _on_placed(self, tracked: _Tracked, event: Placed, record: bool) -> None:
+    def _on_placed(self, tracked: _Tracked, event: ev.Placed, record: bool) -> None:
         if event.host is not None:
             tracked.host = event.host
         if event.cpu_shares is not None:
@@ -380,7 +360,7 @@ class RecorderFeed:
                 cuts=cuts,
             )
 
-    def _on_first_place(self, tracked: _Tracked, event: Placed, record: bool) -> None:
+    def _on_first_place(self, tracked: _Tracked, event: ev.Placed, record: bool) -> None:
         """A retry placed a queued new request: the decision the recorder waits for, its delay
         from the submission (the decision's own time is not reported: a retry's). Kills that
         decision made come from the victims' histories, as a victim's reschedule's do."""
@@ -399,7 +379,7 @@ class RecorderFeed:
                 cuts=cuts,
             )
 
-    def _on_cut(self, tracked: _Tracked, event: CutEvent, record: bool) -> None:
+    def _on_cut(self, tracked: _Tracked, event: ev.Cut, record: bool) -> None:
         cpu = event.cpu_shares if event.cpu_shares is not None else tracked.cpu
         memory = event.memory if event.memory is not None else tracked.memory
         if tracked.expected_cuts > 0:  # announced by a POST answer (booked amounts counted)
@@ -410,7 +390,7 @@ class RecorderFeed:
                                           max(0, tracked.memory - memory)))
         tracked.cpu, tracked.memory = cpu, memory
 
-    def _on_restored(self, tracked: _Tracked, event: Restored, record: bool) -> None:
+    def _on_restored(self, tracked: _Tracked, event: ev.Restored, record: bool) -> None:
         """A cut given back (DESIGN 3.8): the task's resources grow again (a later cut is
         counted from them) and the recorder counts it."""
         if event.cpu_shares is not None:
@@ -421,7 +401,7 @@ class RecorderFeed:
             self.recorder.on_restore(self._t(_wall_s(event)), tracked.sub.request_id,
                                      tracked.cpu, tracked.memory)
 
-    def _on_killed(self, tracked: _Tracked, event: Killed | Preempted | HostLost,
+    def _on_killed(self, tracked: _Tracked, event: ev.Killed | ev.Preempted | ev.HostLost,
                    record: bool) -> None:
         was_running = tracked.in_run
         tracked.awaiting = True
@@ -436,13 +416,13 @@ class RecorderFeed:
         # A victim's reschedule made room (the request it made room for is named, ``by``), or a
         # kill no decision made (host left, kill on request): the recorder counts a 'killed'
         # end as a kill.
-        by = None if isinstance(event, HostLost) else event.by
+        by = None if isinstance(event, ev.HostLost) else event.by
         self._count("kills_from_history" if by in self._tracked else "kills_unreported")
         if record and was_running:
             self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.KILLED)
 
-    def _on_waiting(self, tracked: _Tracked, event: Queued, record: bool) -> None:
+    def _on_waiting(self, tracked: _Tracked, event: ev.Queued, record: bool) -> None:
         if not tracked.awaiting:
             return
         self._count("reschedules_waiting")
@@ -450,7 +430,7 @@ class RecorderFeed:
         if record:
             self.recorder.on_reschedule(self._t(_wall_s(event)), tracked.sub.request_id, False)
 
-    def _on_ended(self, tracked: _Tracked, event: Ended, record: bool) -> None:
+    def _on_ended(self, tracked: _Tracked, event: ev.Ended, record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
         request_id = tracked.sub.request_id
@@ -486,7 +466,7 @@ class RecorderFeed:
         else:
             self.recorder.on_task_end(t, tracked.sub.request_id, EndStatus.OOM)
 
-    def _on_exited(self, tracked: _Tracked, event: Exited, record: bool) -> None:
+    def _on_exited(self, tracked: _Tracked, event: ev.Exited, record: bool) -> None:
         if not is_oom(event):
             self._count("service_exits")
             return
@@ -496,7 +476,7 @@ class RecorderFeed:
             if record:
                 self._oom(self._t(_wall_s(event)), tracked)
 
-    def _on_stopped(self, tracked: _Tracked, event: Stopped, record: bool) -> None:
+    def _on_stopped(self, tracked: _Tracked, event: ev.Stopped, record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
         if not record:
@@ -506,10 +486,11 @@ class RecorderFeed:
             self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.STOPPED)
 
-    def _on_lost(self, tracked: _Tracked, event: StartFailed | Vanished, record: bool) -> None:
+    def _on_lost(self, tracked: _Tracked, event: ev.StartFailed | ev.Vanished,
+                 record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
-        self._count("start_failures" if isinstance(event, StartFailed) else "vanished")
+        self._count("start_failures" if isinstance(event, ev.StartFailed) else "vanished")
         if record and was_running:
             self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.FAILED)
@@ -631,6 +612,6 @@ def _unit(value: object) -> float:
     return min(1.0, max(0.0, number)) if math.isfinite(number) else 0.0
 
 
-def _wall_s(event: Event) -> float:
+def _wall_s(event: ev.Event) -> float:
     """When the event happened (epoch seconds; an undated one at 0)."""
     return event.t if event.t is not None else 0.0
