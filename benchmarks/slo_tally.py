@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from domain.events import Event, EventKind
+from domain.events import Cut, Placed, Restored, Started
 from domain.lifecycle import RequestStatus
 from domain.service_history import service_level
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
@@ -39,13 +39,12 @@ def write(records: RequestRecords, prefix: str, count: int, events: int) -> floa
     for i in range(count):
         name = f"{prefix}{i}"
         records.create(name, spec(name, 1 + i % 4))
-        records.update(name, Event(EventKind.PLACED, "placed", host="h"),
-                       status=RequestStatus.RUNNING, host="h")
-        records.update(name, Event(EventKind.STARTED, "runs"))
+        records.update(name, Placed("placed", host="h"), status=RequestStatus.RUNNING, host="h")
+        records.update(name, Started("runs"))
         writes += 3
         for k in range(events - 3):
-            kind = EventKind.CUT if k % 2 == 0 else EventKind.RESTORED
-            records.update(name, Event(kind, "cut or given back", host="h"))
+            change = Cut if k % 2 == 0 else Restored
+            records.update(name, change("cut or given back", host="h"))
             writes += 1
     return (time.perf_counter() - started) / writes
 

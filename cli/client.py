@@ -17,6 +17,7 @@ from typing import Any
 from cli.argtypes import read_json_file
 from client.manager import DEFAULT_URL, ManagerClient
 from domain.errors import GreenSwarmError, ValidationError, error_from_response
+from domain.events import Event, Other, event_from_json, host_name_of, host_of
 from domain.lifecycle import FINAL
 from domain.units import format_bytes
 
@@ -287,9 +288,10 @@ def run_status(args: argparse.Namespace) -> int:
                 f"ran {service['executed_s']:.0f} s, waited {service['pending_s']:.0f} s  "
                 f"preemptions {service['preemptions']}"
             )
-        for event in record["history"]:
-            stamp = time.strftime("%H:%M:%S", time.localtime(event["t"]))
-            print(f"  {stamp}  {event['kind']:<12}  {event['reason']}")
+        for entry in record["history"]:
+            event = event_from_json(entry)
+            stamp = time.strftime("%H:%M:%S", time.localtime(event.t or 0))
+            print(f"  {stamp}  {_kind(event):<12}  {event.reason}")
         return 0
     path = "/requests" + (f"?status={args.filter}" if args.filter else "")
     records = api.get(path)
@@ -435,13 +437,27 @@ def run_undeploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _event_line(event: dict[str, Any], names: dict[str, str]) -> str:
-    stamp = time.strftime("%H:%M:%S", time.localtime(event.get("t") or 0))
-    host = event.get("host")
+def _kind(event: Event) -> str:
+    """Its kind; an unknown one as the server named it."""
+    return str(event.raw.get("kind")) if isinstance(event, Other) else event.kind.value
+
+
+def _event_line(entry: dict[str, Any], names: dict[str, str]) -> str:
+    """One entry of ``GET /events``: the request's id, and the event."""
+    event = event_from_json(entry)
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.t or 0))
+    host = host_of(event)
     where = ""
     if host:  # the server's name first: it names hosts that left too
-        where = f"  on {event.get('host_name') or names.get(host, host)}"
-    return f"{stamp}  {event['request']:<20}  {event['kind']:<12}{where}  {event.get('reason', '')}"
+        where = f"  on {host_name_of(event) or names.get(host, host)}"
+    return f"{stamp}  {entry['request']:<20}  {_kind(event):<12}{where}  {event.reason}"
+
+
+def _unnamed_host(entry: dict[str, Any], names: dict[str, str]) -> bool:
+    """The entry's event names a host the server did not name and ``names`` does not know."""
+    event = event_from_json(entry)
+    host = host_of(event)
+    return bool(host) and not host_name_of(event) and host not in names
 
 
 def run_events(args: argparse.Namespace) -> int:
@@ -467,8 +483,7 @@ def run_events(args: argparse.Namespace) -> int:
             page = api.get(f"/events?since={cursor}&limit=1000")
             cursor = page["next"]
             for event in page["events"]:
-                if event.get("host") and not event.get("host_name") \
-                        and event["host"] not in names:
+                if _unnamed_host(event, names):
                     names = _host_names(api)
                 print(json.dumps(event) if args.json else _event_line(event, names), flush=True)
             if len(page["events"]) < 1000:

@@ -31,7 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.events import Event, EventKind
+from domain.events import Event, EventKind, Offloaded, Placed, Queued, Swarm
 from domain.slo import Phase, ServiceClock, ServiceLevel
 
 _STOPS = frozenset({EventKind.KILLED, EventKind.PREEMPTED, EventKind.HOST_LOST})
@@ -140,10 +140,9 @@ def _replay(
         last_t = t
         clock.settle(t)
         kind = event.kind
-        if kind is EventKind.QUEUED or (kind is EventKind.SWARM and not event.host):
+        if isinstance(event, Queued) or (isinstance(event, Swarm) and not event.host):
             waited = True  # in our queue, or in Swarm's (the 'swarm' policy)
-        elif kind is EventKind.PLACED or (
-                kind in (EventKind.SWARM, EventKind.OFFLOADED) and event.host):
+        elif isinstance(event, Placed) or (isinstance(event, (Swarm, Offloaded)) and event.host):
             clock.placed(t, on_arrival=not waited, starts_after_s=None if measured else alpha_s)
             placed_ever = True
         elif kind is EventKind.STARTED:

@@ -24,7 +24,18 @@ from domain.errors import (
     NotFoundError,
     UnavailableError,
 )
-from domain.events import Event, EventKind
+from domain.events import (
+    Ended,
+    EventKind,
+    Exited,
+    Killed,
+    NotOffloaded,
+    Offloaded,
+    Rejected,
+    Stopped,
+    event_from_json,
+    in_cluster,
+)
 from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import HostSpec, HostView, Request, Task, TaskType, check_id
 from domain.pending import PendingReason
@@ -172,11 +183,13 @@ class Manager:
                 self._sample()
 
     def _prepare_records(self) -> None:
-        """Before any write: records of an earlier version's statuses take today's, and the SLO
-        tally is kept from now on (rebuilt when it is missing or was made otherwise)."""
-        moved = self.records.migrate_statuses()
-        if moved:
-            log.info("%d records moved from an earlier version's statuses", moved)
+        """Before any write: records of an earlier version are migrated to today's form, and the
+        SLO tally is kept from now on (rebuilt when it is missing or was made otherwise)."""
+        done = self.records.migrate()
+        if done.from_version < done.to_version:
+            log.info("records migrated from schema version %d to %d: %d records, %d stream "
+                     "entries rewritten, %d left unread", done.from_version, done.to_version,
+                     done.records, done.stream_entries, len(done.unread))
         self.records.keep_tally(self.slo_tally)
 
     def slo_classes(self, now: float) -> list[ClassFulfilment]:
@@ -308,8 +321,8 @@ class Manager:
             else None
         self.records.update(
             request_id,
-            Event(EventKind.OFFLOADED, f"offloaded to cluster {peer}: {forwarded.status.value}"
-                  + (f" on {name or host}" if host else ""), cluster=peer, host=host),
+            Offloaded(f"offloaded to cluster {peer}: {forwarded.status.value}"
+                      + (f" on {name or host}" if host else ""), cluster=peer, host=host),
             status=forwarded.status, host=host, cluster=peer, host_name=name,
         )
         decision = forwarded.decision or {
@@ -335,7 +348,7 @@ class Manager:
             return Submitted(record, None)
         self.records.update(
             offer.request.id,
-            Event(EventKind.NOT_OFFLOADED, f"not offloaded: {why}", peers_down=down),
+            NotOffloaded(f"not offloaded: {why}", peers_down=down),
         )
         return self._place_here(offer.request, offer.queue, not_offloaded=why)
 
@@ -364,7 +377,7 @@ class Manager:
 
         def note() -> RequestRecord:
             if self.records.status_of(record.id) not in FINAL:
-                self.records.update(record.id, Event(EventKind.STOPPED, why, cluster=peer),
+                self.records.update(record.id, Stopped(why, cluster=peer),
                                     status=status)
             return self.records.get(record.id)
 
@@ -377,7 +390,7 @@ class Manager:
         if self.store.remove_pending(request_id):
             self.records.update(
                 request_id,
-                Event(EventKind.STOPPED, "stopped by the client while pending"),
+                Stopped("stopped by the client while pending"),
                 status=RequestStatus.STOPPED,
             )
             return self.records.get(request_id)
@@ -386,7 +399,7 @@ class Manager:
             _, outcome = self.scheduler.task_ended(request_id, self.clock())
             self.effects.carry_out(outcome)
         self.records.update(
-            request_id, Event(EventKind.STOPPED, "stopped by the client"),
+            request_id, Stopped("stopped by the client"),
             status=RequestStatus.STOPPED,
         )
         return self.records.get(request_id)
@@ -522,8 +535,7 @@ class Manager:
             return Creation(True, done.record.status.value, done.record.host)
 
         def refused() -> None:
-            self.records.update(request.id, Event(EventKind.REJECTED, forwarded.reason,
-                                                  cluster=peer),
+            self.records.update(request.id, Rejected(forwarded.reason, cluster=peer),
                                 status=RequestStatus.REJECTED)
 
         self.loop.call(refused)
@@ -572,9 +584,8 @@ class Manager:
             why = ", out of memory" if oom else ""
             self.records.update(
                 task_id,
-                Event(EventKind.EXITED,
-                      f"container exited (code {exit_code}{why}); Swarm restarts it",
-                      exit_code=exit_code, oom=oom or None),
+                Exited(f"container exited (code {exit_code}{why}); Swarm restarts it",
+                       exit_code=exit_code, oom=oom or None),
             )
             return False
         _, outcome = self.scheduler.task_ended(task_id, self.clock())
@@ -586,8 +597,7 @@ class Manager:
         why = " (out of memory)" if oom else ""
         self.records.update(
             task_id,
-            Event(EventKind.ENDED, f"ended: {status.value}{why}", exit_code=exit_code,
-                  oom=oom or None),
+            Ended(f"ended: {status.value}{why}", exit_code=exit_code, oom=oom or None),
             status=final,
         )
         self.effects.carry_out(outcome)
@@ -602,7 +612,7 @@ class Manager:
             raise NotFoundError(f"no running task {task_id!r}")
         # the service first: if Docker cannot remove it, the task stays booked and running
         self.effects.mark_killed(
-            task_id, Event(EventKind.KILLED, f"killed on {task.host} on request", host=task.host)
+            task_id, Killed(f"killed on {task.host} on request", host=task.host)
         )
         self.store.end_task(task_id)
         outcome = self.scheduler.reschedule([task], self.clock(), PendingReason.VICTIM)
@@ -684,7 +694,7 @@ class Manager:
         if status in FINAL and status is not record.status:
             last = history_there[-1] if history_there and isinstance(history_there[-1], dict) \
                 else {}
-            kind = Event.from_json(last).kind if last else EventKind.OTHER
+            kind = event_from_json(last).kind if last else EventKind.OTHER
             reason = str(last.get("reason") or status.value)
             self.loop.call(lambda: self._mirror_final(record.id, peer, kind, reason, status))
         if not history:
@@ -694,8 +704,8 @@ class Manager:
     def _mirror_final(self, request_id: str, peer: str, kind: EventKind, reason: str,
                       status: RequestStatus) -> None:
         if self.records.status_of(request_id) not in FINAL:
-            self.records.update(request_id, Event(kind, f"in cluster {peer}: {reason}",
-                                                  cluster=peer), status=status)
+            self.records.update(request_id, in_cluster(kind, f"in cluster {peer}: {reason}", peer),
+                                status=status)
 
     def advert_json(self) -> dict[str, Any]:
         """This cluster's advert now (GET /federation/advert)."""

@@ -13,12 +13,23 @@ scheduling loop only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from functools import partial
 
 from domain.decision import Decision, Pass, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
-from domain.events import Event, EventKind
+from domain.events import (
+    Cut,
+    HostLost,
+    Killed,
+    Placed,
+    Preempted,
+    Queued,
+    Rejected,
+    Restored,
+    StartFailed,
+)
 from domain.lifecycle import RequestStatus
 from domain.model import Task
 from domain.restore import TaskRestore
@@ -56,12 +67,11 @@ class Effects:
             self.observe(outcome)
         each = self.faults.attempt
         for decision in outcome.applied:
-            preempted = decision.pass_ is Pass.PREEMPT
+            taken = Preempted if decision.pass_ is Pass.PREEMPT else Killed
             for victim in decision.kills:
-                event = Event(EventKind.PREEMPTED if preempted else EventKind.KILLED,
-                              f"{'preempted' if preempted else 'killed'} on {decision.host} to "
-                              f"make room for {decision.request.id}",
-                              host=decision.host, by=decision.request.id)
+                event = taken(f"{taken.kind.value} on {decision.host} to make room for "
+                              f"{decision.request.id}", host=decision.host,
+                              by=decision.request.id)
                 each("task", victim, partial(self.mark_killed, victim, event))
             for cut in decision.cuts:
                 each("task", cut.task, partial(self.cut, cut, decision.request.id))
@@ -72,8 +82,8 @@ class Effects:
             each("request", entry.request.id, partial(
                 self.records.update,
                 entry.request.id,
-                Event(EventKind.QUEUED, f"waiting in the pending queue ({entry.reason})",
-                      queue_reason=entry.reason.value),
+                Queued(f"waiting in the pending queue ({entry.reason})",
+                       queue_reason=entry.reason.value),
                 status=RequestStatus.PENDING,
                 host=None,
                 service_id=None,
@@ -85,11 +95,11 @@ class Effects:
             each("request", refused.request.id, partial(
                 self.records.update,
                 refused.request.id,
-                Event(EventKind.REJECTED, refused.reason, policy=refused.policy or None),
+                Rejected(refused.reason, policy=refused.policy or None),
                 status=RequestStatus.REJECTED,
             ))
 
-    def mark_killed(self, task_id: str, event: Event) -> None:
+    def mark_killed(self, task_id: str, event: Killed | Preempted | HostLost) -> None:
         """A task was taken off its host (kill, or its host left): its service goes now, so a
         later placement never meets the old one (and nothing runs unbooked meanwhile)."""
         self.backend.remove(task_id)
@@ -112,7 +122,7 @@ class Effects:
             self.store.end_task(request_id)  # undo the booking: nothing runs
             self.records.update(
                 request_id,
-                Event(EventKind.START_FAILED, f"could not start on {host}: {exc}", host=host),
+                StartFailed(f"could not start on {host}: {exc}", host=host),
                 status=RequestStatus.FAILED,
                 host=None,
                 service_id=None,
@@ -122,9 +132,9 @@ class Effects:
         # running, whether it ran before or not: its history and kill count say it was killed
         self.records.update(
             request_id,
-            Event(EventKind.PLACED, f"placed: {decision.reason}", pass_=decision.pass_,
-                  policy=decision.policy or None, victims=decision.kills,
-                  cuts=tuple(cut.task for cut in decision.cuts)),
+            Placed(f"placed: {decision.reason}", pass_=decision.pass_,
+                   policy=decision.policy or None, victims=decision.kills,
+                   cuts=tuple(cut.task for cut in decision.cuts)),
             status=RequestStatus.RUNNING,
             host=host,
             service_id=service_id,
@@ -135,51 +145,51 @@ class Effects:
 
     def cut(self, cut: TaskCut, beneficiary: str) -> None:
         self._push(
-            EventKind.CUT, cut.task, cut.host, cut.cpu_shares, cut.memory, cut.cut_received,
-            f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut "
-            f"{cut.cut_received})",
+            Cut(f"cut to {cut.cpu_shares} shares and {cut.memory} bytes (total cut "
+                f"{cut.cut_received})", host=cut.host, by=beneficiary),
+            cut.task, cut.cpu_shares, cut.memory, cut.cut_received,
             kept="; the node kept {memory} bytes (the task uses more than the target)",
-            by=beneficiary,
         )
 
     def restore(self, restore: TaskRestore) -> None:
         """Push a cut given back to the node (raising memory is always allowed) and record
         what it applied; the registry books that."""
         self._push(
-            EventKind.RESTORED, restore.task, restore.host, restore.cpu_shares, restore.memory,
-            restore.cut_received,
-            f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
-            f"(total cut {restore.cut_received})",
+            Restored(f"cut given back: {restore.cpu_shares} shares and {restore.memory} bytes "
+                     f"(total cut {restore.cut_received})", host=restore.host),
+            restore.task, restore.cpu_shares, restore.memory, restore.cut_received,
             kept="; the node has {cpu_shares} shares and {memory} bytes",
         )
 
     def _push(
-        self, kind: EventKind, task_id: str, host: str, cpu_shares: int, memory: int,
-        cut_received: Fraction, what: str, *, kept: str, by: str | None = None,
+        self, event: Cut | Restored, task_id: str, cpu_shares: int, memory: int,
+        cut_received: Fraction, *, kept: str,
     ) -> None:
-        """Push a task's new CPU shares and memory to its node's agent, and record what the
-        node applied. Unreachable, it is booked, not yet applied: the agent's reconciliation
-        applies the booking later. When the node kept more memory (never below the task's
-        use plus a margin), the registry books what it kept and the event says so (``kept``,
-        formatted with the ``cpu_shares`` and ``memory`` the node has)."""
+        """Push a task's new CPU shares and memory to its node's agent (``event``'s host), and
+        record what the node applied. Unreachable, it is booked, not yet applied: the agent's
+        reconciliation applies the booking later. When the node kept more memory (never below
+        the task's use plus a margin), the registry books what it kept and the event says so
+        (``kept``, formatted with the ``cpu_shares`` and ``memory`` the node has)."""
+        host = event.host or ""
         try:
             result = self.agents.cut(host, self.agent_url(host), task_id, cpu_shares, memory)
         except GreenSwarmError as exc:  # the agent's reconciliation applies the booking later
             self.records.update(
                 task_id,
-                Event(kind, f"{what}; booked, not yet applied ({exc})", host=host, by=by,
-                      applied=False),
+                replace(event, reason=f"{event.reason}; booked, not yet applied ({exc})",
+                        applied=False),
                 cpu_shares=cpu_shares,
                 memory=memory,
                 cut_received=str(cut_received),
             )
             return
+        what = event.reason
         if (result.cpu_shares, result.memory) != (cpu_shares, memory):
             self.store.resize_task(task_id, result.cpu_shares, result.memory)
             what += kept.format(cpu_shares=result.cpu_shares, memory=result.memory)
         self.records.update(
             task_id,
-            Event(kind, what, host=host, by=by, applied=True),
+            replace(event, reason=what, applied=True),
             cpu_shares=result.cpu_shares,
             memory=result.memory,
             cut_received=str(cut_received),
@@ -191,9 +201,8 @@ class Effects:
         record says the same."""
         self.records.update(
             task.id,
-            Event(EventKind.CUT,
-                  f"the node applied the cut: {task.cpu_shares} shares and {task.memory} bytes",
-                  host=task.host, applied=True),
+            Cut(f"the node applied the cut: {task.cpu_shares} shares and {task.memory} bytes",
+                host=task.host, applied=True),
             cpu_shares=task.cpu_shares,
             memory=task.memory,
             cut_received=str(task.cut_received),

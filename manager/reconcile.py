@@ -25,7 +25,15 @@ from typing import Any
 
 from domain.constraints import constraint_texts
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError
-from domain.events import Event, EventKind
+from domain.events import (
+    Ended,
+    HostLost,
+    Placed,
+    Rejected,
+    Started,
+    Swarm,
+    Vanished,
+)
 from domain.labels import AGENT_URL_LABEL
 from domain.lifecycle import FINAL, EndStatus, RequestStatus
 from domain.model import HostSpec, Request, Task, TaskType
@@ -187,8 +195,7 @@ class SwarmSync:
                 self.faults.fail("task", task.id, f"booked on host {name} ({host_id}), which "
                                  f"{why}, without a request record: dropped with its host")
                 continue
-            event = Event(EventKind.HOST_LOST, f"killed: its host {name} {why}", host=host_id,
-                          host_name=name)
+            event = HostLost(f"killed: its host {name} {why}", host=host_id, host_name=name)
             self.faults.attempt("task", task.id, partial(self.effects.mark_killed, task.id, event))
         self.effects.carry_out(self.scheduler.host_lost(host_id, self.clock(), skip=unknown))
 
@@ -264,8 +271,7 @@ class SwarmSync:
             final = RequestStatus.COMPLETED if finished else RequestStatus.FAILED
             self.records.update(
                 info.task_id,
-                Event(EventKind.ENDED, f"ended (exit code {info.exit_code})",
-                      exit_code=info.exit_code),
+                Ended(f"ended (exit code {info.exit_code})", exit_code=info.exit_code),
                 status=final,
                 host=info.node_id,
             )
@@ -280,9 +286,9 @@ class SwarmSync:
             return
         placed_t: float | None = None
         for event in record.history:
-            if event.kind is EventKind.PLACED:
+            if isinstance(event, Placed):
                 placed_t = event.t
-            elif event.kind is EventKind.STARTED:
+            elif isinstance(event, Started):
                 placed_t = None  # this placement's start is already recorded
         if placed_t is None:
             return
@@ -290,8 +296,7 @@ class SwarmSync:
         started = min(now, info.running_since if info.running_since is not None else now)
         self.records.update(
             info.task_id,
-            Event(EventKind.STARTED, f"its container runs on {task.host}", t=max(placed_t, started),
-                  host=task.host),
+            Started(f"its container runs on {task.host}", t=max(placed_t, started), host=task.host),
         )
 
     def _end_from_swarm(self, info: ServiceInfo, status: EndStatus) -> None:
@@ -307,7 +312,7 @@ class SwarmSync:
         if info.message and status is EndStatus.FAILED:
             message += f": {info.message}"
         self.records.update(
-            info.task_id, Event(EventKind.ENDED, message, exit_code=exit_code), status=final
+            info.task_id, Ended(message, exit_code=exit_code), status=final
         )
         self.effects.carry_out(outcome)
 
@@ -321,7 +326,7 @@ class SwarmSync:
         where = f" on {self.host_name(info.node_id)}" if info.node_id else ""
         self.records.update(
             info.task_id,
-            Event(EventKind.ENDED, f"ended: failed: Swarm refused its container{where}: "
+            Ended(f"ended: failed: Swarm refused its container{where}: "
                   f"{info.message or 'no reason given'}", host=info.node_id),
             status=RequestStatus.FAILED,
         )
@@ -337,7 +342,7 @@ class SwarmSync:
                 "removes it)")
         _, outcome = self.scheduler.task_ended(task.id, self.clock())
         self.records.update(
-            task.id, Event(EventKind.VANISHED, "its service disappeared from the Swarm"),
+            task.id, Vanished("its service disappeared from the Swarm"),
             status=RequestStatus.FAILED,
         )
         self.effects.carry_out(outcome)
@@ -360,12 +365,12 @@ class SwarmSync:
             )
         except GreenSwarmError as exc:
             self.records.update(
-                request.id, Event(EventKind.REJECTED, f"Swarm refused it: {exc}", policy="swarm"),
+                request.id, Rejected(f"Swarm refused it: {exc}", policy="swarm"),
                 status=RequestStatus.REJECTED,
             )
             return
         self.records.update(
-            request.id, Event(EventKind.SWARM, "handed to Swarm's own scheduler"),
+            request.id, Swarm("handed to Swarm's own scheduler"),
             service_id=service_id,
         )
 
@@ -393,7 +398,7 @@ class SwarmSync:
                 if record.status is not RequestStatus.RUNNING:
                     self.records.update(
                         info.task_id,
-                        Event(EventKind.SWARM, f"Swarm started it on {info.node_id}, "
+                        Swarm(f"Swarm started it on {info.node_id}, "
                               "which is not a managed host: not booked"),
                         status=RequestStatus.RUNNING,
                         host=info.node_id,
@@ -413,7 +418,7 @@ class SwarmSync:
                 )
             )
             self.records.update(
-                info.task_id, Event(EventKind.SWARM, "Swarm started it", policy="swarm"),
+                info.task_id, Swarm("Swarm started it", policy="swarm"),
                 status=RequestStatus.RUNNING, host=info.node_id,
             )
         elif (
@@ -423,7 +428,6 @@ class SwarmSync:
             self.backend.remove(info.task_id)
             self.records.update(
                 info.task_id,
-                Event(EventKind.REJECTED, f"Swarm could not start it: {info.message}",
-                      policy="swarm"),
+                Rejected(f"Swarm could not start it: {info.message}", policy="swarm"),
                 status=RequestStatus.REJECTED,
             )

@@ -7,8 +7,9 @@
                                     current resources, cut received, kills, timestamps, the
                                     peer cluster it runs in and the one that forwarded it
  ``{p}:request:{id}:history``       list: typed events, oldest first, as JSON {"t", "kind",
-                                    "reason", ...} (domain.events; entries written before
-                                    typed events are converted when read, see legacy_event)
+                                    "reason", ...} (domain.events; records of earlier
+                                    versions are migrated at start:
+                                    manager/record_migrations.py)
  ``{p}:requests``                   sorted set: every request id by creation time
  ``{p}:requests:{status}``          set: the ids in one status, for ``GET /requests?status=``
  ``{p}:slo:...``                    the per-class SLO tally, written with the records
@@ -23,31 +24,22 @@
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from domain.errors import NotFoundError, UnavailableError, ValidationError
-from domain.events import Event, EventKind
+from domain.events import Event, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import redis_errors
 from host_registry.requests import request_key
+from manager.record_migrations import MigrationReport, RecordMigration
 from manager.slo_tally import SloTally
 
 EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
 WRITE_TRIES = 20  # a record written by someone else meanwhile: read it again, this often
-# Statuses written by earlier versions, and what they mean now. "killed-and-rescheduled" was
-# the status of a request that ran again after a kill, for good: a status is what a request is
-# now (running), its history says it was killed.
-LEGACY_STATUSES = {"killed-and-rescheduled": RequestStatus.RUNNING}
-
-
-def read_status(raw: str) -> RequestStatus:
-    return LEGACY_STATUSES.get(raw) or RequestStatus(raw)
 
 
 @dataclass(frozen=True)
@@ -128,20 +120,11 @@ class RequestRecords:
                 tally.stage(writes, request_id, self._key(request_id), None, verdict)
             writes.execute()
 
-    def migrate_statuses(self) -> int:
-        """Records in a status of an earlier version (LEGACY_STATUSES) take its meaning now;
-        how many moved."""
-        moved = 0
+    def migrate(self) -> MigrationReport:
+        """Bring records of earlier versions to today's form, once (manager/record_migrations.py):
+        before anything else reads or writes them."""
         with redis_errors():
-            for raw, status in LEGACY_STATUSES.items():
-                old_key = f"{self.prefix}:requests:{raw}"
-                for request_id in self._redis.smembers(old_key):
-                    pipe = self._redis.pipeline(transaction=True)
-                    pipe.smove(old_key, self._status_key(status), request_id)
-                    pipe.hset(self._key(request_id), "status", status.value)
-                    pipe.execute()
-                    moved += 1
-        return moved
+            return RecordMigration(self._redis, self.prefix).run()
 
     @property
     def _events_key(self) -> str:
@@ -183,7 +166,7 @@ class RequestRecords:
             )
             pipe.zadd(f"{self.prefix}:requests", {request_id: now})
             pipe.sadd(self._status_key(RequestStatus.PENDING), request_id)
-            first = Event(EventKind.SUBMITTED, "submitted", t=now)
+            first = Submitted("submitted", t=now)
             submitted = json.dumps(first.to_json())
             pipe.rpush(self._key(request_id) + ":history", submitted)
             self._stream(pipe, request_id, submitted)
@@ -215,7 +198,7 @@ class RequestRecords:
         out = []
         for entry_id, fields_ in raw:
             try:
-                event = read_event(json.loads(fields_["event"])).to_json()
+                event = event_from_json(json.loads(fields_["event"])).to_json()
             except (KeyError, ValueError, TypeError):
                 continue  # a damaged entry is skipped, never an error
             out.append({"id": entry_id, "request": fields_.get("request", ""), **event})
@@ -230,7 +213,9 @@ class RequestRecords:
         **fields_: object,
     ) -> None:
         """Append a history event and change the status and fields, atomically. The entry is
-        the event with the record's fields this change set (status, host, resources, ...)."""
+        the event with the record's fields this change set (status, host, resources, ...):
+        fields of its kind (domain.events.with_changes; TypeError, before any write, when its
+        kind has no such field)."""
         now = time.time()
         key = self._key(request_id)
         mapping = {name: "" if value is None else str(value) for name, value in fields_.items()}
@@ -238,10 +223,10 @@ class RequestRecords:
         detail = {k: v for k, v in fields_.items() if v is not None}
         if status is not None:
             mapping["status"] = status.value
-            detail["status"] = status.value
+            detail["status"] = status
         moment = now if event.t is None else event.t  # a given t: when it happened
-        entry = json.dumps({**replace(event, t=moment).to_json(), **detail})
-        written = read_event(json.loads(entry))  # as the history will read it back
+        entry = json.dumps(with_changes(event, moment, detail).to_json())
+        written = event_from_json(json.loads(entry))  # as the history will read it back
         with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
             for _ in range(WRITE_TRIES):
                 try:
@@ -281,7 +266,7 @@ class RequestRecords:
         return RequestRecord(
             id=fields_["id"],
             spec=json.loads(fields_["spec"]),
-            status=read_status(fields_["status"]),
+            status=RequestStatus(fields_["status"]),
             host=fields_["host"] or None,
             service_id=fields_["service_id"] or None,
             cpu_shares=int(fields_["cpu_shares"]),
@@ -316,7 +301,7 @@ class RequestRecords:
 
     def status_of(self, request_id: str) -> RequestStatus | None:
         raw = self._field(request_id, "status")
-        return read_status(raw) if raw else None
+        return RequestStatus(raw) if raw else None
 
     def kills_of(self, request_id: str) -> int:
         """The record's kill count (0 for a record written before it was kept)."""
@@ -330,64 +315,7 @@ class RequestRecords:
 
 
 def _events(raw: list[str]) -> list[Event]:
-    return [read_event(json.loads(item)) for item in raw]
-
-
-def read_event(obj: Mapping[str, Any]) -> Event:
-    """A history entry as a typed event; one written before typed events is converted."""
-    if "kind" in obj or "event" not in obj:
-        return Event.from_json(obj)
-    return legacy_event(obj)
-
-
-# Entries written before typed events ({"t", "event": text, ...fields}): the kind from the
-# text's fixed beginning. The only place that reads such text; nothing reads ``reason``.
-_LEGACY_KINDS: tuple[tuple[str, EventKind], ...] = (
-    ("submitted", EventKind.SUBMITTED),
-    ("placed", EventKind.PLACED),
-    ("cut to", EventKind.CUT),
-    ("killed: its host", EventKind.HOST_LOST),
-    ("killed", EventKind.KILLED),
-    ("waiting in the pending queue", EventKind.QUEUED),
-    ("ended", EventKind.ENDED),
-    ("container exited", EventKind.EXITED),
-    ("stopped by the client", EventKind.STOPPED),
-    ("could not start", EventKind.START_FAILED),
-    ("its service disappeared", EventKind.VANISHED),
-    ("handed to Swarm", EventKind.SWARM),
-    ("Swarm started it", EventKind.SWARM),
-    ("Swarm refused it", EventKind.REJECTED),
-    ("Swarm could not start it", EventKind.REJECTED),
-)
-_LEGACY_PASS = re.compile(r"^placed: (\w+) pass:")
-_LEGACY_POLICY = re.compile(r"^placed: (\w+): ")
-_LEGACY_FOR = re.compile(r"to make room for (\S+)\s*$")
-_LEGACY_QUEUE = re.compile(r"^waiting in the pending queue \(([\w-]+)\)")
-_LEGACY_EXIT = re.compile(r"\((?:exit )?code (-?\d+)")
-
-
-def legacy_event(obj: Mapping[str, Any]) -> Event:
-    """An entry of a record written before typed events, as the event it meant."""
-    text = str(obj.get("event", ""))
-    kind = next((k for prefix, k in _LEGACY_KINDS if text.startswith(prefix)), None)
-    if kind is None:
-        kind = EventKind.REJECTED if obj.get("status") == "rejected" else EventKind.OTHER
-    event = replace(Event.from_json({**obj, "kind": kind.value}), reason=text)
-    if kind is EventKind.PLACED:
-        found = _LEGACY_PASS.match(text)
-        policy = _LEGACY_POLICY.match(text)
-        event = replace(event, pass_=found.group(1) if found else None,
-                        policy=policy.group(1) if policy and not found else None)
-    elif kind is EventKind.KILLED:
-        room = _LEGACY_FOR.search(text)
-        event = replace(event, by=room.group(1) if room else None)
-    elif kind is EventKind.QUEUED:
-        queue = _LEGACY_QUEUE.match(text)
-        event = replace(event, queue_reason=queue.group(1) if queue else None)
-    elif kind in (EventKind.ENDED, EventKind.EXITED) and event.exit_code is None:
-        code = _LEGACY_EXIT.search(text)
-        event = replace(event, exit_code=int(code.group(1)) if code else None)
-    return event
+    return [event_from_json(json.loads(item)) for item in raw]
 
 
 MAX_STREAM_PART = 2**64 - 1  # each part of a Redis stream id is an unsigned 64-bit number

@@ -43,22 +43,22 @@ Nothing after the end of the run (``end_trace_s``) reaches the recorder.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain.events import EventKind
+from domain import events as ev
 from domain.lifecycle import EndStatus
 from domain.model import TaskType
 from measure.recorder import Cut, MetricsRecorder
 from measure.stats import Stats
-from replay.history import HistoryEvent, classify, is_oom
+from replay.history import is_oom
 from replay.plan import Submission, TraceClock
 from replay.values import ReplayCounters, RoundResult, ServiceTarget
 from scheduler import registry
 
 FINAL_STATUSES = frozenset({"completed", "failed", "rejected", "stopped"})
-RUNNING_STATUSES = frozenset({"running", "killed-and-rescheduled"})
+RUNNING_STATUSES = frozenset({"running"})
 
 
 @dataclass
@@ -112,7 +112,7 @@ class RecorderFeed:
         self.policy = policy
         self.end_trace_s = end_trace_s
         self._tracked: dict[str, _Tracked] = {}
-        self._buffer: list[tuple[float, int, str, HistoryEvent]] = []
+        self._buffer: list[tuple[float, int, str, ev.Event]] = []
         self._order = 0
         self._unattributed: list[Cut] = []
         self._records: dict[str, Mapping[str, Any]] = {}
@@ -287,9 +287,9 @@ class RecorderFeed:
         self._records[tracked.sub.request_id] = record
         events = record.get("history", [])
         for raw in events[tracked.seen:]:
-            event = classify(raw)
+            event = ev.event_from_json(raw)
             self._order += 1
-            self._buffer.append((event.t_wall_s, self._order, tracked.sub.request_id, event))
+            self._buffer.append((_wall_s(event), self._order, tracked.sub.request_id, event))
         tracked.seen = max(tracked.seen, len(events))
 
     def flush(self) -> None:
@@ -300,29 +300,45 @@ class RecorderFeed:
             self._count("events")
             self._apply(self._tracked[request_id], event)
 
-    def _apply(self, tracked: _Tracked, event: HistoryEvent) -> None:
-        if event.status is not None:
-            tracked.status = event.status
-        record = self._in_window(event.t_wall_s)
-        if not record and event.kind not in (EventKind.SUBMITTED, EventKind.OTHER):
+    def _apply(self, tracked: _Tracked, event: ev.Event) -> None:
+        status = ev.status_after(event)
+        if status is not None:
+            tracked.status = status
+        record = self._in_window(_wall_s(event))
+        if not record and event.kind not in (ev.EventKind.SUBMITTED, ev.EventKind.OTHER):
             self._count("events_after_end")
-        if event.started:
-            self._count("starts")
-            if record and tracked.in_run:
-                self.recorder.on_started(self._t(event.t_wall_s), tracked.sub.request_id)
-            return
-        handler = _HANDLERS.get(event.kind)
-        if handler is not None:
-            handler(self, tracked, event, record)
+        match event:
+            case ev.Started():
+                self._count("starts")
+                if record and tracked.in_run:
+                    self.recorder.on_started(self._t(_wall_s(event)), tracked.sub.request_id)
+            case ev.Placed():
+                self._on_placed(tracked, event, record)
+            case ev.Cut():
+                self._on_cut(tracked, event, record)
+            case ev.Restored():
+                self._on_restored(tracked, event, record)
+            case ev.Killed() | ev.Preempted() | ev.HostLost():
+                self._on_killed(tracked, event, record)
+            case ev.Queued():
+                self._on_waiting(tracked, event, record)
+            case ev.Ended():
+                self._on_ended(tracked, event, record)
+            case ev.Exited():
+                self._on_exited(tracked, event, record)
+            case ev.Stopped():
+                self._on_stopped(tracked, event, record)
+            case ev.StartFailed() | ev.Vanished():
+                self._on_lost(tracked, event, record)
 
-    def _on_placed(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_placed(self, tracked: _Tracked, event: ev.Placed, record: bool) -> None:
         if event.host is not None:
             tracked.host = event.host
         if event.cpu_shares is not None:
             tracked.cpu = event.cpu_shares
-        if event.memory_bytes is not None:
-            tracked.memory = event.memory_bytes
-        tracked.placed_wall_s = event.t_wall_s
+        if event.memory is not None:
+            tracked.memory = event.memory
+        tracked.placed_wall_s = _wall_s(event)
         tracked.stop_sent = False
         if tracked.answer_placed:  # the placement its POST answer reported
             tracked.answer_placed = False
@@ -338,12 +354,13 @@ class RecorderFeed:
         cuts, self._unattributed = self._unattributed, []
         if record:
             self.recorder.on_reschedule(
-                self._t(event.t_wall_s), tracked.sub.request_id, True,
-                pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
+                self._t(_wall_s(event)), tracked.sub.request_id, True,
+                pass_name=self._pass_name(event.pass_ or event.policy),
+                host_id=self._host(tracked.host),
                 cuts=cuts,
             )
 
-    def _on_first_place(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_first_place(self, tracked: _Tracked, event: ev.Placed, record: bool) -> None:
         """A retry placed a queued new request: the decision the recorder waits for, its delay
         from the submission (the decision's own time is not reported: a retry's). Kills that
         decision made come from the victims' histories, as a victim's reschedule's do."""
@@ -355,15 +372,16 @@ class RecorderFeed:
         request = tracked.sub.request
         if record:
             self.recorder.on_decision(
-                self._t(event.t_wall_s), tracked.sub.request_id, request.request_class,
+                self._t(_wall_s(event)), tracked.sub.request_id, request.request_class,
                 request.type, True, decision_ms=None,
-                pass_name=self._pass_name(event.pass_name), host_id=self._host(tracked.host),
+                pass_name=self._pass_name(event.pass_ or event.policy),
+                host_id=self._host(tracked.host),
                 cuts=cuts,
             )
 
-    def _on_cut(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_cut(self, tracked: _Tracked, event: ev.Cut, record: bool) -> None:
         cpu = event.cpu_shares if event.cpu_shares is not None else tracked.cpu
-        memory = event.memory_bytes if event.memory_bytes is not None else tracked.memory
+        memory = event.memory if event.memory is not None else tracked.memory
         if tracked.expected_cuts > 0:  # announced by a POST answer (booked amounts counted)
             tracked.expected_cuts -= 1
         else:
@@ -372,18 +390,19 @@ class RecorderFeed:
                                           max(0, tracked.memory - memory)))
         tracked.cpu, tracked.memory = cpu, memory
 
-    def _on_restored(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_restored(self, tracked: _Tracked, event: ev.Restored, record: bool) -> None:
         """A cut given back (DESIGN 3.8): the task's resources grow again (a later cut is
         counted from them) and the recorder counts it."""
         if event.cpu_shares is not None:
             tracked.cpu = event.cpu_shares
-        if event.memory_bytes is not None:
-            tracked.memory = event.memory_bytes
+        if event.memory is not None:
+            tracked.memory = event.memory
         if record:
-            self.recorder.on_restore(self._t(event.t_wall_s), tracked.sub.request_id,
+            self.recorder.on_restore(self._t(_wall_s(event)), tracked.sub.request_id,
                                      tracked.cpu, tracked.memory)
 
-    def _on_killed(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_killed(self, tracked: _Tracked, event: ev.Killed | ev.Preempted | ev.HostLost,
+                   record: bool) -> None:
         was_running = tracked.in_run
         tracked.awaiting = True
         tracked.in_run = False
@@ -394,27 +413,29 @@ class RecorderFeed:
         if tracked.expected_kills > 0:  # reported with the decision of a POST answer
             tracked.expected_kills -= 1
             return
-        # A victim's reschedule made room (its beneficiary is named), or a kill no decision
-        # made (host left, kill on request): the recorder counts a 'killed' end as a kill.
-        self._count("kills_from_history" if event.beneficiary in self._tracked
-                    else "kills_unreported")
+        # A victim's reschedule made room (the request it made room for is named, ``by``), or a
+        # kill no decision made (host left, kill on request): the recorder counts a 'killed'
+        # end as a kill.
+        by = None if isinstance(event, ev.HostLost) else event.by
+        self._count("kills_from_history" if by in self._tracked else "kills_unreported")
         if record and was_running:
-            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+            self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.KILLED)
 
-    def _on_waiting(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_waiting(self, tracked: _Tracked, event: ev.Queued, record: bool) -> None:
         if not tracked.awaiting:
             return
         self._count("reschedules_waiting")
         tracked.host = None
         if record:
-            self.recorder.on_reschedule(self._t(event.t_wall_s), tracked.sub.request_id, False)
+            self.recorder.on_reschedule(self._t(_wall_s(event)), tracked.sub.request_id, False)
 
-    def _on_ended(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_ended(self, tracked: _Tracked, event: ev.Ended, record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
         request_id = tracked.sub.request_id
-        t = self._t(event.t_wall_s)
+        wall_s = _wall_s(event)
+        t = self._t(wall_s)
         if is_oom(event):
             self._count("oom_jobs" if tracked.sub.request.type is TaskType.JOB
                         else "oom_services")
@@ -425,11 +446,10 @@ class RecorderFeed:
         if status == "completed":
             self._count("jobs_completed")
             if record and was_running:
-                placed = tracked.placed_wall_s if tracked.placed_wall_s is not None else (
-                    event.t_wall_s)
+                placed = tracked.placed_wall_s if tracked.placed_wall_s is not None else wall_s
                 self.recorder.on_task_end(
                     t, request_id, EndStatus.FINISHED,
-                    makespan_s=max(0.0, (event.t_wall_s - placed) * self.clock.speedup),
+                    makespan_s=max(0.0, (wall_s - placed) * self.clock.speedup),
                     expected_makespan_s=tracked.sub.expected_makespan_s,
                 )
         elif status == "failed":
@@ -446,7 +466,7 @@ class RecorderFeed:
         else:
             self.recorder.on_task_end(t, tracked.sub.request_id, EndStatus.OOM)
 
-    def _on_exited(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_exited(self, tracked: _Tracked, event: ev.Exited, record: bool) -> None:
         if not is_oom(event):
             self._count("service_exits")
             return
@@ -454,24 +474,25 @@ class RecorderFeed:
         if tracked.in_run:  # the recorded run ends here; Swarm restarts the container
             tracked.in_run = False
             if record:
-                self._oom(self._t(event.t_wall_s), tracked)
+                self._oom(self._t(_wall_s(event)), tracked)
 
-    def _on_stopped(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_stopped(self, tracked: _Tracked, event: ev.Stopped, record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
         if not record:
             return
         self._count("services_stopped")
         if was_running:
-            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+            self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.STOPPED)
 
-    def _on_lost(self, tracked: _Tracked, event: HistoryEvent, record: bool) -> None:
+    def _on_lost(self, tracked: _Tracked, event: ev.StartFailed | ev.Vanished,
+                 record: bool) -> None:
         was_running = tracked.in_run
         tracked.in_run = False
-        self._count("start_failures" if event.kind is EventKind.START_FAILED else "vanished")
+        self._count("start_failures" if isinstance(event, ev.StartFailed) else "vanished")
         if record and was_running:
-            self.recorder.on_task_end(self._t(event.t_wall_s), tracked.sub.request_id,
+            self.recorder.on_task_end(self._t(_wall_s(event)), tracked.sub.request_id,
                                       EndStatus.FAILED)
 
     # ------------------------------------------------------------------ hosts and rounds
@@ -591,18 +612,6 @@ def _unit(value: object) -> float:
     return min(1.0, max(0.0, number)) if math.isfinite(number) else 0.0
 
 
-_Handler = Callable[[RecorderFeed, _Tracked, HistoryEvent, bool], None]
-_HANDLERS: dict[EventKind, _Handler] = {
-    EventKind.PLACED: RecorderFeed._on_placed,
-    EventKind.CUT: RecorderFeed._on_cut,
-    EventKind.RESTORED: RecorderFeed._on_restored,
-    EventKind.KILLED: RecorderFeed._on_killed,
-    EventKind.PREEMPTED: RecorderFeed._on_killed,
-    EventKind.HOST_LOST: RecorderFeed._on_killed,
-    EventKind.QUEUED: RecorderFeed._on_waiting,
-    EventKind.ENDED: RecorderFeed._on_ended,
-    EventKind.EXITED: RecorderFeed._on_exited,
-    EventKind.STOPPED: RecorderFeed._on_stopped,
-    EventKind.START_FAILED: RecorderFeed._on_lost,
-    EventKind.VANISHED: RecorderFeed._on_lost,
-}
+def _wall_s(event: ev.Event) -> float:
+    """When the event happened (epoch seconds; an undated one at 0)."""
+    return event.t if event.t is not None else 0.0

@@ -1,10 +1,8 @@
 """A request's history events (``GET /requests/{id}``) as the replay reads them (pure: no I/O).
 
 The manager records typed events (domain.events): ``{"t": epoch seconds, "kind": ..., "reason":
-text for people, ...fields}``, the fields those the change set (``status``, ``host``,
-``cpu_shares``, ``memory``, ``cut_received``, ``exit_code``, ``kills``) and those of the kind
-(``pass``, ``policy``, ``by``, ``oom``, ...). :func:`classify` reads the kind and the fields;
-nothing here reads the text:
+text for people, ...the kind's fields}``. The replay reads each entry as its kind's type
+(``domain.events.event_from_json``) and its typed fields; nothing here reads the text:
 
 =========================  ========================================================
  kind                       used for
@@ -32,55 +30,14 @@ remove the service first, so the agent's report of that container is stale and d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
-from domain.events import Event, EventKind
+from domain.events import Ended, Event, Exited
 
 OOM_EXIT_CODE = 137  # 128 + SIGKILL: the kernel's OOM killer
-# The manager's event when a placed request's container runs (a history from a manager that
-# did not report it yet reads too: placements are then taken to run alpha later).
-STARTED_KIND = EventKind.STARTED.value
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryEvent:
-    t_wall_s: float
-    kind: EventKind
-    text: str  # the event's reason, for logs only
-    status: str | None = None
-    host: str | None = None
-    cpu_shares: int | None = None
-    memory_bytes: int | None = None
-    exit_code: int | None = None
-    beneficiary: str | None = None  # KILLED, PREEMPTED: the request it made room for
-    pass_name: str | None = None  # PLACED: the policy's pass, else the policy's name
-    oom: bool = False  # the agent saw Docker's OOMKilled flag
-    started: bool = False  # its container runs (STARTED_KIND)
-
-
-def classify(obj: Mapping[str, object]) -> HistoryEvent:
-    """One history entry as a value; an unknown kind is OTHER (never an error)."""
-    event = Event.from_json(obj)
-    return HistoryEvent(
-        t_wall_s=event.t if event.t is not None else 0.0,
-        kind=event.kind,
-        text=event.reason,
-        status=event.status,
-        host=event.host,
-        cpu_shares=event.cpu_shares,
-        memory_bytes=event.memory,
-        exit_code=event.exit_code,
-        beneficiary=event.by,
-        pass_name=event.pass_ or event.policy,
-        oom=event.oom is True,
-        started=event.kind is EventKind.STARTED,
-    )
-
-
-def is_oom(event: HistoryEvent) -> bool:
+def is_oom(event: Event) -> bool:
     """A task killed for lack of memory: the agent's OOMKilled flag, or else exit code 137
     (see the module docstring; the flag also catches a killed child process)."""
-    return event.kind in (EventKind.ENDED, EventKind.EXITED) and (
-        event.oom or event.exit_code == OOM_EXIT_CODE
+    return isinstance(event, Ended | Exited) and (
+        event.oom is True or event.exit_code == OOM_EXIT_CODE
     )

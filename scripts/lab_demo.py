@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from client.manager import ManagerClient
 from domain.errors import GreenSwarmError
+from domain.events import EventKind, event_from_json
 from domain.labels import LABEL_TASK
 from domain.lifecycle import FINAL
 
@@ -154,8 +155,9 @@ def _table(rows: list[list[str]]) -> None:
               .rstrip())
 
 
-# The history events (domain.events kinds) the report lists.
-SHOWN_KINDS = {"placed", "cut", "restored", "killed", "preempted", "host-lost", "queued", "ended"}
+# The history events the report lists.
+SHOWN_KINDS = {EventKind.PLACED, EventKind.CUT, EventKind.RESTORED, EventKind.KILLED,
+               EventKind.PREEMPTED, EventKind.HOST_LOST, EventKind.QUEUED, EventKind.ENDED}
 
 
 def cmd_report(api: ManagerClient, args: argparse.Namespace) -> int:
@@ -175,12 +177,13 @@ def cmd_report(api: ManagerClient, args: argparse.Namespace) -> int:
     print("What the manager did, in order (from each request's history):")
     events = []
     for r in records:
-        for event in r["history"]:
-            if event["kind"] in SHOWN_KINDS:
-                text = event["reason"]
+        for entry in r["history"]:
+            event = event_from_json(entry)
+            if event.kind in SHOWN_KINDS:
+                text = event.reason
                 for host_id, name in names.items():
                     text = text.replace(host_id, name)
-                events.append((event["t"], r["id"], text))
+                events.append((event.t or 0.0, r["id"], text))
     for stamp, request_id, text in sorted(events):
         print(f"  {time.strftime('%H:%M:%S', time.localtime(stamp))}  {request_id:<14}{text}")
     print()

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from domain.events import Event, EventKind
+from domain.events import Placed
 from domain.lifecycle import RequestStatus
 from domain.model import Task
 from host_registry.redis_store import RedisStore
@@ -108,7 +108,7 @@ def _book_host(manager: Manager, i: int) -> None:
         manager.store.load_task(Task(request.id, host, cls, request.type, 200, memory, 200,
                                      memory, started_at=now, constraints=request.constraints))
         manager.records.update(
-            request.id, Event(EventKind.PLACED, f"placed on {host} (booked in bulk)", host=host),
+            request.id, Placed(f"placed on {host} (booked in bulk)", host=host),
             status=RequestStatus.RUNNING, host=host, service_id=service_id,
             cpu_shares=200, memory=memory, cut_received="0")
 

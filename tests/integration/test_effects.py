@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 from domain.decision import TaskCut
-from domain.events import EventKind
+from domain.events import Cut, Restored
 from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port
@@ -45,7 +45,8 @@ def test_a_cut_the_agent_cannot_take_is_booked_not_yet_applied(effects: Effects)
     record = effects.records.get("a")
     assert (record.cpu_shares, record.memory, record.cut_received) == (512, 2**29, "1/2")
     event = record.history[-1]
-    assert (event.kind, event.host, event.by, event.applied) == (EventKind.CUT, "h1", "b", False)
+    assert isinstance(event, Cut)
+    assert (event.host, event.by, event.applied) == ("h1", "b", False)
     assert event.reason.startswith(
         f"cut to 512 shares and {2**29} bytes (total cut 1/2); booked, not yet applied (")
 
@@ -57,8 +58,8 @@ def test_a_cut_given_back_the_agent_cannot_take_is_booked_not_yet_applied(
     record = effects.records.get("a")
     assert (record.cpu_shares, record.memory, record.cut_received) == (768, 3 * 2**28, "1/4")
     event = record.history[-1]
-    assert (event.kind, event.host, event.by, event.applied) == (
-        EventKind.RESTORED, "h1", None, False)
+    assert isinstance(event, Restored)
+    assert (event.host, event.applied) == ("h1", False)
     assert event.reason.startswith(
         f"cut given back: 768 shares and {3 * 2**28} bytes (total cut 1/4); booked, not yet "
         "applied (")

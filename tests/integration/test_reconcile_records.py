@@ -190,9 +190,9 @@ def test_a_booking_whose_request_is_over_can_be_removed_without_changing_the_rec
 ) -> None:
     cluster.submit("over")
     records = cluster.manager.records
-    from domain.events import Event, EventKind
+    from domain.events import Ended
     from domain.lifecycle import RequestStatus
-    records.update("over", Event(EventKind.ENDED, "ended: finished"),
+    records.update("over", Ended("ended: finished"),
                    status=RequestStatus.COMPLETED)  # its booking left behind by mistake
     assert cluster.client.delete("/registry/tasks/over", headers=AUTH).status_code == 202
     assert cluster.store.task("over") is None

@@ -11,7 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from domain.credentials import node_credential
-from domain.events import Event, EventKind
+from domain.events import Ended
 from domain.lifecycle import RequestStatus
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer
@@ -220,7 +220,7 @@ def test_a_placement_is_refused_unless_the_manager_recorded_its_request(
     assert "x1" in refused.get_json()["message"]
     records = store.sibling(RequestRecords)
     record(store, "done")
-    records.update("done", Event(EventKind.ENDED, "ended: finished"),
+    records.update("done", Ended("ended: finished"),
                    status=RequestStatus.COMPLETED)
     over = place(client, "done", "h", 1, 2)
     assert over.status_code == 409 and "completed" in over.get_json()["message"]

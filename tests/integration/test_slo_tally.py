@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from domain.events import Event, EventKind
+from domain.events import Ended, HostLost, Killed, Placed, Queued, Rejected, Started
 from domain.lifecycle import RequestStatus
 from domain.service_history import service_level
 from domain.slo import SloTable
@@ -22,7 +22,6 @@ from manager.records import RequestRecords
 from manager.slo_tally import SloTally
 
 pytestmark = pytest.mark.redis
-K = EventKind
 ALPHA_S = 1.2
 PLACED: dict[str, Any] = {"status": RequestStatus.RUNNING, "host": "h1"}
 
@@ -76,31 +75,31 @@ def write_histories(records: RequestRecords) -> float:
                             ("done", 3, "job"), ("refused", 3, "job"), ("lost", 1, "job")):
         records.create(name, spec(name, cls, kind))
 
-    records.update("run", Event(K.PLACED, "placed", t=t), **PLACED)
-    records.update("run", Event(K.STARTED, "runs", t=t + 0.5))
+    records.update("run", Placed("placed", t=t), **PLACED)
+    records.update("run", Started("runs", t=t + 0.5))
     # ran 100 s, killed, queued: meeting 5/6 until its slack (100/(5/6) - 100 = 20 s) is spent
-    records.update("moved", Event(K.PLACED, "placed", t=t), **PLACED)
-    records.update("moved", Event(K.STARTED, "runs", t=t))
-    records.update("moved", Event(K.KILLED, "killed", t=t + 100, host="h1"), kills=1)
-    records.update("moved", Event(K.QUEUED, "queued", t=t + 100),
+    records.update("moved", Placed("placed", t=t), **PLACED)
+    records.update("moved", Started("runs", t=t))
+    records.update("moved", Killed("killed", t=t + 100, host="h1"), kills=1)
+    records.update("moved", Queued("queued", t=t + 100),
                    status=RequestStatus.PENDING)
     # waited 30 s before its first placement: misses 1/2 until it has run 30 s
-    records.update("waits", Event(K.QUEUED, "queued", t=t), status=RequestStatus.PENDING)
-    records.update("waits", Event(K.PLACED, "placed", t=t + 30), **PLACED)
-    records.update("waits", Event(K.STARTED, "runs", t=t + 30))
+    records.update("waits", Queued("queued", t=t), status=RequestStatus.PENDING)
+    records.update("waits", Placed("placed", t=t + 30), **PLACED)
+    records.update("waits", Started("runs", t=t + 30))
     # placed again after a kill, its start not measured yet (no "started" ever): it waits
     # its allocation, then runs
-    records.update("late", Event(K.PLACED, "placed", t=t), **PLACED)
-    records.update("late", Event(K.KILLED, "killed", t=t + 40, host="h1"), kills=1)
-    records.update("late", Event(K.PLACED, "placed", t=t + 45), **PLACED)
-    records.update("done", Event(K.PLACED, "placed", t=t), **PLACED)
-    records.update("done", Event(K.STARTED, "runs", t=t))
-    records.update("done", Event(K.ENDED, "ended", t=t + 60), status=RequestStatus.COMPLETED)
-    records.update("refused", Event(K.REJECTED, "no room", t=t), status=RequestStatus.REJECTED)
-    records.update("lost", Event(K.PLACED, "placed", t=t), **PLACED)
-    records.update("lost", Event(K.STARTED, "runs", t=t))
-    records.update("lost", Event(K.HOST_LOST, "its host left", t=t + 10, host="h1"), kills=1)
-    records.update("lost", Event(K.ENDED, "stopped", t=t + 20), status=RequestStatus.STOPPED)
+    records.update("late", Placed("placed", t=t), **PLACED)
+    records.update("late", Killed("killed", t=t + 40, host="h1"), kills=1)
+    records.update("late", Placed("placed", t=t + 45), **PLACED)
+    records.update("done", Placed("placed", t=t), **PLACED)
+    records.update("done", Started("runs", t=t))
+    records.update("done", Ended("ended", t=t + 60), status=RequestStatus.COMPLETED)
+    records.update("refused", Rejected("no room", t=t), status=RequestStatus.REJECTED)
+    records.update("lost", Placed("placed", t=t), **PLACED)
+    records.update("lost", Started("runs", t=t))
+    records.update("lost", HostLost("its host left", t=t + 10, host="h1"), kills=1)
+    records.update("lost", Ended("stopped", t=t + 20), status=RequestStatus.STOPPED)
     return t
 
 
@@ -149,24 +148,3 @@ def test_other_objectives_rebuild_the_tally_from_the_records(
     assert tally.is_current()
     for offset in (100.5, 150.0):
         assert tallied(tally, t + offset) == replayed(again, strict, t + offset)
-
-
-def test_an_earlier_versions_killed_and_rescheduled_reads_as_running(
-    records: RequestRecords, client: redis.Redis,
-) -> None:
-    """Main at fe086ff wrote "killed-and-rescheduled" for good once a killed request ran
-    again; such records are running, in the status sets too."""
-    records.create("old", spec("old", 2))
-    records.update("old", Event(K.PLACED, "placed"), status=RequestStatus.RUNNING, host="h1")
-    key = f"{records.prefix}:request:old"
-    client.hset(key, "status", "killed-and-rescheduled")  # as that version left it
-    client.smove(f"{records.prefix}:requests:running",
-                 f"{records.prefix}:requests:killed-and-rescheduled", "old")
-    assert records.get("old").status is RequestStatus.RUNNING  # read as what it means
-    assert records.migrate_statuses() == 1
-    assert client.hget(key, "status") == "running"
-    assert records.counts()[RequestStatus.RUNNING] == 1
-    assert records.ids(RequestStatus.RUNNING) == ["old"]
-    assert not client.exists(f"{records.prefix}:requests:killed-and-rescheduled")
-    records.update("old", Event(K.ENDED, "stopped"), status=RequestStatus.STOPPED)
-    assert records.counts()[RequestStatus.RUNNING] == 0

@@ -10,13 +10,28 @@ import pytest
 
 from cli.main import main
 from domain.errors import ValidationError
-from domain.events import EventKind
+from domain.events import (
+    Cut,
+    Ended,
+    Event,
+    Exited,
+    HostLost,
+    Killed,
+    Placed,
+    Queued,
+    Rejected,
+    Restored,
+    Started,
+    Stopped,
+    Submitted,
+    with_changes,
+)
+from domain.lifecycle import RequestStatus as R
 from domain.model import HostSpec, TaskType
-from manager.records import read_event
 from measure.recorder import MetricsRecorder
 from measure.results import PolicyResult
 from replay.feed import RecorderFeed, recorder_host_ids
-from replay.history import STARTED_KIND, HistoryEvent, classify, is_oom
+from replay.history import is_oom
 from replay.plan import (
     ReplayPlanConfig,
     Submission,
@@ -147,59 +162,13 @@ def test_the_trace_clock_compresses_wall_time_by_k() -> None:
 # ------------------------------------------------------------------ history events
 
 
-def legacy(entry: dict[str, Any]) -> HistoryEvent:
-    """An entry as the manager recorded it before typed events, read as GET /requests/{id}
-    serves it now (manager.records.read_event), then by the replay."""
-    return classify(read_event(entry).to_json())
-
-
-
-@pytest.mark.parametrize(("event", "kind", "check"), [
-    ({"event": "submitted"}, EventKind.SUBMITTED, {}),
-    ({"event": "placed: simple pass: LEE host n1 (class 3, U=0.05): fits unchanged",
-      "status": "running", "host": "n1", "cpu_shares": 256, "memory": 512},
-     EventKind.PLACED, {"pass_name": "simple", "host": "n1", "cpu_shares": 256,
-                        "memory_bytes": 512, "status": "running"}),
-    ({"event": "placed: spread: host n2 has the lowest score", "host": "n2"},
-     EventKind.PLACED, {"pass_name": "spread"}),
-    ({"event": "cut to 170 shares and 357913942 bytes (total cut 1/3)", "cpu_shares": "170",
-      "memory": 357913942}, EventKind.CUT, {"cpu_shares": 170, "memory_bytes": 357913942}),
-    ({"event": "killed on n1 to make room for r000012", "kills": 1}, EventKind.KILLED,
-     {"beneficiary": "r000012"}),
-    ({"event": "killed: its host n3 left the Swarm", "kills": 1}, EventKind.HOST_LOST,
-     {"beneficiary": None}),
-    ({"event": "waiting in the pending queue (victim)", "status": "pending"},
-     EventKind.QUEUED, {}),
-    ({"event": "ended: finished", "status": "completed", "exit_code": 0}, EventKind.ENDED,
-     {"exit_code": 0}),
-    ({"event": "ended: failed (exit code 137): task: non-zero exit (137)", "status": "failed",
-      "exit_code": 137}, EventKind.ENDED, {"exit_code": 137}),
-    ({"event": "container exited (code 137); Swarm restarts it"}, EventKind.EXITED,
-     {"exit_code": 137}),
-    ({"event": "stopped by the client", "status": "stopped"}, EventKind.STOPPED, {}),
-    ({"event": "could not start on n1: boom", "status": "failed"}, EventKind.START_FAILED, {}),
-    ({"event": "its service disappeared from the Swarm", "status": "failed"},
-     EventKind.VANISHED, {}),
-    ({"event": "no pass placed it: every host is full", "status": "rejected"},
-     EventKind.REJECTED, {}),
-    ({"event": "something new"}, EventKind.OTHER, {}),
-])
-def test_history_events_are_classified_from_their_text_and_fields(
-    event: dict[str, Any], kind: EventKind, check: dict[str, Any]
-) -> None:
-    value = legacy({"t": 12.5, **event})
-    assert value.kind is kind
-    assert value.t_wall_s == 12.5
-    for name, expected in check.items():
-        assert getattr(value, name) == expected, name
-
-
-def test_exit_code_137_is_an_oom_kill_and_nothing_else_is() -> None:
-    assert is_oom(legacy({"event": "ended: failed", "status": "failed", "exit_code": 137}))
-    assert is_oom(legacy({"event": "container exited (code 137); Swarm restarts it"}))
-    assert not is_oom(legacy({"event": "ended: failed", "status": "failed", "exit_code": 1}))
-    assert not is_oom(legacy({"event": "container exited (code 0); Swarm restarts it"}))
-    assert not is_oom(legacy({"event": "cut to 1 shares", "exit_code": 137}))
+def test_an_oom_kill_is_the_agents_flag_or_exit_code_137_and_nothing_else_is() -> None:
+    assert is_oom(Ended("ended: failed", status=R.FAILED, exit_code=137))
+    assert is_oom(Exited("container exited (code 137); Swarm restarts it", exit_code=137))
+    assert is_oom(Exited("container exited (code 1, out of memory)", exit_code=1, oom=True))
+    assert not is_oom(Ended("ended: failed", status=R.FAILED, exit_code=1))
+    assert not is_oom(Exited("container exited (code 0); Swarm restarts it", exit_code=0))
+    assert not is_oom(Cut("cut to 1 shares"))
 
 
 # ------------------------------------------------------------------ the feed
@@ -227,16 +196,13 @@ class World:
     def wall(self, trace_s: float) -> float:
         return START + trace_s / K
 
-    def event(self, rid: str, trace_s: float, text: str, **fields: Any) -> None:
-        self.history.setdefault(rid, []).append({"t": self.wall(trace_s), "event": text,
-                                                 **fields})
+    def event(self, rid: str, trace_s: float, event: Event) -> None:
+        self.history.setdefault(rid, []).append(
+            with_changes(event, self.wall(trace_s), {}).to_json())
 
     def record(self, rid: str) -> dict[str, Any]:
-        """As GET /requests/{id}: the status is the one its latest event set; entries are
-        written here as the manager wrote them before typed events, and served typed, as the
-        manager serves such records now (manager.records.read_event)."""
-        history = [entry if entry.get("kind") == STARTED_KIND else read_event(entry).to_json()
-                   for entry in self.history.get(rid, [])]
+        """As GET /requests/{id}: the status is the one its latest event set."""
+        history = self.history.get(rid, [])
         status = next((e["status"] for e in reversed(history) if "status" in e), "pending")
         return {"id": rid, "status": status, "history": history}
 
@@ -249,21 +215,21 @@ class World:
         sub = self.subs[rid]
         request = sub.request
         sent = self.wall(trace_s)
-        self.history[rid] = [{"t": sent + 0.01, "event": "submitted"}]
+        self.history[rid] = [Submitted("submitted", t=sent + 0.01).to_json()]
         placed = host is not None
         cpu = request.cpu_shares if cpu is None else cpu
         memory = request.memory_bytes if memory is None else memory
+        decided: Event
         if placed:
-            self.history[rid].append({
-                "t": sent + 0.01 + server_s, "status": "running", "host": host,
-                "event": f"placed: {pass_name} pass: LEE host {host} (class 3, U=0.1): fits",
-                "cpu_shares": cpu, "memory": memory})
+            decided = Placed(f"placed: {pass_name} pass: LEE host {host} (class 3, U=0.1): "
+                             "fits", pass_=pass_name, status=R.RUNNING, host=host,
+                             cpu_shares=cpu, memory=memory)
         elif queued:
-            self.history[rid].append({"t": sent + 0.01 + server_s, "status": "pending",
-                                      "event": "waiting in the pending queue (queued)"})
+            decided = Queued("waiting in the pending queue (queued)", queue_reason="queued",
+                             status=R.PENDING)
         else:
-            self.history[rid].append({"t": sent + 0.01 + server_s, "status": "rejected",
-                                      "event": "no pass placed it"})
+            decided = Rejected("no pass placed it", status=R.REJECTED)
+        self.history[rid].append(with_changes(decided, sent + 0.01 + server_s, {}).to_json())
         decision = {
             "placed": placed, "host": host, "pass": pass_name if placed else None,
             "request": {"cpu_shares": cpu, "memory": memory, "cut_received": 0.0},
@@ -287,7 +253,7 @@ def test_a_placed_job_that_finishes_gives_its_makespan_on_the_trace_clock() -> N
     world = World(job("r1", makespan=100.0))
     world.answer("r1", 0.0, rtt_s=0.25, server_s=0.12)
     # placed at 0.13 wall s (1.3 trace s), ended 12 wall s later: 120 trace seconds.
-    world.event("r1", 1.3 + 120.0, "ended: finished", status="completed", exit_code=0)
+    world.event("r1", 1.3 + 120.0, Ended("ended: finished", status=R.COMPLETED, exit_code=0))
     world.poll("r1")
     assert world.feed.active_ids() == []
     result = world.finish()
@@ -330,9 +296,10 @@ def test_a_queued_request_is_decided_when_its_history_shows_it_placed() -> None:
     world.answer("r2", 1.0, host=None, queued=True, rtt_s=0.01, server_s=0.005)
     world.answer("r3", 2.0, host=None, queued=True, rtt_s=0.01, server_s=0.005)
     assert set(world.feed.active_ids()) == {"r1", "r2", "r3"}
-    world.event("r1", 30.0, "ended: finished", status="completed", exit_code=0)
-    world.event("r2", 31.0, "placed: simple pass: LEE host nodeB (class empty, U=0.0): fits",
-                status="running", host="nodeB", cpu_shares=256, memory=512 * MIB)
+    world.event("r1", 30.0, Ended("ended: finished", status=R.COMPLETED, exit_code=0))
+    world.event("r2", 31.0, Placed("placed: simple pass: LEE host nodeB (class empty, U=0.0): "
+                                   "fits", pass_="simple", status=R.RUNNING, host="nodeB",
+                                   cpu_shares=256, memory=512 * MIB))
     world.poll("r1", "r2", "r3")
     assert world.feed.tracked("r2").in_run  # type: ignore[union-attr]
     result = world.finish(100.0)
@@ -353,8 +320,9 @@ def test_queued_probes_are_not_counted_as_queued_new_requests() -> None:
     world.answer("r1", 0.0, host=None, queued=True)
     world.answer("p1", 1.0, host=None, queued=True)
     for rid, t in (("r1", 20.0), ("p1", 21.0)):
-        world.event(rid, t, "placed: simple pass: LEE host nodeB (class empty, U=0.0): fits",
-                    status="running", host="nodeB", cpu_shares=512, memory=512 * MIB)
+        world.event(rid, t, Placed("placed: simple pass: LEE host nodeB (class empty, U=0.0): "
+                                   "fits", pass_="simple", status=R.RUNNING, host="nodeB",
+                                   cpu_shares=512, memory=512 * MIB))
     world.poll("r1", "p1")
     counters = world.feed.counters()
     assert (counters.queued, counters.queued_placed) == (1, 1)
@@ -378,12 +346,12 @@ def test_cuts_and_kills_of_a_decision_are_counted_once_and_the_victim_reschedule
     world.answer("x", 2.0, pass_name="kill", cpu=500, memory=900 * MIB,
                  cuts=[{"task": "c", "cpu_shares": 200, "memory": 400 * MIB,
                         "cut_received": 1 / 3}], kills=["v"])
-    world.event("c", 2.05, "cut to 200 shares and 419430400 bytes (total cut 1/3)",
-                cpu_shares=200, memory=400 * MIB, cut_received="1/3")
-    world.event("v", 2.04, "killed on nodeA to make room for x", kills=1)
-    world.event("v", 2.2, "placed: simple pass: LEE host nodeB (class empty, U=0.0): fits",
-                status="killed-and-rescheduled", host="nodeB", cpu_shares=256,
-                memory=512 * MIB)
+    world.event("c", 2.05, Cut("cut to 200 shares and 419430400 bytes (total cut 1/3)",
+                               cpu_shares=200, memory=400 * MIB, cut_received="1/3"))
+    world.event("v", 2.04, Killed("killed on nodeA to make room for x", by="x", kills=1))
+    world.event("v", 2.2, Placed("placed: simple pass: LEE host nodeB (class empty, U=0.0): "
+                                 "fits", pass_="simple", status=R.RUNNING, host="nodeB",
+                                 cpu_shares=256, memory=512 * MIB))
     world.poll("c", "v")
     result = world.finish()
     m = result.metrics
@@ -408,15 +376,16 @@ def test_cuts_and_kills_made_by_a_victims_reschedule_come_from_the_histories() -
     for rid, t in (("v", 0.0), ("d", 0.5), ("w", 0.7)):
         world.answer(rid, t)
     world.answer("x", 1.0, pass_name="kill", kills=["v"])
-    world.event("v", 1.02, "killed on nodeA to make room for x", kills=1)
+    world.event("v", 1.02, Killed("killed on nodeA to make room for x", by="x", kills=1))
     # v's reschedule (no POST answer tells about it) cuts d and kills w.
-    world.event("d", 1.05, "cut to 300 shares and 536870912 bytes (total cut 1/6)",
-                cpu_shares=300, memory=512 * MIB)
-    world.event("w", 1.06, "killed on nodeB to make room for v", kills=1)
-    world.event("v", 1.1, "placed: cut pass: DEE host nodeB (class 4, U=0.6): fits",
-                status="killed-and-rescheduled", host="nodeB", cpu_shares=256,
-                memory=512 * MIB)
-    world.event("w", 1.12, "waiting in the pending queue (victim)", status="pending")
+    world.event("d", 1.05, Cut("cut to 300 shares and 536870912 bytes (total cut 1/6)",
+                               cpu_shares=300, memory=512 * MIB))
+    world.event("w", 1.06, Killed("killed on nodeB to make room for v", by="v", kills=1))
+    world.event("v", 1.1, Placed("placed: cut pass: DEE host nodeB (class 4, U=0.6): fits",
+                                 pass_="cut", status=R.RUNNING, host="nodeB", cpu_shares=256,
+                                 memory=512 * MIB))
+    world.event("w", 1.12, Queued("waiting in the pending queue (victim)",
+                                  queue_reason="victim", status=R.PENDING))
     world.poll("w", "d", "v")  # polled in any order: processed by time
     m = world.finish().metrics
     assert (m.kills, m.victims, m.victims_lost) == (2, 2, 1)  # w never placed again
@@ -435,13 +404,13 @@ def test_a_cut_given_back_is_counted_and_the_task_has_its_resources_again() -> N
     cut is measured from the 400 it has again, not from the stale 300."""
     world = World(service("d", 0.0, cls=4, cpu=400))
     world.answer("d", 0.0)
-    world.event("d", 1.0, "cut to 300 shares and 536870912 bytes (total cut 1/6)",
-                cpu_shares=300, memory=512 * MIB)
+    world.event("d", 1.0, Cut("cut to 300 shares and 536870912 bytes (total cut 1/6)",
+                              cpu_shares=300, memory=512 * MIB))
     world.poll("d")
     tracked = world.feed.tracked("d")
     assert tracked is not None and tracked.cpu == 300
-    world.event("d", 2.0, "cut given back", kind="restored", host="nodeA", applied=True,
-                cpu_shares=400, memory=512 * MIB, cut_received="0")
+    world.event("d", 2.0, Restored("cut given back", host="nodeA", applied=True,
+                                   cpu_shares=400, memory=512 * MIB, cut_received="0"))
     world.poll("d")
     assert tracked.cpu == 400
     assert world.finish().metrics.restores == 1
@@ -450,7 +419,7 @@ def test_a_cut_given_back_is_counted_and_the_task_has_its_resources_again() -> N
 def test_a_kill_no_decision_made_still_counts() -> None:
     world = World(service("v"))
     world.answer("v", 0.0)
-    world.event("v", 5.0, "killed: its host nodeA left the Swarm", kills=1)
+    world.event("v", 5.0, HostLost("killed: its host nodeA left the Swarm", kills=1))
     world.poll("v")
     m = world.finish().metrics
     assert (m.kills, m.victims, m.victims_lost) == (1, 1, 1)
@@ -467,13 +436,13 @@ def test_service_levels_come_from_the_histories_and_a_seen_start_is_the_allocati
     for started, availability in ((True, 243 / 298), (False, 248 / 298)):
         world = World(job("j", makespan=100.0))
         world.answer("j", 0.0, rtt_s=0.2)
-        world.event("j", 100.0, "killed: its host nodeA left the Swarm", kills=1)
-        world.event("j", 150.0, "placed: simple pass: LEE host nodeB (class empty, U=0.0): "
-                    "fits", status="killed-and-rescheduled", host="nodeB")
+        world.event("j", 100.0, HostLost("killed: its host nodeA left the Swarm", kills=1))
+        world.event("j", 150.0, Placed("placed: simple pass: LEE host nodeB (class empty, "
+                                       "U=0.0): fits", pass_="simple", status=R.RUNNING,
+                                       host="nodeB"))
         if started:
-            world.history["j"].append({"t": world.wall(155.0), "kind": STARTED_KIND,
-                                       "reason": "its container runs"})
-        world.event("j", 300.0, "ended: finished", status="completed", exit_code=0)
+            world.event("j", 155.0, Started("its container runs"))
+        world.event("j", 300.0, Ended("ended: finished", status=R.COMPLETED, exit_code=0))
         world.poll("j")
         result = world.finish()
         [level] = result.request_levels
@@ -488,10 +457,12 @@ def test_exit_code_137_counts_as_an_oom_kill_once_per_run() -> None:
     world = World(job("j"), service("s", 1.0))
     world.answer("j", 0.0)
     world.answer("s", 1.0, host="nodeB")
-    world.event("j", 20.0, "ended: failed", status="failed", exit_code=137)
-    world.event("s", 21.0, "container exited (code 137); Swarm restarts it")
-    world.event("s", 25.0, "container exited (code 137); Swarm restarts it")
-    world.event("s", 26.0, "container exited (code 1); Swarm restarts it")
+    world.event("j", 20.0, Ended("ended: failed", status=R.FAILED, exit_code=137))
+    world.event("s", 21.0, Exited("container exited (code 137); Swarm restarts it",
+                                  exit_code=137))
+    world.event("s", 25.0, Exited("container exited (code 137); Swarm restarts it",
+                                  exit_code=137))
+    world.event("s", 26.0, Exited("container exited (code 1); Swarm restarts it", exit_code=1))
     world.poll("j", "s")
     # The OOM-killed service keeps running (Swarm restarted it): rounds are not recorded.
     world.feed.on_round(RoundResult(world.wall(30.0), "s", 40, 12.0, True))
@@ -513,8 +484,8 @@ def test_failed_jobs_and_services_stopped_by_their_client() -> None:
     assert world.feed.due_stops(placed + 20.1) == ["s"]
     world.feed.mark_stop_sent("s")
     assert world.feed.due_stops(placed + 30.0) == []
-    world.event("j", 5.0, "ended: failed", status="failed", exit_code=2)
-    world.event("s", 202.0, "stopped by the client", status="stopped")
+    world.event("j", 5.0, Ended("ended: failed", status=R.FAILED, exit_code=2))
+    world.event("s", 202.0, Stopped("stopped by the client", status=R.STOPPED))
     world.poll("j", "s")
     m = world.finish().metrics
     assert (m.tasks_failed, m.services_stopped, m.oom_kills) == (1, 1, 0)
@@ -570,7 +541,7 @@ def test_host_names_fall_back_to_ids_when_addresses_are_missing_or_shared() -> N
 def test_nothing_after_the_end_reaches_the_recorder() -> None:
     world = World(job("j"), end_s=100.0)
     world.answer("j", 0.0)
-    world.event("j", 150.0, "ended: finished", status="completed", exit_code=0)
+    world.event("j", 150.0, Ended("ended: finished", status=R.COMPLETED, exit_code=0))
     world.poll("j")
     m = world.finish(100.0).metrics
     assert m.jobs_finished == 0

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from domain.events import Event, EventKind
+from domain.events import Event, EventKind, event_from_json
 from domain.service_history import service_level
 
 K = EventKind
 
 
 def ev(kind: EventKind, t: float, host: str | None = None) -> Event:
-    return Event(kind, t=t, host=host)
+    """An event of ``kind`` at ``t``, on ``host`` when its kind has one."""
+    return event_from_json({"kind": kind.value, "t": t, "host": host})
 
 
 def test_a_service_killed_once_and_placed_again() -> None:
