@@ -230,11 +230,11 @@ def test_a_node_back_under_a_new_id_retires_the_old_host_which_keeps_its_name(
     assert cluster.health()["nodes_down"] == []  # retired at once, not down
     hosts = {h["id"] for h in cluster.client.get("/hosts", headers=AUTH).get_json()}
     assert hosts == {"n1b", "n2"}
-    assert cluster.manager.host_name("n1") == "h1"
+    assert cluster.manager.views.host_name("n1") == "h1"
     # the name outlives the manager: a new one on the same Redis still knows it
     again = make_cluster(redis_srv.url, cluster.swarm, cluster.store.host_keys.prefix)
     try:
-        assert again.manager.host_name("n1") == "h1"
+        assert again.manager.views.host_name("n1") == "h1"
         again.sync()
         assert again.health()["nodes_down"] == []  # retired stays retired
     finally:
@@ -262,7 +262,7 @@ def test_a_down_node_is_listed_until_gone_then_retired_and_a_removed_one_at_once
         time.sleep(0.6)
         built.sync()  # n1 Down past GREENSWARM_NODE_GONE_S
         assert built.health()["nodes_down"] == []
-        assert built.manager.host_name("n3") == "h3"
+        assert built.manager.views.host_name("n3") == "h3"
         swarm.states["n1"] = "ready"  # it came back under its own id after all
         built.sync()
         assert {h["id"] for h in built.client.get("/hosts", headers=AUTH).get_json()} == \
@@ -292,4 +292,4 @@ def test_a_container_swarm_refuses_fails_its_request_with_swarms_reason(
         assert "refused" in ended["reason"] and "exit code" not in ended["reason"], ended
         assert cluster.store.task(name) is None  # its room is free
         assert name not in cluster.swarm.services_by_task
-        assert f"on {cluster.manager.host_name(host)}:" in ended["reason"], ended
+        assert f"on {cluster.manager.views.host_name(host)}:" in ended["reason"], ended
