@@ -7,7 +7,7 @@ The steps, in order, each its own function:
 2. On the scheduling loop (``_on_loop``): ``_check_new`` (409 for a known id), ``_record``
    (its record), then the Swarm takes it (the 'swarm' policy), or ``_preview`` asks the
    scheduler what it would decide when offloading may take it (DESIGN 12), and either the
-   loop lets go of it (an ``Offer``) or ``place_here`` decides it.
+   loop lets go of it (an ``Offer``) or ``place_here`` applies that same decision.
 3. An offer is forwarded to the peers on the caller's thread (manager/offload.py); when none
    takes it, ``_not_offloaded`` notes why and decides it here after all.
 
@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from domain.decision import Decision
 from domain.errors import ConflictError, UnavailableError
 from domain.events import Event, EventKind
 from domain.lifecycle import FINAL
@@ -37,7 +36,7 @@ from manager.reconcile import SwarmSync
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
-from scheduler.service import Outcome, Scheduler
+from scheduler.service import Outcome, Preview, Scheduler
 
 Bounds = tuple[int, int]
 
@@ -113,11 +112,12 @@ class Submissions:
         if self.by_swarm:
             self.swarm.hand_to_swarm(request, spec)
             return Submitted(self.records.get(request.id), None)
+        started = time.perf_counter()
         preview = self._preview(request, queue, forwarded_from)
-        if preview is not None and wants_offload(preview, self.settings.offload,
+        if preview is not None and wants_offload(preview.decision, self.settings.offload,
                                                  forwarded_from=forwarded_from, waits=False):
             return Offer(request, spec, queue)
-        return self.place_here(request, queue)
+        return self.place_here(request, queue, preview=preview, started=started)
 
     def _check_new(self, request: Request) -> None:
         if self.records.exists(request.id):
@@ -128,21 +128,25 @@ class Submissions:
         self.records.create(request.id, spec, forwarded_from=forwarded_from)
 
     def _preview(self, request: Request, queue: bool | None,
-                 forwarded_from: str | None) -> Decision | None:
+                 forwarded_from: str | None) -> Preview | None:
         """What this cluster would decide for ``request`` now, when offloading may take it:
         it is on, the request was not forwarded here and does not wait in the queue (None
         otherwise: nothing is decided yet)."""
         waits = self.scheduler.admits_to_queue if queue is None else queue
         if self.settings.offload is OffloadMode.OFF or forwarded_from is not None or waits:
             return None
-        return self.scheduler.preview(request, self.clock()).decision
+        return self.scheduler.preview(request, self.clock())
 
-    def place_here(self, request: Request, queue: bool | None,
+    def place_here(self, request: Request, queue: bool | None, *,
+                   preview: Preview | None = None, started: float | None = None,
                    not_offloaded: str | None = None) -> Submitted:
-        """On the loop: this cluster's own decision, applied and carried out; a refusal's
-        reason also says why no peer took it (``not_offloaded``)."""
-        started = time.perf_counter()
-        outcome = self.scheduler.submit(request, self.clock(), queue=queue)
+        """On the loop: this cluster's own decision (``preview``'s, while it stands), applied
+        and carried out; a refusal's reason also says why no peer took it
+        (``not_offloaded``). The answer's ``decision_ms`` is the scheduler's time since
+        ``started`` (before the preview), Docker work excluded."""
+        started = time.perf_counter() if started is None else started
+        now = self.clock() if preview is None else preview.now
+        outcome = self.scheduler.submit(request, now, queue=queue, preview=preview)
         decision_ms = (time.perf_counter() - started) * 1000
         if not_offloaded is not None:
             _note_refusals(outcome, request.id, f"not offloaded: {not_offloaded}")
