@@ -11,7 +11,7 @@ from manager.core import Manager
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from manager.openapi import Bounds, document
 from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, HISTORY_LIST, REQUEST_LIST
-from web.edge import json_body
+from web.edge import caller_known, json_body
 from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
@@ -161,7 +161,10 @@ def metrics() -> Response:
 
 @blueprint.get("/healthz")
 def health() -> tuple[Response, int]:
-    checks = manager().health.answer()
+    """Public (load balancers carry no token): its checks and counts to anyone, which records
+    fail and which nodes are down, with the errors, only to a caller with the token or a
+    dashboard session (DESIGN 9)."""
+    checks = manager().health.answer(details=caller_known())
     return jsonify(checks), 200 if checks["status"] == "ok" else 503
 
 

@@ -2,7 +2,9 @@
 
 A request's JSON names its host as `docker node ls` does and carries its service level now; an
 offloaded request still running is read from its peer (a final status there is recorded here
-too).
+too). The health check answers its checks and counts to anyone, and which records fail and
+which nodes are down, with the errors, only to a caller who showed the token or a dashboard
+session (DESIGN 9: a request's id or a node's name is not for everyone).
 """
 
 from __future__ import annotations
@@ -162,21 +164,34 @@ class Health:
         self.backend = backend
         self.swarm = swarm
 
-    def answer(self) -> dict[str, Any]:
-        checks: dict[str, Any] = {"policy": self.settings.policy}
+    def answer(self, *, details: bool) -> dict[str, Any]:
+        """The checks and counts; with ``details`` (a caller with the token or a dashboard
+        session), also the policy, the errors, the records failing and the nodes down by name
+        (DESIGN 9: the answer without the token holds no id, name or error text)."""
+        checks: dict[str, Any] = {"status": "degraded", "details": details}
+        errors: dict[str, str] = {}
         try:
             checks["redis"] = self.store.ping()
         except GreenSwarmError as exc:
             checks["redis"] = False
-            checks["redis_error"] = str(exc)
+            errors["redis_error"] = str(exc)
         try:
             checks["docker"] = self.backend.ping()
         except GreenSwarmError as exc:
             checks["docker"] = False
-            checks["docker_error"] = str(exc)
+            errors["docker_error"] = str(exc)
         if checks["redis"]:
             checks["hosts"] = sum(1 for _ in self.store.all_hosts())
             checks["pending"] = len(self.store.pending())
-        checks.update(self.swarm.health_json())  # failing records, nodes down (DESIGN 9)
+        state = self.swarm.health_json()  # failing records, nodes down (DESIGN 9)
+        reconcile, down = state["reconcile"], state["nodes_down"]
+        checks["reconcile"] = {"ok": reconcile["ok"], "errors_total": reconcile["errors_total"],
+                               "failing_count": len(reconcile["failing"])}
+        checks["nodes_down_count"] = len(down)
+        if details:
+            checks["policy"] = self.settings.policy
+            checks.update(errors)
+            checks["reconcile"] = {**checks["reconcile"], **reconcile}
+            checks["nodes_down"] = down
         checks["status"] = "ok" if checks["redis"] and checks["docker"] else "degraded"
         return checks
