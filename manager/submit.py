@@ -36,7 +36,8 @@ from manager.reconcile import SwarmSync
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
 from manager.spec import parse_spec
-from scheduler.service import Outcome, Preview, Scheduler
+from scheduler.preview import Preview
+from scheduler.service import Outcome, Scheduler
 
 Bounds = tuple[int, int]
 

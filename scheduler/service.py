@@ -33,6 +33,7 @@ from domain.store import ChangeLog, ClusterReader, ClusterStore
 from scheduler.constraints import JUST_LEFT, PAUSED, merged, name_constraints, ruled_out
 from scheduler.load import Freshness, LoadView, RecentPlacements
 from scheduler.plugin import LoadAware, Policy, RoundPolicy
+from scheduler.preview import Preview, Stamp
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -44,19 +45,6 @@ DEFAULT_RETRY_LIMIT = 32
 
 # The reason of a retry that was not decided (see Scheduler.retry_pending).
 NOT_RETRIED = "no host that changed since its last try could take it"
-
-
-@dataclass(frozen=True)
-class Preview:
-    """A new request's decision taken and applied nowhere (``Scheduler.preview``), with the
-    point of the scheduler's history it was taken at. ``Scheduler.submit`` applies it instead
-    of deciding again as long as it still stands: same request, same moment, and nothing
-    changed since (see ``Scheduler.submit``)."""
-
-    decision: Decision
-    now: float
-    # (changes made through the scheduler, the store's change mark when it logs its changes)
-    stamp: tuple[int, int | None]
 
 
 @dataclass(init=False)
@@ -181,14 +169,7 @@ class Scheduler:
         """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it.
         ``queue`` None: the policy's habit (``admits_to_queue``). A round policy queues the
         request first, with Q = 0, then runs a round: the most urgent waiting request first.
-
-        ``preview``: this request's ``preview``, applied instead of a second decision while it
-        stands: taken at ``now``, with nothing changed since through this scheduler (no
-        decision applied, no task ended, no host lost, no closed host or node fact changed)
-        nor, for a store that logs its changes, in the store. A store other processes write
-        (Redis) cannot say; the caller previews and submits in one turn of its scheduling loop
-        (what a decision reads and applies is no more atomic against those writers either).
-        Otherwise, and when a round decides the request, it is decided again."""
+        ``preview``: its ``preview``, applied while it stands (scheduler/preview.py)."""
         if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
         wait = self.admits_to_queue if queue is None else queue
@@ -228,16 +209,13 @@ class Scheduler:
         decision = self._decide(request, Outcome(), now=now)
         return Preview(decision, now, self._stamp())
 
-    def _stamp(self) -> tuple[int, int | None]:
+    def _stamp(self) -> Stamp:
         return self._changes, (None if self._marks is None else self._marks.change_mark())
 
-    def _previewed(
-        self, preview: Preview | None, request: Request, now: float, outcome: Outcome
-    ) -> Decision | None:
-        """``preview``'s decision, noted in ``outcome``, if it still stands for ``request`` at
-        ``now`` (see ``submit``); None otherwise."""
-        if (preview is None or preview.decision.request != request or preview.now != now
-                or preview.stamp != self._stamp()):
+    def _previewed(self, preview: Preview | None, request: Request, now: float,
+                   outcome: Outcome) -> Decision | None:
+        """``preview``'s decision, noted in ``outcome``, if it still stands; else None."""
+        if preview is None or not preview.stands(request, now, self._stamp()):
             return None
         outcome.decisions.append(preview.decision)
         return preview.decision
