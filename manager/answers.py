@@ -115,18 +115,27 @@ PEERS = Named("Peers", _closed(
     {"cluster": TEXT, "offload": Choice(tuple(m.value for m in OffloadMode)),
      "peers": Items(PEER)},
     "cluster", "offload", "peers"))
-# records skipped because they fail, and nodes down (DESIGN 9; manager/faults.py)
-RECONCILE = _open({"ok": BOOL, "errors_total": COUNT, "error": TEXT,
+# records skipped because they fail, and nodes down (DESIGN 9; manager/faults.py): counted for
+# anyone, named (with the errors) only for a caller with the token or a dashboard session
+_DETAIL = "with the token or a dashboard session only"
+RECONCILE = _open({"ok": BOOL, "errors_total": COUNT, "failing_count": COUNT,
+                   "error": TEXT.but_described(f"why the last pass failed; {_DETAIL}"),
                    "failing": Items(_open({"id": TEXT, "kind": TEXT, "error": TEXT,
-                                           "since": NUMBER}, "id", "error", "since"))},
-                  "ok", "errors_total", "failing")
+                                           "since": NUMBER}, "id", "error", "since"),
+                                    description=f"the records failing now; {_DETAIL}")},
+                  "ok", "errors_total", "failing_count")
 HEALTH = Named("Health", _open(
-    {"status": Choice(("ok", "degraded")), "policy": TEXT, "redis": BOOL, "docker": BOOL,
-     "hosts": INT, "pending": INT, "redis_error": TEXT, "docker_error": TEXT,
-     "reconcile": RECONCILE,
+    {"status": Choice(("ok", "degraded")),
+     "details": Bool(description="whether the caller showed the token or a dashboard "
+                                 "session, and the answer has the fields marked so"),
+     "policy": TEXT.but_described(_DETAIL), "redis": BOOL, "docker": BOOL,
+     "hosts": INT, "pending": INT, "redis_error": TEXT.but_described(_DETAIL),
+     "docker_error": TEXT.but_described(_DETAIL), "reconcile": RECONCILE,
+     "nodes_down_count": COUNT,
      "nodes_down": Items(_open({"id": TEXT, "name": TEXT, "since": NUMBER},
-                               "id", "name", "since"))},
-    "status", "redis", "docker"))
+                               "id", "name", "since"),
+                         description=f"the nodes Down or missing now; {_DETAIL}")},
+    "status", "details", "redis", "docker", "reconcile", "nodes_down_count"))
 HOSTS = Items(Fields({**HOST_FIELDS, "name": Text(description="the node's hostname"),
                       "power": HOST_POWER, "tasks": Items(TASK_FORM)},
                      (*HOST_REQUIRED, "name", "power", "tasks"), closed=False))

@@ -11,7 +11,7 @@ from manager.core import Manager
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from manager.openapi import Bounds, document
 from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, HISTORY_LIST, REQUEST_LIST
-from web.edge import json_body
+from web.edge import caller_known, json_body
 from web.forms import host_json, task_json
 
 blueprint = Blueprint("manager", __name__)
@@ -26,14 +26,14 @@ def manager() -> Manager:
 @blueprint.post("/requests")
 def submit() -> tuple[Response, int]:
     manager_ = manager()
-    submitted = manager_.submit(json_body())
-    return jsonify({"request": manager_.record_json(submitted.record),
+    submitted = manager_.submissions.submit(json_body())
+    return jsonify({"request": manager_.views.record_json(submitted.record),
                     "decision": submitted.decision}), 201
 
 
 @blueprint.get("/requests/<request_id>")
 def get_request(request_id: str) -> Response:
-    return jsonify(manager().request_json(check_id(request_id, "id"), remote=True))
+    return jsonify(manager().views.request_json(check_id(request_id, "id"), remote=True))
 
 
 @blueprint.get("/requests")
@@ -41,61 +41,62 @@ def list_requests() -> Response:
     args = REQUEST_LIST.read(request.args)
     status = RequestStatus(args["status"]) if "status" in args else None
     manager_ = manager()
-    return jsonify([manager_.request_json(request_id, history=False)
+    return jsonify([manager_.views.request_json(request_id, history=False)
                     for request_id in manager_.records.ids(status, args.get("limit", 1000))])
 
 
 @blueprint.delete("/requests/<request_id>")
 def stop(request_id: str) -> Response:
     manager_ = manager()
-    return jsonify(manager_.record_json(manager_.stop_request(check_id(request_id, "id"))))
+    stopped = manager_.endings.stop_request(check_id(request_id, "id"))
+    return jsonify(manager_.views.record_json(stopped))
 
 
 @blueprint.post("/deployments")
 def deploy() -> tuple[Response, int]:
     """Several requests with link constraints, placed all or nothing across this cluster and
     its peers (DESIGN 12): 201 with where each runs, 409 naming what failed."""
-    return jsonify(manager().deploy(json_body())), 201
+    return jsonify(manager().deployments.deploy(json_body())), 201
 
 
 @blueprint.get("/deployments")
 def list_deployments() -> Response:
     args = DEPLOYMENT_LIST.read(request.args)
-    return jsonify(manager().deployments_json(args.get("limit", 1000)))
+    return jsonify(manager().deployments.deployments_json(args.get("limit", 1000)))
 
 
 @blueprint.get("/deployments/<name>")
 def get_deployment(name: str) -> Response:
-    return jsonify(manager().deployment_json(check_id(name, "name")))
+    return jsonify(manager().deployments.deployment_json(check_id(name, "name")))
 
 
 @blueprint.delete("/deployments/<name>")
 def undeploy(name: str) -> Response:
-    return jsonify(manager().undeploy(check_id(name, "name")))
+    return jsonify(manager().deployments.undeploy(check_id(name, "name")))
 
 
 @blueprint.get("/federation/advert")
 def federation_advert() -> Response:
     """This cluster's advert to its peers now (DESIGN 12)."""
     NO_QUERY.read(request.args)
-    return jsonify(manager().advert_json())
+    return jsonify(manager().views.advert_json())
 
 
 @blueprint.get("/federation/peers")
 def federation_peers() -> Response:
     """Each peer: its configuration (never its token), up or down, its advert's summary."""
     NO_QUERY.read(request.args)
-    return jsonify(manager().peers_json())
+    return jsonify(manager().views.peers_json())
 
 
 @blueprint.get("/hosts")
 def hosts() -> Response:
     manager_ = manager()
-    listed = manager_.hosts()
+    listed = manager_.views.hosts()
     powers = manager_.power.hosts((host for host, _ in listed), manager_.clock())
     return jsonify(
         [
-            {**host_json(host), "name": manager_.host_name(host.id),
+            {**host_json(host), "name": manager_.views.host_name(host.id),
              "power": powers[host.id].to_json(),
              "tasks": [task_json(task) for task in tasks]}
             for host, tasks in listed
@@ -112,7 +113,7 @@ def power() -> Response:
     hosts = list(manager_.store.all_hosts())
     powers = manager_.power.hosts(hosts, manager_.clock())
     return jsonify({
-        "hosts": {host_id: {"name": manager_.host_name(host_id), **p.to_json()}
+        "hosts": {host_id: {"name": manager_.views.host_name(host_id), **p.to_json()}
                   for host_id, p in powers.items()},
         "cluster": manager_.power.cluster_json(powers),
     })
@@ -128,7 +129,7 @@ def events() -> Response:
     for event in found:  # its host by name, a host that left included
         host = event.get("host")
         if isinstance(host, str) and host and event.get("cluster") is None:
-            event["host_name"] = manager_.host_name(host)
+            event["host_name"] = manager_.views.host_name(host)
     return jsonify({"events": found, "next": cursor})
 
 
@@ -160,13 +161,16 @@ def metrics() -> Response:
 
 @blueprint.get("/healthz")
 def health() -> tuple[Response, int]:
-    checks = manager().health()
+    """Public (load balancers carry no token): its checks and counts to anyone, which records
+    fail and which nodes are down, with the errors, only to a caller with the token or a
+    dashboard session (DESIGN 9)."""
+    checks = manager().health.answer(details=caller_known())
     return jsonify(checks), 200 if checks["status"] == "ok" else 503
 
 
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
     """The document, with the request bodies' bounds of now (the largest host's)."""
-    requests_, deployments = manager().door_bounds()
+    requests_, deployments = manager().submissions.door_bounds()
     bounds = Bounds(*(requests_ or (None, None)), *(deployments or (None, None)))
     return jsonify(document(bounds))

@@ -131,7 +131,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/hosts", "hosts with region, class, utilization, allocation, tasks",
               a.HOSTS, errors=U),
     Operation("get", "/healthz", "health of Redis and the Docker engine (503 when one does "
-              "not answer: the checks say which)", a.HEALTH, public=True),
+              "not answer: the checks say which), the reconciliation and the nodes down as "
+              "counts; the failing records, the nodes down by name and the errors only with "
+              "the token or a dashboard session", a.HEALTH, public=True),
     Operation("get", "/events", "every request's typed events as written, oldest first, "
               "after a cursor (each with a host also naming it, a host that left included)",
               a.EVENTS, errors=("400", *U), query=EVENT_LIST),

@@ -33,6 +33,7 @@ from domain.store import ChangeLog, ClusterReader, ClusterStore
 from scheduler.constraints import JUST_LEFT, PAUSED, merged, name_constraints, ruled_out
 from scheduler.load import Freshness, LoadView, RecentPlacements
 from scheduler.plugin import LoadAware, Policy, RoundPolicy
+from scheduler.preview import Preview, Stamp
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -129,6 +130,10 @@ class Scheduler:
             else None
         )
         self._failed_at: dict[str, int] = {}
+        # Every change made through this scheduler (or of what it decides on: closed hosts,
+        # node facts) counts one; with the store's change mark, a preview's stamp.
+        self._changes = 0
+        self._marks: ChangeLog | None = store if isinstance(store, ChangeLog) else None
         # Hosts that keep their tasks but take no new placement (paused Swarm nodes, DESIGN 4):
         # every decision excludes them (set_closed_hosts).
         self.closed_hosts: frozenset[str] = frozenset()
@@ -140,6 +145,7 @@ class Scheduler:
         that opens again may take what waits: the skips of retry_pending start afresh)."""
         if host_ids == self.closed_hosts:
             return False
+        self._changes += 1
         self.closed_hosts = host_ids
         self._failed_at.clear()
         return True
@@ -149,21 +155,27 @@ class Scheduler:
         True when they changed (a label may have come: what waits may fit now)."""
         if facts == self.node_facts:
             return False
+        self._changes += 1
         self.node_facts = dict(facts)
         self._failed_at.clear()
         return True
 
     # -- new requests ---------------------------------------------------------------------
 
-    def submit(self, request: Request, now: float, *, queue: bool | None = None) -> Outcome:
+    def submit(
+        self, request: Request, now: float, *, queue: bool | None = None,
+        preview: Preview | None = None,
+    ) -> Outcome:
         """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it.
         ``queue`` None: the policy's habit (``admits_to_queue``). A round policy queues the
-        request first, with Q = 0, then runs a round: the most urgent waiting request first."""
+        request first, with Q = 0, then runs a round: the most urgent waiting request first.
+        ``preview``: its ``preview``, applied while it stands (scheduler/preview.py)."""
         if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
         wait = self.admits_to_queue if queue is None else queue
         outcome = Outcome()
         if self._rounds is not None and wait:
+            self._changes += 1
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
             self._round(now, outcome)
             if not any(d.request.id == request.id for d in outcome.applied):
@@ -174,7 +186,10 @@ class Scheduler:
                         policy=self.policy.name))
             self._restore(outcome)
             return outcome
-        decision = self._decide(request, outcome, now=now)
+        decision = self._previewed(preview, request, now, outcome)
+        if decision is None:
+            decision = self._decide(request, outcome, now=now)
+        self._changes += 1
         if decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
         elif wait:
@@ -185,12 +200,25 @@ class Scheduler:
         self._restore(outcome)
         return outcome
 
-    def preview(self, request: Request, now: float) -> Decision:
+    def preview(self, request: Request, now: float) -> Preview:
         """The decision the policy takes for ``request`` now, applied nowhere (the store is
         unchanged): what ``submit`` would do with it, but for a round policy's queue (it
-        decides the new request directly here) and a random policy's draws (this one uses
-        one). The federation asks it before it forwards a request (federation.offload)."""
-        return self._decide(request, Outcome(), now=now)
+        decides the new request directly here). The federation asks it before it forwards a
+        request (federation.offload); ``submit(..., preview=)`` applies it when it stays (a
+        random policy's draw is then used once)."""
+        decision = self._decide(request, Outcome(), now=now)
+        return Preview(decision, now, self._stamp())
+
+    def _stamp(self) -> Stamp:
+        return self._changes, (None if self._marks is None else self._marks.change_mark())
+
+    def _previewed(self, preview: Preview | None, request: Request, now: float,
+                   outcome: Outcome) -> Decision | None:
+        """``preview``'s decision, noted in ``outcome``, if it still stands; else None."""
+        if preview is None or not preview.stands(request, now, self._stamp()):
+            return None
+        outcome.decisions.append(preview.decision)
+        return preview.decision
 
     def decide_one(self, request: Request, now: float, *, explain: bool = False) -> Decision:
         """The decision for ``request`` as a new request at ``now``, applied nowhere (the store
@@ -205,6 +233,7 @@ class Scheduler:
         """Resubmit tasks removed from their hosts (killed, or their host left); under a round
         policy they join the queue and a round runs. The hosts they left (those still there)
         give cuts back."""
+        self._changes += 1
         outcome = Outcome()
         if self._rounds is not None:
             for task in tasks:
@@ -219,6 +248,7 @@ class Scheduler:
     def host_lost(self, host_id: str, now: float, skip: Collection[str] = ()) -> Outcome:
         """The host leaves the registry; its tasks are rescheduled, but those of ``skip`` (the
         caller knows nothing could start them elsewhere)."""
+        self._changes += 1
         tasks = self.store.remove_host(host_id)
         return self.reschedule([t for t in tasks if t.id not in skip], now,
                                PendingReason.HOST_LOST)
@@ -226,6 +256,7 @@ class Scheduler:
     def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
         """A task finished, failed, or was stopped: free its room, retry the queue, then give
         cuts back on its host."""
+        self._changes += 1
         task = self.store.end_task(task_id)
         return task, self.retry_pending(now, freed=(task.host,))
 
@@ -234,6 +265,7 @@ class Scheduler:
     def retry_pending(self, now: float, freed: Iterable[str] = ()) -> Outcome:
         """Retry the queue (a round, under a round policy), then give cuts back on the hosts
         of ``freed`` (room grew there: a task left) and those where a retry killed."""
+        self._changes += 1
         if self._rounds is not None:
             outcome = Outcome()
             self._round(now, outcome)

@@ -104,7 +104,7 @@ class Clusters:
         then at the cheapest such peer. Submitted exactly once."""
         setup = self.config.clusters
         assert setup is not None
-        if not should_offload(home.scheduler.preview(request, t), setup.offload_when):
+        if not should_offload(home.scheduler.preview(request, t).decision, setup.offload_when):
             return home
         adverts = [advertise(c.name, c.store, self._power,
                              wake_counts_idle=setup.wake_counts_idle)

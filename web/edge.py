@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from domain.errors import AuthError, GreenSwarmError, ValidationError, error_body, http_status
@@ -36,6 +36,7 @@ MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PUBLIC_RULES = frozenset({"/healthz"})
 TOKEN_KEY = "GREENSWARM_TOKEN"
 LIMITS_KEY = "GREENSWARM_BODY_LIMITS"
+CALLER_KEY = "greenswarm.caller_known"
 # The WSGI server refuses (413, plain text, unread) a body this many times over the limit, so
 # that nothing buffers gigabytes; between the limit and that, the app answers the JSON 413.
 SERVER_BODY_FACTOR = 4
@@ -64,6 +65,35 @@ def token_ok(header: str | None, token: str) -> bool:
     if not token or not header or not header.startswith("Bearer "):
         return False
     return hmac.compare_digest(header[len("Bearer ") :].encode(), token.encode())
+
+
+def caller_known() -> bool:
+    """Whether the current request showed the token (or, on a GET, a valid dashboard session):
+    always so past the edge on a route that needs it; on a public route (``/healthz``), what
+    decides whether it sees more than anyone may. A session that cannot be checked now
+    (Redis does not answer) counts as none."""
+    check: Callable[[], bool] | None = current_app.extensions.get(CALLER_KEY)
+    if check is None:
+        return False
+    try:
+        return check()
+    except GreenSwarmError:
+        return False
+
+
+def _caller_check(app: Flask, read_cookie: Callable[[], bool] | None) -> Callable[[], bool]:
+    """Whether the current request carries the token, or is a GET without one that carries a
+    valid session (``read_cookie``): the operator, as ``install``'s ``require_token`` admits
+    them."""
+
+    def check() -> bool:
+        header = request.headers.get("Authorization")
+        if token_ok(header, app.config[TOKEN_KEY]):
+            return True
+        return (read_cookie is not None and header is None and request.method == "GET"
+                and read_cookie())
+
+    return check
 
 
 def install(app: Flask, token: str, limits: BodyLimits | None = None,
@@ -109,6 +139,9 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
         """Any body of a mutating request, decoded and bounded before a handler runs."""
         if request.method in MUTATING_METHODS:
             g.greenswarm_body = _decode_body(app.config[LIMITS_KEY])
+
+    # what a public route (/healthz) asks to tell more to the operator (caller_known)
+    app.extensions[CALLER_KEY] = _caller_check(app, read_cookie)
 
     @app.errorhandler(GreenSwarmError)
     def handle_ours(exc: GreenSwarmError) -> tuple[Response, int]:

@@ -2,7 +2,9 @@
 // shows, above everything else, what needs an operator: records the reconciliation skips
 // because they fail (by id, with the error), nodes that are Down or gone (by name), a failed
 // pass, Redis or Docker not answering. Hidden when all is well. Its own file, so that it works
-// with whatever the rest of the page is; every value is set as text, never as HTML.
+// with whatever the rest of the page is; every value is set as text, never as HTML. /healthz
+// gives those details to a dashboard session only (its cookie goes along); while Redis does not
+// answer, the session cannot be checked and the answer has the checks alone.
 "use strict";
 
 (function () {
@@ -27,24 +29,31 @@
     const reconcile = health.reconcile || {};
     const failing = reconcile.failing || [];
     const down = health.nodes_down || [];
+    // without the details (no session could be checked), the counts alone
+    const failingCount = reconcile.failing ? failing.length : (reconcile.failing_count || 0);
+    const downCount = health.nodes_down ? down.length : (health.nodes_down_count || 0);
     if (health.redis === false || health.docker === false) {
       const what = [health.redis === false ? "Redis" : null, health.docker === false ? "Docker" : null];
+      const error = health.redis_error || health.docker_error;  // shown to a session only
       parts.push(el("p", { "data-warning": "degraded" },
-        what.filter(Boolean).join(" and ") + " does not answer: " +
-        (health.redis_error || health.docker_error || "")));
+        what.filter(Boolean).join(" and ") + " does not answer" + (error ? ": " + error : "")));
     }
     if (reconcile.error) {
       parts.push(el("p", { "data-warning": "pass" }, "The last reconciliation with the Swarm failed: " + reconcile.error));
     }
+    if (downCount) {
+      parts.push(el("h3", {}, downCount === 1 ? "1 node is down" : downCount + " nodes are down"));
+    }
     if (down.length) {
-      parts.push(el("h3", {}, down.length === 1 ? "1 node is down" : down.length + " nodes are down"));
       parts.push(el("ul", { class: "down" }, ...down.map((node) =>
         el("li", { "data-node": node.id, title: node.id }, el("strong", {}, node.name), " " + since(node.since)))));
     }
-    if (failing.length) {
+    if (failingCount) {
       const errors = reconcile.errors_total === 1 ? "1 error" : reconcile.errors_total + " errors";
-      parts.push(el("h3", {}, (failing.length === 1 ? "1 record fails and is" : failing.length + " records fail and are") +
+      parts.push(el("h3", {}, (failingCount === 1 ? "1 record fails and is" : failingCount + " records fail and are") +
         " skipped by the reconciliation (" + errors + " so far)"));
+    }
+    if (failing.length) {
       parts.push(el("ul", { class: "failing" }, ...failing.map((fault) =>
         el("li", { "data-record": fault.id }, el("code", {}, fault.id),
           " (" + (fault.kind || "record") + ", " + since(fault.since) + "): " + fault.error))));

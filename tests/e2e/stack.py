@@ -257,7 +257,8 @@ class Stack:
         return response.json()
 
     def healthz(self) -> dict[str, Any]:
-        response = requests.get(self.url + "/healthz", timeout=10)
+        """With the token: its details (the nodes down by name, the failing records)."""
+        response = requests.get(self.url + "/healthz", timeout=10, headers=self.headers())
         body: dict[str, Any] = response.json()
         return body
 

@@ -125,7 +125,8 @@ def test_a_deleted_deployment_is_gone(manager_app: tuple[Flask, RedisStore]) -> 
     app, _ = manager_app
     client: FlaskClient = app.test_client()
     manager = app.extensions["greenswarm.manager"]
-    manager.deployments.reserve("1e30")  # a deployment none of whose requests was created
+    records = manager.deployments.deployment_records
+    records.reserve("1e30")  # a deployment none of whose requests was created
     assert client.get("/deployments/1e30", headers=AUTH).status_code == 200
     deleted = client.delete("/deployments/1e30", headers=AUTH)
     assert deleted.status_code == 200 and deleted.get_json()["name"] == "1e30"
@@ -133,4 +134,4 @@ def test_a_deleted_deployment_is_gone(manager_app: tuple[Flask, RedisStore]) -> 
     assert gone.status_code == 404, gone.get_json()
     assert client.delete("/deployments/1e30", headers=AUTH).status_code == 404
     assert [d["name"] for d in client.get("/deployments", headers=AUTH).get_json()] == []
-    manager.deployments.reserve("1e30")  # the name can be taken again
+    records.reserve("1e30")  # the name can be taken again

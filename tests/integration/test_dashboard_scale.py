@@ -146,7 +146,7 @@ def test_the_dashboard_stays_readable_at_100_hosts_of_40_tasks(
 
     manager, url = big_manager
     fill(manager)
-    assert sum(len(tasks) for _, tasks in manager.hosts()) == HOSTS * TASKS
+    assert sum(len(tasks) for _, tasks in manager.views.hosts()) == HOSTS * TASKS
     backend = manager.backend
     assert isinstance(backend, StandInSwarm)
     backend.drain("node007")  # leaves: its 40 tasks wait for it (they are pinned to it)

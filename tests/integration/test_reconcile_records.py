@@ -68,8 +68,10 @@ class Cluster:
         answer: dict[str, Any] = self.client.get(f"/requests/{name}", headers=AUTH).get_json()
         return answer
 
-    def health(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self.client.get("/healthz").get_json()
+    def health(self, *, token: bool = True) -> dict[str, Any]:
+        """GET /healthz; with the token (its details), or as anyone may."""
+        answer: dict[str, Any] = self.client.get("/healthz",
+                                                 headers=AUTH if token else {}).get_json()
         return answer
 
     def orphan(self, task_id: str, host: str) -> None:
@@ -153,7 +155,37 @@ def test_an_orphan_record_does_not_stop_node_loss_handling(cluster: Cluster) -> 
     assert counted and float(counted[0].split()[1]) >= 2, counted
     cluster.sync()  # the orphan is gone: nothing fails any more
     assert cluster.health()["reconcile"] == {
-        "ok": True, "errors_total": health["reconcile"]["errors_total"], "failing": []}
+        "ok": True, "errors_total": health["reconcile"]["errors_total"], "failing_count": 0,
+        "failing": []}
+
+
+def test_healthz_tells_anyone_only_its_checks_and_counts(cluster: Cluster) -> None:
+    """DESIGN 9: /healthz is public, so it names no record, node or error to a caller without
+    the token (a wrong token or an ended session included): its checks and counts only. The
+    token or an open dashboard session (the dashboard's warning reads it so) sees which
+    records fail and which nodes are down, by name."""
+    _on(cluster, "n1", ["a"])
+    cluster.orphan("x1", "n2")
+    cluster.swarm.set_down("n1")
+    cluster.sync()
+    anyone = cluster.health(token=False)
+    assert anyone == {
+        "status": "ok", "details": False, "redis": True, "docker": True, "hosts": 1,
+        "pending": 0, "reconcile": {"ok": False, "errors_total": 1, "failing_count": 1},
+        "nodes_down_count": 1}, anyone
+    wrong = cluster.client.get("/healthz", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 200 and wrong.get_json() == anyone
+    known = cluster.health()
+    assert known["details"] is True and known["policy"] == "energy"
+    assert [f["id"] for f in known["reconcile"]["failing"]] == ["x1"]
+    assert known["reconcile"]["failing_count"] == 1
+    assert [(d["id"], d["name"]) for d in known["nodes_down"]] == [("n1", "h1")]
+    browser = cluster.client.application.test_client()
+    assert browser.post("/dashboard/login", json={"token": TOKEN}).status_code == 200
+    seen = browser.get("/healthz").get_json()
+    assert seen["details"] is True and seen["nodes_down"] == known["nodes_down"]
+    assert browser.post("/dashboard/logout").status_code == 200
+    assert browser.get("/healthz").get_json() == anyone  # the session ended
 
 
 def test_a_failing_record_is_logged_once_listed_and_removed_through_the_api(
@@ -230,11 +262,11 @@ def test_a_node_back_under_a_new_id_retires_the_old_host_which_keeps_its_name(
     assert cluster.health()["nodes_down"] == []  # retired at once, not down
     hosts = {h["id"] for h in cluster.client.get("/hosts", headers=AUTH).get_json()}
     assert hosts == {"n1b", "n2"}
-    assert cluster.manager.host_name("n1") == "h1"
+    assert cluster.manager.views.host_name("n1") == "h1"
     # the name outlives the manager: a new one on the same Redis still knows it
     again = make_cluster(redis_srv.url, cluster.swarm, cluster.store.host_keys.prefix)
     try:
-        assert again.manager.host_name("n1") == "h1"
+        assert again.manager.views.host_name("n1") == "h1"
         again.sync()
         assert again.health()["nodes_down"] == []  # retired stays retired
     finally:
@@ -262,7 +294,7 @@ def test_a_down_node_is_listed_until_gone_then_retired_and_a_removed_one_at_once
         time.sleep(0.6)
         built.sync()  # n1 Down past GREENSWARM_NODE_GONE_S
         assert built.health()["nodes_down"] == []
-        assert built.manager.host_name("n3") == "h3"
+        assert built.manager.views.host_name("n3") == "h3"
         swarm.states["n1"] = "ready"  # it came back under its own id after all
         built.sync()
         assert {h["id"] for h in built.client.get("/hosts", headers=AUTH).get_json()} == \
@@ -292,4 +324,4 @@ def test_a_container_swarm_refuses_fails_its_request_with_swarms_reason(
         assert "refused" in ended["reason"] and "exit code" not in ended["reason"], ended
         assert cluster.store.task(name) is None  # its room is free
         assert name not in cluster.swarm.services_by_task
-        assert f"on {cluster.manager.host_name(host)}:" in ended["reason"], ended
+        assert f"on {cluster.manager.views.host_name(host)}:" in ended["reason"], ended

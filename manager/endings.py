@@ -1,0 +1,134 @@
+"""How a request's run ends here: stopped by its client (DELETE /requests/{id}), ended by its
+container (its agent's report), or killed on request (the Task Registry's kill).
+
+Each frees the task's room through the scheduler, which retries the queue and gives cuts back
+(the outcome is carried out by manager/effects.py), and records the end; an offloaded request
+is stopped at its peer first (manager/offload.py). Everything but the peer's call runs on the
+scheduling loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from domain.errors import NotFoundError
+from domain.events import Ended, Exited, Killed, Stopped
+from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
+from domain.model import TaskType
+from domain.pending import PendingReason
+from host_registry.redis_store import RedisStore
+from manager.effects import Effects
+from manager.loop import SchedulingLoop
+from manager.offload import Offloading
+from manager.reconcile import SwarmSync
+from manager.records import RequestRecord, RequestRecords
+from manager.swarm import SwarmBackend
+from scheduler.service import Scheduler
+
+
+class Endings:
+    def __init__(self, store: RedisStore, records: RequestRecords, scheduler: Scheduler,
+                 backend: SwarmBackend, swarm: SwarmSync, effects: Effects,
+                 loop: SchedulingLoop, offloading: Offloading,
+                 clock: Callable[[], float]) -> None:
+        self.store = store
+        self.records = records
+        self.scheduler = scheduler
+        self.backend = backend
+        self.swarm = swarm
+        self.effects = effects
+        self.loop = loop
+        self.offloading = offloading
+        self.clock = clock
+
+    # -- stopped by the client ----------------------------------------------------------------
+
+    def stop_request(self, request_id: str) -> RequestRecord:
+        record = self.records.get(request_id)
+        if record.cluster is not None and record.status not in FINAL:
+            return self.offloading.stop(record)
+        return self.loop.call(lambda: self._stop_here(request_id))
+
+    def _stop_here(self, request_id: str) -> RequestRecord:
+        record = self.records.get(request_id)
+        if record.status in FINAL:
+            return record
+        if self.store.remove_pending(request_id):
+            self.records.update(
+                request_id,
+                Stopped("stopped by the client while pending"),
+                status=RequestStatus.STOPPED,
+            )
+            return self.records.get(request_id)
+        self.backend.remove(request_id)
+        if self.store.task(request_id) is not None:
+            _, outcome = self.scheduler.task_ended(request_id, self.clock())
+            self.effects.carry_out(outcome)
+        self.records.update(
+            request_id, Stopped("stopped by the client"),
+            status=RequestStatus.STOPPED,
+        )
+        return self.records.get(request_id)
+
+    # -- ended by its container ---------------------------------------------------------------
+
+    def task_ended(self, end: TaskEnd) -> bool:
+        return self.loop.call(lambda: self._task_ended(end))
+
+    def _task_ended(self, end: TaskEnd) -> bool:
+        """Free a task's room when its container is done; False when the report is stale."""
+        task_id, status, exit_code, service_id, oom = (
+            end.task_id, end.status, end.exit_code, end.service_id, end.oom
+        )
+        try:
+            record = self.records.get(task_id)
+        except NotFoundError:  # any booked task can be ended, one without a record too
+            return self.swarm.drop_unrecorded(task_id)
+        if service_id and record.service_id and service_id != record.service_id:
+            return False  # an earlier placement of the same request (killed and moved)
+        if self.store.task(task_id) is None:
+            return False
+        if record.status in FINAL:  # booked still, by mistake: only the booking goes
+            return self.swarm.drop_unrecorded(task_id)
+        if record.spec["type"] == TaskType.SERVICE.value and status in (
+            EndStatus.FINISHED,
+            EndStatus.FAILED,
+        ):
+            why = ", out of memory" if oom else ""
+            self.records.update(
+                task_id,
+                Exited(f"container exited (code {exit_code}{why}); Swarm restarts it",
+                       exit_code=exit_code, oom=oom or None),
+            )
+            return False
+        _, outcome = self.scheduler.task_ended(task_id, self.clock())
+        self.backend.remove(task_id)
+        final = {
+            EndStatus.FINISHED: RequestStatus.COMPLETED,
+            EndStatus.FAILED: RequestStatus.FAILED,
+        }.get(status, RequestStatus.STOPPED)
+        why = " (out of memory)" if oom else ""
+        self.records.update(
+            task_id,
+            Ended(f"ended: {status.value}{why}", exit_code=exit_code, oom=oom or None),
+            status=final,
+        )
+        self.effects.carry_out(outcome)
+        return True
+
+    # -- killed on request --------------------------------------------------------------------
+
+    def kill(self, task_id: str) -> None:
+        self.loop.call(lambda: self._kill(task_id))
+
+    def _kill(self, task_id: str) -> None:
+        task = self.store.task(task_id)
+        if task is None:
+            raise NotFoundError(f"no running task {task_id!r}")
+        # the service first: if Docker cannot remove it, the task stays booked and running
+        self.effects.mark_killed(
+            task_id, Killed(f"killed on {task.host} on request", host=task.host)
+        )
+        self.store.end_task(task_id)
+        outcome = self.scheduler.reschedule([task], self.clock(), PendingReason.VICTIM)
+        self.effects.carry_out(outcome)
