@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from client.manager import ManagerClient
 from domain.errors import (
     AuthError,
     ConflictError,
@@ -368,3 +369,35 @@ def test_bad_settings_name_the_field(changes: dict[str, Any], name: str) -> None
     with pytest.raises(ValidationError) as caught:
         HttpSettings(**changes)
     assert caught.value.field == name
+
+
+# -- the clients on the layer: defects of main's wrappers ------------------------------------------
+
+
+def test_the_cli_client_waits_out_a_manager_that_is_starting(serve: Any) -> None:
+    """On main the CLI's client failed at once ("cannot reach the manager") when the manager
+    was restarting; now a connection never made is asked again after a back-off."""
+    server = serve(answer(200, [{"id": "n1"}]), listening=False)
+    timer = threading.Timer(0.1, server.listen)
+    timer.start()
+    try:
+        assert ManagerClient(server.url, "t").hosts() == [{"id": "n1"}]
+    finally:
+        timer.cancel()
+
+
+def test_the_cli_client_keeps_a_forbidden_token_forbidden(serve: Any) -> None:
+    """On main a 403 came back as a plain AuthError (the family lost); now ForbiddenError, with
+    the hint on where the token comes from."""
+    server = serve(answer(403, {"error": "forbidden", "message": "only nodes write this"}))
+    with pytest.raises(ForbiddenError, match="only nodes write this; give --token-file"):
+        ManagerClient(server.url, "t").call("PUT", "/registry/hosts/n1/utilization", {})
+
+
+def test_the_cli_client_refuses_nan_before_sending(serve: Any) -> None:
+    """On main ``requests`` sent NaN as a bare token the server rejects (a 400 about its own
+    parser at best); now it is the caller's ValidationError and nothing is sent."""
+    server = serve(answer(201, {}))
+    with pytest.raises(ValidationError):
+        ManagerClient(server.url, "t").submit({"cpu_shares": float("nan")})
+    assert server.seen == []
