@@ -8,8 +8,6 @@ handlers answer :func:`http_status` and :func:`error_body`, and the one HTTP cli
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 
 class GreenSwarmError(Exception):
     """Root of every error greenswarm raises on purpose."""
@@ -137,28 +135,6 @@ def error_from_answer(status: int, payload: object, context: str, *,
         unavailable.retry_after_s = retry_after_s
         return unavailable
     return GreenSwarmError(f"unexpected answer: {text}")
-
-
-class HttpAnswer(Protocol):
-    """What :func:`error_from_response` reads of an HTTP answer (a ``requests.Response``)."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def text(self) -> str: ...
-
-    def json(self) -> Any: ...
-
-
-def error_from_response(response: HttpAnswer, context: str) -> GreenSwarmError:
-    """:func:`error_from_answer` for an error answer as the HTTP client got it: its JSON body,
-    or its text when the body is not JSON (a proxy's page, say)."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = response.text
-    return error_from_answer(response.status_code, payload, context)
 
 
 def _server_said(payload: object) -> str:
