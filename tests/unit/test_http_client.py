@@ -1,10 +1,11 @@
 """The one HTTP client (web/client.py): answers mapped onto the exception root, and the retry
 rule, table-driven against a real HTTP server on 127.0.0.1 that this test starts.
 
-The server plays each call's part from a script: it answers a status (with a body and
-headers), drops the connection without answering, or answers after a pause. A connection
-that is never made is real too: a port that is bound but not yet listening refuses it, and
-starts listening during the client's back-off when a case wants the retry to succeed. Only a
+The server (tests/support/scripted_http.py) plays each call's part from a script: it answers a
+status (with a body and headers), drops the connection without answering, or answers after a
+pause. A connection that is never made is real too: a port that is bound but not yet listening
+refuses it, and starts listening during the client's back-off when a case wants the retry to
+succeed. Only a
 connect *timeout* is not produced here (it needs an address that drops SYNs, which this
 machine's network does not have); its rule is the refused connection's (Failure.NOT_CONNECTED).
 """
@@ -12,13 +13,9 @@ machine's network does not have); its rule is the refused connection's (Failure.
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -34,23 +31,11 @@ from domain.errors import (
     ValidationError,
     error_from_answer,
 )
+from tests.support.scripted_http import Part, ScriptedServer
 from web.client import Failure, HttpClient, HttpSettings, retry_after_seconds
 
 FAST = HttpSettings(connect_timeout_s=1.0, read_timeout_s=1.0, tries=3, backoff_s=0.01,
                     backoff_max_s=0.02, retry_after_max_s=2.0)
-
-
-@dataclass(frozen=True)
-class Part:
-    """What the server does with one call: answer ``status`` (``body`` as JSON, or ``text``
-    as it is), after ``delay_s``; or, with ``drop``, close the connection unanswered."""
-
-    status: int = 200
-    body: object = None
-    text: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    delay_s: float = 0.0
-    drop: bool = False
 
 
 def answer(status: int, body: object = None, **headers: str) -> Part:
@@ -60,84 +45,12 @@ def answer(status: int, body: object = None, **headers: str) -> Part:
 DROP = Part(drop=True)
 
 
-@dataclass
-class Seen:
-    method: str
-    path: str
-    authorization: str | None
-    body: bytes
-
-
-@dataclass
-class Server:
-    """A real HTTP server playing ``parts`` in order (the last one again when they run out)."""
-
-    parts: list[Part]
-    seen: list[Seen] = field(default_factory=list)
-    listening: bool = True
-
-    def __post_init__(self) -> None:
-        script = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _play(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                script.seen.append(Seen(self.command, self.path,
-                                        self.headers.get("Authorization"),
-                                        self.rfile.read(length)))
-                part = script.parts[min(len(script.seen), len(script.parts)) - 1]
-                if part.drop:
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                time.sleep(part.delay_s)
-                if part.text is not None:
-                    data, kind = part.text.encode(), "text/html"
-                else:
-                    data = b"" if part.body is None else json.dumps(part.body).encode()
-                    kind = "application/json"
-                self.send_response(part.status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in part.headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = _play
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
-        self.server.daemon_threads = True
-        self.server.server_bind()  # the port is ours; connections are refused until listen()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
-                                       daemon=True)
-        if self.listening:
-            self.listen()
-
-    def listen(self) -> None:
-        if not self.thread.is_alive():
-            self.server.server_activate()
-            self.thread.start()
-
-    def close(self) -> None:
-        if self.thread.is_alive():
-            self.server.shutdown()
-            self.thread.join(timeout=5)
-        self.server.server_close()
-
-
 @pytest.fixture
 def serve() -> Iterator[Any]:
-    servers: list[Server] = []
+    servers: list[ScriptedServer] = []
 
-    def start(*parts: Part, listening: bool = True) -> Server:
-        server = Server(list(parts), listening=listening)
+    def start(*parts: Part, listening: bool = True) -> ScriptedServer:
+        server = ScriptedServer(list(parts), listening=listening)
         servers.append(server)
         return server
 
