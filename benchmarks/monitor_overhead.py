@@ -78,11 +78,9 @@ def registry(work: Path) -> Iterator[str]:
 
 
 def registered_hosts(url: str) -> list[dict[str, Any]]:
-    import requests
+    from client.manager import ManagerClient
 
-    hosts: list[dict[str, Any]] = requests.get(
-        f"{url}/registry/hosts", timeout=5.0, headers={"Authorization": f"Bearer {TOKEN}"}
-    ).json()
+    hosts: list[dict[str, Any]] = ManagerClient(url, TOKEN, timeout_s=5.0).get("/registry/hosts")
     return hosts
 
 

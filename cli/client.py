@@ -16,7 +16,7 @@ from typing import Any
 
 from cli.argtypes import read_json_file
 from client.manager import DEFAULT_URL, ManagerClient
-from domain.errors import GreenSwarmError, ValidationError, error_from_response
+from domain.errors import GreenSwarmError, ValidationError
 from domain.events import Event, Other, event_from_json, host_name_of, host_of
 from domain.lifecycle import FINAL
 from domain.units import format_bytes
@@ -379,11 +379,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     body = read_json_file(args.file, "file")
     api = ManagerClient(args.url, _token(args))
     response = api.answer("POST", "/deployments", body, timeout_s=DEPLOY_TIMEOUT_S)
-    if response.status_code == 409:
-        try:
-            refused = response.json()
-        except ValueError:
-            refused = {}
+    if response.status == 409:
+        refused = response.body
         if isinstance(refused, dict) and "reason" in refused:
             if args.json:
                 print(json.dumps(refused, indent=2))
@@ -393,8 +390,6 @@ def run_deploy(args: argparse.Namespace) -> int:
                 print(f"  not stopped: {left.get('request')}: {left.get('why')}",
                       file=sys.stderr)
             return 1
-    if response.status_code >= 300:
-        raise error_from_response(response, "POST /deployments")
     answer = response.json()
     if args.json:
         print(json.dumps(answer, indent=2))

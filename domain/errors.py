@@ -2,14 +2,11 @@
 
 Edges translate foreign errors (docker.errors, redis exceptions, HTTP failures) into these, so
 callers catch ``GreenSwarmError``. Each family has one HTTP status, kept here both ways: REST
-handlers answer :func:`http_status` and :func:`error_body`, and HTTP clients turn an error answer
-back into its family with :func:`error_from_response` (:func:`error_from_answer` once the body
-is decoded).
+handlers answer :func:`http_status` and :func:`error_body`, and the one HTTP client
+(web/client.py) turns an error answer back into its family with :func:`error_from_answer`.
 """
 
 from __future__ import annotations
-
-from typing import Any, Protocol
 
 
 class GreenSwarmError(Exception):
@@ -58,7 +55,10 @@ class DeploymentRefused(ConflictError):
 
 
 class UnavailableError(GreenSwarmError):
-    """A backend (Redis, the Docker engine, a remote agent) cannot be reached or failed."""
+    """A backend (Redis, the Docker engine, a remote agent) cannot be reached or failed;
+    ``retry_after_s``: when the server said to ask again (an answer's Retry-After), if it did."""
+
+    retry_after_s: float | None = None
 
 
 class AuthError(GreenSwarmError):
@@ -99,15 +99,17 @@ def error_body(exc: GreenSwarmError) -> dict[str, object]:
     return {"error": kind, "message": str(exc)}
 
 
-def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmError:
+def error_from_answer(status: int, payload: object, context: str, *,
+                      retry_after_s: float | None = None) -> GreenSwarmError:
     """The inverse of :func:`http_status`, for clients: an HTTP error answer as our family.
 
     ``payload`` is the answer's decoded JSON (the raw text when it was not JSON, None when there
     was none); ``context`` says what was called, e.g. "GET /requests/x". 400 gives a
     ValidationError with the server's field and message as they were sent (what was called is
     added as a note), and so does 413 (the body was too large); 401 gives an AuthError, 403 a
-    ForbiddenError (an AuthError too), 404 NotFoundError, 409 ConflictError, any 5xx
-    UnavailableError (the server or a proxy in front of it failed), anything else the root.
+    ForbiddenError (an AuthError too), 404 NotFoundError, 409 ConflictError, 429 (too many
+    requests) and any 5xx UnavailableError (the server or a proxy in front of it failed or is
+    busy), keeping ``retry_after_s`` (the answer's Retry-After), anything else the root.
     """
     said = _server_said(payload)
     text = f"{context} -> HTTP {status}" + (f": {said}" if said else " with no JSON body")
@@ -128,31 +130,11 @@ def error_from_answer(status: int, payload: object, context: str) -> GreenSwarmE
         return NotFoundError(text)
     if status == 409:
         return ConflictError(text)
-    if status >= 500:
-        return UnavailableError(text)
+    if status == 429 or status >= 500:
+        unavailable = UnavailableError(text)
+        unavailable.retry_after_s = retry_after_s
+        return unavailable
     return GreenSwarmError(f"unexpected answer: {text}")
-
-
-class HttpAnswer(Protocol):
-    """What :func:`error_from_response` reads of an HTTP answer (a ``requests.Response``)."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def text(self) -> str: ...
-
-    def json(self) -> Any: ...
-
-
-def error_from_response(response: HttpAnswer, context: str) -> GreenSwarmError:
-    """:func:`error_from_answer` for an error answer as the HTTP client got it: its JSON body,
-    or its text when the body is not JSON (a proxy's page, say)."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = response.text
-    return error_from_answer(response.status_code, payload, context)
 
 
 def _server_said(payload: object) -> str:

@@ -25,13 +25,19 @@ def free_port() -> int:
 
 
 def http_ok(url: str, timeout_s: float = 2.0) -> bool:
-    """Whether ``url`` answers a GET with 200 (False when nothing answers)."""
-    import requests
+    """Whether ``url`` answers a GET with 200 (False when nothing answers); asked once, since
+    its callers poll it."""
+    from domain.errors import GreenSwarmError
+    from web.client import HttpClient, HttpSettings
 
+    probe = HttpClient(url, url, settings=HttpSettings(connect_timeout_s=timeout_s,
+                                                       read_timeout_s=timeout_s, tries=1))
     try:
-        return requests.get(url, timeout=timeout_s).status_code == 200
-    except requests.RequestException:
+        return probe.answer("GET", "").status == 200
+    except GreenSwarmError:
         return False
+    finally:
+        probe.close()
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,

@@ -10,10 +10,12 @@ decision and its Swarm, FORWARD_TIMEOUT_S), and none runs on the scheduling loop
 
 Forwarding is idempotent with the request's id: the body carries ``forwarded_from`` (this
 cluster), so the peer places it by its own policy and never forwards it again. A forward whose
-answer was lost (a timeout, a dropped connection, a 5xx) is sent once more: a peer that already
-has the request answers 409, and the request is adopted when the peer's record says this
-cluster forwarded it. Should that fail too, no other peer is asked: the first may hold it, and a
-request is never placed twice.
+answer was lost (no connection, a timeout, a dropped connection, a 5xx) is sent once more,
+here rather than by the HTTP client (which never sends a POST twice): a peer that already has
+the request answers 409, and the request is adopted when the peer's record says this cluster
+forwarded it. Should that fail too, no other peer is asked: the first may hold it, and a
+request is never placed twice. The other calls (adverts, reading and stopping a request) are
+retried as web/client.py says.
 """
 
 from __future__ import annotations
@@ -27,13 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from client.manager import ManagerClient
-from domain.errors import (
-    AuthError,
-    GreenSwarmError,
-    NotFoundError,
-    UnavailableError,
-    error_from_response,
-)
+from domain.errors import AuthError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.lifecycle import RequestStatus
 from federation.offload import Advert
 from federation.peers import Peer, PeerView
@@ -167,7 +163,7 @@ class Peering:
     def forward(self, name: str, body: dict[str, Any]) -> Forwarded:
         """POST ``body`` (a request with its ``name`` and ``forwarded_from``) to the peer."""
         peer = self.view(name).peer
-        client = self._client(peer, FORWARD_TIMEOUT_S)
+        client = self._client(peer, FORWARD_TIMEOUT_S, tries=1)  # the loop below retries
         request_id = str(body["name"])
         lost = ""
         for attempt in range(FORWARD_TRIES):
@@ -181,17 +177,17 @@ class Peering:
             except UnavailableError as exc:
                 lost = str(exc)
                 continue
-            if response.status_code == 201:
+            if response.status == 201:
                 try:
-                    payload = response.json()
+                    payload = response.json_object()
                     return self._held(name, payload["request"], payload.get("decision"))
-                except (ValueError, KeyError, TypeError):
+                except (UnavailableError, KeyError, TypeError):
                     lost = "its answer to POST /requests is not a request record"
                     continue
-            if response.status_code == 409:
+            if response.status == 409:
                 return self._adopt(name, request_id)
-            error = error_from_response(response, f"POST {peer.url}/requests")
-            if response.status_code >= 500:
+            error = response.error()
+            if response.status >= 500:
                 lost = str(error)
                 continue
             return Forwarded(Forward.REFUSED, f"peer {name} refused it: {error}")
@@ -259,9 +255,10 @@ class Peering:
     # -- helpers ------------------------------------------------------------------------------
 
     @staticmethod
-    def _client(peer: Peer, timeout_s: float) -> ManagerClient:
+    def _client(peer: Peer, timeout_s: float, tries: int = 3) -> ManagerClient:
         # one per call: requests' sessions are not meant to be shared between threads
-        return ManagerClient(peer.url, peer.token, timeout_s=timeout_s)
+        return ManagerClient(peer.url, peer.token, timeout_s=timeout_s,
+                             target=f"peer {peer.name}", tries=tries)
 
     @staticmethod
     def _token_refused(peer: Peer) -> str:

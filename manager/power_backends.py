@@ -28,16 +28,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-import requests
-
-from domain.errors import UnavailableError, ValidationError, error_from_response
+from domain.errors import UnavailableError, ValidationError
 from domain.power import PowerState
 from domain.settings import load_settings, shared_token
 from manager.power_commands import CommandFile, PowerOp, run_command
+from web.client import HttpClient, HttpSettings
 
 OUTPUT_CHARS = 4000  # of a command's output kept in its result (the end)
 
@@ -257,29 +256,22 @@ class LabBackend:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     poll_s: float = 0.25
-    session: requests.Session = field(default_factory=requests.Session)
+
+    def __post_init__(self) -> None:
+        # the endpoint's token attached to every call; a switch (POST) is sent again only when
+        # no connection was made: an engine asked to start twice may start twice
+        self._http = HttpClient(
+            self.settings.lab_url, "lab power endpoint", bearer=self.settings.lab_token,
+            context="lab power endpoint",
+            settings=HttpSettings(connect_timeout_s=min(5.0, self.settings.http_timeout_s),
+                                  read_timeout_s=self.settings.http_timeout_s))
 
     @property
     def switches(self) -> bool:
         return True
 
     def _call(self, method: str, path: str) -> dict[str, Any]:
-        url = f"{self.settings.lab_url.rstrip('/')}{path}"
-        try:
-            answer = self.session.request(
-                method, url, timeout=self.settings.http_timeout_s,
-                headers={"Authorization": f"Bearer {self.settings.lab_token}"})
-        except requests.RequestException as exc:
-            raise UnavailableError(f"the lab's power endpoint {url}: {exc}") from exc
-        if answer.status_code >= 400:
-            raise error_from_response(answer, f"{method} {url}")
-        try:
-            payload = answer.json()
-        except ValueError as exc:
-            raise UnavailableError(f"{method} {url}: not JSON") from exc
-        if not isinstance(payload, dict):
-            raise UnavailableError(f"{method} {url}: not a JSON object")
-        return payload
+        return self._http.call_object(method, path)
 
     def _wait(self, what: str, done: Callable[[], bool], timeout_s: float) -> bool:
         deadline = self.clock() + timeout_s

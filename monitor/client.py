@@ -1,23 +1,23 @@
 """The Host and Task Registry over REST (messages 11, 12 and 13), and a dry-run stand-in.
 
-Errors are translated to the project's exception root: unreachable or 5xx -> UnavailableError,
-401/403 -> AuthError, 404 -> NotFoundError, 409 -> ConflictError, 400 -> ValidationError (with
-the registry's field), as ``domain.errors.error_from_response`` maps every HTTP client's answers.
+The calls go through the one HTTP client (web/client.py), with the node's credential (DESIGN
+9), bounded by the monitor's connect and read timeouts, and asked once: the monitor's loop
+backs off and sends again (monitor/core.py's BackoffPolicy), and it re-sends its values every
+``resend_s`` anyway. Errors are the exception root's families: unreachable or 5xx
+UnavailableError, 401 AuthError, 403 ForbiddenError, 404 NotFoundError, 409 ConflictError, 400
+ValidationError with the registry's field.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import quote
 
-import requests
-
-from domain.errors import UnavailableError, ValidationError, error_from_response
 from monitor.core import HostUpdate, TaskBatch
+from web.client import HttpClient, HttpSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,8 @@ class RegistryPort(Protocol):
 
 
 class RegistryClient:
-    """``requests`` against the registry REST API with the node's credential (DESIGN 9); one
-    Session, bounded timeouts."""
+    """The registry REST API with the node's credential (DESIGN 9): one session, bounded
+    timeouts, no retry of its own (the monitor's loop retries)."""
 
     def __init__(
         self,
@@ -74,63 +74,37 @@ class RegistryClient:
         credential: str,
         connect_timeout_s: float = 3.0,
         read_timeout_s: float = 5.0,
-        session: requests.Session | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._timeout = (connect_timeout_s, read_timeout_s)
-        self._session = session or requests.Session()
-        self._session.headers["Accept"] = "application/json"
-        if credential:
-            self._session.headers["Authorization"] = f"Bearer {credential}"
+        settings = HttpSettings(connect_timeout_s=connect_timeout_s,
+                                read_timeout_s=read_timeout_s, tries=1)
+        self._http = HttpClient(base_url, "registry", bearer=credential, settings=settings,
+                                context="registry")
+        self.base_url = self._http.base_url
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
     def register_host(self, registration: HostRegistration) -> bool:
-        response = self._call("POST", "/registry/hosts", registration.payload())
-        return response.status_code == 201
+        answer = self._http.answer("POST", "/registry/hosts", registration.payload())
+        return answer.raise_for_error().status == 201
 
     def update_host(self, host_id: str, update: HostUpdate) -> None:
         if update.empty:
             return
         path = f"/registry/hosts/{quote(host_id, safe='')}/utilization"
-        self._call("PUT", path, update.payload())
+        self._http.answer("PUT", path, update.payload()).raise_for_error()
 
     def update_tasks(self, host_id: str, batch: TaskBatch) -> TaskUpdateResult:
         if batch.empty:
             return TaskUpdateResult()
-        response = self._call("PUT", "/registry/tasks/utilization", batch.payload(host_id))
-        body = _json(response)
+        body = self._http.answer("PUT", "/registry/tasks/utilization",
+                                 batch.payload(host_id)).raise_for_error().body
         updated = body.get("updated") if isinstance(body, dict) else None
         unknown = body.get("unknown") if isinstance(body, dict) else None
         return TaskUpdateResult(
             tuple(str(i) for i in updated) if isinstance(updated, list) else (),
             tuple(str(i) for i in unknown) if isinstance(unknown, list) else (),
         )
-
-    def _call(self, method: str, path: str, body: Mapping[str, object]) -> requests.Response:
-        url = self.base_url + path
-        try:
-            data = json.dumps(body, allow_nan=False)
-        except ValueError as exc:  # NaN or infinity: a bug upstream, never "unreachable"
-            raise ValidationError("body", f"cannot encode {dict(body)!r}: {exc}") from exc
-        headers = {"Content-Type": "application/json"}
-        try:
-            response = self._session.request(
-                method, url, data=data, headers=headers, timeout=self._timeout
-            )
-        except requests.RequestException as exc:
-            raise UnavailableError(f"registry unreachable: {method} {url}: {exc}") from exc
-        if 200 <= response.status_code < 300:
-            return response
-        raise error_from_response(response, f"{method} {path}")
-
-
-def _json(response: requests.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 @dataclass

@@ -30,18 +30,13 @@ import docker.errors
 import requests
 
 from domain.credentials import own_credential
-from domain.errors import (
-    ForbiddenError,
-    GreenSwarmError,
-    NotFoundError,
-    UnavailableError,
-    error_from_response,
-)
+from domain.errors import ForbiddenError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.labels import DOCKER_API_VERSION, LABEL_CPU, LABEL_TASK
 from domain.settings import load_settings, secret_setting
 from monitor.cgroups import CgroupVersion, detect_version, dirs_from_proc_cgroup, read_memory
 from monitor.core import memory_used_bytes, memory_used_from_stats
 from task_registry.exits import DEFAULT_OOM_GRACE_S, ExitBook, ReportNow, WaitForOom
+from web.client import HttpClient, HttpSettings
 from web.edge import BodyLimits
 
 log = logging.getLogger(__name__)
@@ -97,13 +92,15 @@ class Desired:
 
 class ManagerLink:
     """The agent's calls to the registries (messages 6, 10, and reading a task), with its
-    node's credential."""
+    node's credential, through the one HTTP client (web/client.py): a connection never made is
+    tried again at once (a manager restarting), a report is never sent twice (the next
+    reconciliation reports what is still unreported)."""
 
     def __init__(self, base_url: str, credential: str, timeout_s: float = 5.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {credential}"
-        self._timeout_s = timeout_s
+        self._http = HttpClient(base_url, "manager", bearer=credential, context="manager",
+                                settings=HttpSettings(connect_timeout_s=timeout_s,
+                                                      read_timeout_s=timeout_s))
+        self.base_url = self._http.base_url
 
     def desired(self, task_id: str) -> Desired | None:
         body = self._call("GET", f"/registry/tasks/{task_id}")
@@ -128,26 +125,12 @@ class ManagerLink:
             {"cpu_shares": cpu_shares, "memory": memory},
         )
 
-    def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        try:
-            response = self._session.request(
-                method, self.base_url + path, json=body, timeout=self._timeout_s
-            )
-        except requests.RequestException as exc:
-            raise UnavailableError(f"manager at {self.base_url} is unreachable: {exc}") from exc
-        if response.status_code == 404:
+    def _call(self, method: str, path: str,
+              body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        answer = self._http.answer(method, path, body)
+        if answer.status == 404:
             return None  # no such task (any more): the callers treat it as "nothing booked"
-        if response.status_code >= 300:
-            raise error_from_response(response, f"manager {method} {path}")
-        try:
-            result = response.json()
-        except ValueError:
-            result = None
-        if not isinstance(result, dict):
-            raise UnavailableError(f"the manager answered {method} {path} with no JSON object")
-        return result
+        return answer.json_object()
 
 
 class Agent:

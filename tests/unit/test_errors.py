@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
@@ -28,6 +24,7 @@ from domain.errors import (
 from manager.agents import AgentClient
 from monitor.client import HostRegistration, RegistryClient
 from task_registry.agent import ManagerLink
+from tests.support.scripted_http import Part, ScriptedServer
 
 FAMILIES: list[tuple[GreenSwarmError, int]] = [
     (ValidationError("tasks[0].cpu_util", "must be between 0 and 1"), 400),
@@ -127,66 +124,15 @@ def test_an_unexpected_status_says_so() -> None:
     assert str(error) == "unexpected answer: GET /tea -> HTTP 418: short and stout"
 
 
-# -- the clients, against a scripted HTTP server on 127.0.0.1 ---------------------------------
-# The server answers each call with the next scripted status and body: a stand-in for servers
-# that fail in ways ours cannot be made to on demand (Redis down, a proxy's 502 page, an agent
-# refusing a value), so the clients are tested over real HTTP and JSON. "Unreachable" is real:
-# a loopback port with nothing listening.
+# -- the clients, against a scripted HTTP server on 127.0.0.1 (tests/support/scripted_http.py)
+# Each call gets the next scripted answer, and every one must be asked for. "Unreachable" is
+# real: a loopback port with nothing listening.
+
+Answer = Part
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: object = None  # sent as JSON
-    text: str | None = None  # sent as it is, as text/html
-
-
-class Scripted:
-    """Every call gets the next answer; ``calls`` keeps (method, path) in order, and
-    ``authorizations`` each call's Authorization header."""
-
-    def __init__(self, *answers: Answer) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[str, str]] = []
-        self.authorizations: list[str | None] = []
-        script = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                script.calls.append((self.command, self.path))
-                script.authorizations.append(self.headers.get("Authorization"))
-                answer = script.answers.pop(0)
-                if answer.text is not None:
-                    data, kind = answer.text.encode(), "text/html"
-                else:
-                    data = b"" if answer.body is None else json.dumps(answer.body).encode()
-                    kind = "application/json"
-                self.send_response(answer.status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Scripted:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-        assert not self.answers, f"answers never asked for: {self.answers}"
+def Scripted(*answers: Part) -> ScriptedServer:
+    return ScriptedServer(list(answers), strict=True)
 
 
 def nothing_listens() -> str:
