@@ -109,7 +109,7 @@ def submit(stack: Stack, name: str, cpu: int, command: list[str] | None = None) 
 
 def test_tlp_places_where_the_formula_says_from_the_registrys_values(cluster: Stack) -> None:
     burning = submit(cluster, "burn", 64, BURN)
-    poll(lambda: cluster.host(burning)["cpu_util"] >= 0.8, 60, "the burner to fill its node")
+    poll(lambda: cluster.host(burning)["cpu_util"] >= 0.8, 120, "the burner to fill its node")
     # The burning host is at 80-100 %: U' > 100 scores 0, so the others take the next ones; the
     # second lands where the first one's predicted use makes U' nearest the target.
     first = submit(cluster, "first", 128)
@@ -135,7 +135,7 @@ def _constraint(stack: Stack, flag: str, node_id: str) -> None:
 
 def test_a_host_whose_monitor_stopped_is_judged_by_its_allocation(cluster: Stack) -> None:
     burning = submit(cluster, "stop-burn", 64, BURN)
-    poll(lambda: cluster.host(burning)["cpu_util"] >= 0.8, 60, "the burner to fill its node")
+    poll(lambda: cluster.host(burning)["cpu_util"] >= 0.8, 120, "the burner to fill its node")
     assert submit(cluster, "stop-fresh", 128) != burning  # measured >= 80 %: U' > 100, score 0
     _constraint(cluster, "--constraint-add", burning)
     try:
