@@ -15,7 +15,8 @@ echo "== import-linter"
 lint-imports --no-cache
 echo "== pytest"
 set +e
-python -m pytest "$@"
+# the slowest tests are named at the end, so a run that grows slow says where
+python -m pytest --durations=15 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
