@@ -16,6 +16,7 @@ from domain.regions import RegionBounds
 from domain.settings import load_settings, secret_setting, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.peers import OffloadMode, Peer, parse_peers
+from host_registry.connection import RedisEndpoint
 from scheduler import registry
 from scheduler.plugin import (
     ClusterOptions,
@@ -40,6 +41,12 @@ class ManagerSettings:
     listen_host: str = "127.0.0.1"  # several: comma-separated (the lab: 127.0.0.1,10.123.0.1)
     listen_port: int = 8080
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis replicated (DESIGN 13): the Sentinels as HOST:PORT,... and the name they watch the
+    # primary under; with them the primary is asked of the Sentinels (REDIS_URL then gives
+    # only the database and password). Empty: the one server of REDIS_URL.
+    redis_sentinels: str = ""
+    redis_master: str = "greenswarm"
+    redis_wait_replicas: int = 0  # each registry write waits for this many replicas (WAIT)
     redis_prefix: str = "gs"
     docker_url: str = "unix:///var/run/docker.sock"
     policy: str = "energy"  # a name of the registration table (scheduler/registry.py)
@@ -147,6 +154,11 @@ class ManagerSettings:
         return parse_peers(text, where, home=self.federation_name)
 
     @property
+    def redis_endpoint(self) -> RedisEndpoint:
+        return RedisEndpoint(self.redis_url, self.redis_sentinels, self.redis_master,
+                             wait_replicas=self.redis_wait_replicas)
+
+    @property
     def body_limits(self) -> BodyLimits:
         return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
 
@@ -186,6 +198,7 @@ class ManagerSettings:
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
+        self.redis_endpoint.validate()
         if not 1 <= self.session_max_age_s <= 30 * 86400:
             raise ValidationError(f"{ENV_PREFIX}SESSION_MAX_AGE_S",
                                   "must be between 1 s and 30 days")

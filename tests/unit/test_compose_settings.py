@@ -14,7 +14,9 @@ from manager.settings import ENV_PREFIX, ManagerSettings
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 # Set by the compose file itself, or internal to a test or a process, not an operator's choice.
 NOT_PASSED = {"redis_url", "docker_url", "seed", "agent_url", "threads", "options", "cluster",
-              "swarm_pending_timeout_s"}
+              "swarm_pending_timeout_s",
+              # replicated Redis (DESIGN 13) is the HA stack's; compose runs one Redis
+              "redis_sentinels", "redis_master", "redis_wait_replicas"}
 
 
 def _passed() -> dict[str, str]:
