@@ -25,7 +25,7 @@ from domain.booking import book
 from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
-from domain.errors import ConflictError, NotFoundError, UnavailableError
+from domain.errors import ConflictError, FencedError, NotFoundError, UnavailableError
 from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
@@ -90,6 +90,7 @@ class RedisStore:
         self._redis: Any = client
         self._wait_replicas = wait_replicas
         self._short_of_replicas = False
+        self._fence: int | None = None
         self._classes = classes or ClassTable()
         self._bounds = bounds or RegionBounds()
         self.host_keys = HostKeys(prefix)
@@ -540,16 +541,19 @@ class RedisStore:
 
     def _write(self, batch: Batch) -> bool:
         """CAS_LUA: write the batch if no checked key changed; False (nothing written) else."""
-        keys, args = [self.host_keys.stamp_counter], [batch.to_json()]
+        keys = [self.host_keys.stamp_counter, self.host_keys.fence]
+        args = [batch.to_json(), "" if self._fence is None else str(self._fence)]
         with redis_errors():
             if not self._wait_replicas:
-                return bool(self._cas(keys=keys, args=args) == 1)
+                return self._written(self._cas(keys=keys, args=args))
             # WAIT counts the writes of its own connection: the script and WAIT share one
             # (a pipeline), in one round trip
             pipe = self._redis.pipeline(transaction=False)
             self._cas(keys=keys, args=args, client=pipe)
             pipe.wait(self._wait_replicas, WAIT_TIMEOUT_MS)
             written, replicas = pipe.execute()
+        if written == -1:
+            return self._written(written)
         short = written == 1 and replicas < self._wait_replicas
         if short != self._short_of_replicas:  # said once when it starts, once when it ends
             self._short_of_replicas = short
@@ -559,6 +563,17 @@ class RedisStore:
             else:
                 log.info("registry writes reach %d replicas again", self._wait_replicas)
         return bool(written == 1)
+
+    def _written(self, outcome: int) -> bool:
+        if outcome == -1:
+            raise FencedError(f"this manager's lease token {self._fence} is no longer the "
+                              "newest: another manager leads, and this write was refused")
+        return bool(outcome == 1)
+
+    def fence(self, token: int | None) -> None:
+        """Every write from now on carries this lease token (DESIGN 13) and is refused once a
+        newer one was given; None: unfenced (a registry without leader election)."""
+        self._fence = token
 
     def _remember(self, key: str, fields: dict[str, str]) -> None:
         if "stamp" not in fields:  # without a stamp a write could not tell it is stale
