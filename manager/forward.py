@@ -50,7 +50,10 @@ class LeaderForward:
         view = self.leadership.view
         if view.role is Role.LEADER:
             return None
-        if view.leader_url is None or request.headers.get(FORWARDED_HEADER):
+        # a lease of our own URL is this manager's former life (restarted before its lease
+        # expired): nobody leads until it does
+        if (view.leader_url in (None, self.leadership.lease.url)
+                or request.headers.get(FORWARDED_HEADER)):
             return self._no_leader(view.leader_url)
         return self._relay(view.leader_url)
 

@@ -15,6 +15,8 @@ from host_registry.connection import RedisEndpoint
 from host_registry.redis_store import RedisStore
 from tests.support.sentinels import ReplicatedRedis, replicated_redis
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.fixture
 def cluster() -> Iterator[ReplicatedRedis]:
