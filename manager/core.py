@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _State:
     retry_queued: bool = False
+    prepared: bool = False  # the records migrated and their tally kept (at the first lead)
     freed: set[str] = field(default_factory=set)  # hosts to give cuts back on at the retry
 
 
@@ -141,8 +142,9 @@ class Manager:
         self.loop.start()
         self._timer.start()
         self.leadership.start()  # a lone manager leads at once: _lead runs before this returns
-        if self.leadership.is_leader:  # records migrated before anything is served, as ever
-            self.loop.call(self._take_over, timeout_s=3600.0)
+        if self.leadership.is_leader:  # records migrated before anything is served, as ever;
+            # a failure here stops the start, as it always did
+            self.loop.call(lambda: self._take_over(strict=True), timeout_s=3600.0)
 
     def stop(self) -> None:
         self._stop.set()
@@ -173,11 +175,19 @@ class Manager:
         """None for a manager that takes part in no election (its parts driven by hand)."""
         return self.leadership.view if self.leadership.elected else None
 
-    def _take_over(self) -> None:
-        try:
-            self._prepare_records()
-        except GreenSwarmError as exc:
-            log.warning("leadership: the records could not be prepared: %s", exc)
+    def _take_over(self, strict: bool = False) -> None:
+        """The books become this manager's: records migrated and the SLO tally kept (before
+        any write of its own; retried by the timer until done), a reconciliation, the queue."""
+        if not self._state.prepared:
+            try:
+                self._prepare_records()
+            except GreenSwarmError as exc:
+                if strict:
+                    raise
+                log.warning("leadership: the records could not be prepared (again soon): %s",
+                            exc)
+                return
+            self._state.prepared = True
         self._sync_logged()
         self.queue_retry()
 
@@ -188,6 +198,11 @@ class Manager:
             if not self.leadership.is_leader:
                 continue  # a standby's books are the leader's to keep
             now = time.monotonic()
+            if not self._state.prepared:  # the records failed at the take-over: again
+                if now >= next_sync:
+                    next_sync = now + self.settings.sync_interval_s
+                    self.loop.post(self._take_over)
+                continue
             if now >= next_sync:
                 next_sync = now + self.settings.sync_interval_s
                 self.loop.post(self._sync_logged)
