@@ -77,3 +77,15 @@ class RedisEndpoint:
             self.master, decode_responses=True, socket_timeout=self.socket_timeout_s,
             socket_connect_timeout=self.socket_timeout_s, **kept)
         return client
+
+
+def wait_for_replicas(client: Any, marker_key: str, replicas: int) -> int:
+    """After a write made on any connection of ``client``: wait (at most WAIT_TIMEOUT_MS) until
+    ``replicas`` replicas hold it, and say how many do. WAIT counts the writes of its own
+    connection, so one tiny write (``marker_key``) and WAIT go together on one connection: the
+    replication stream is ordered, so a replica that has the marker has everything written
+    before it, on every connection."""
+    pipe = client.pipeline(transaction=False)
+    pipe.incr(marker_key)
+    pipe.wait(replicas, WAIT_TIMEOUT_MS)
+    return int(pipe.execute()[1])

@@ -82,6 +82,7 @@ class Manager:
         self.backend = backend
         self.agents = agents
         self.clock = clock
+        records.replicate(settings.redis_wait_replicas)  # answered means on a replica
         plugin = settings.plugin
         by_swarm = plugin.placed_by is PlacedBy.SWARM
         slo = settings.slo_table

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +34,14 @@ import redis
 from domain.errors import FencedError, NotFoundError, UnavailableError, ValidationError
 from domain.events import Event, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
+from host_registry.connection import wait_for_replicas
 from host_registry.keys import HostKeys
 from host_registry.redis_store import redis_errors
 from host_registry.requests import request_key
 from manager.record_migrations import MigrationReport, RecordMigration
 from manager.slo_tally import SloTally
 
+log = logging.getLogger(__name__)
 EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
 WRITE_TRIES = 20  # a record written by someone else meanwhile: read it again, this often
 
@@ -94,6 +97,21 @@ class RequestRecords:
         # the lease token the leading manager writes with (DESIGN 13; None: unfenced)
         self._fence: int | None = None
         self._fence_key = HostKeys(prefix).fence
+        self._wait_replicas = 0
+
+    def replicate(self, replicas: int) -> None:
+        """Each record write returns only once this many replicas hold it (at most
+        WAIT_TIMEOUT_MS; DESIGN 13, GREENSWARM_REDIS_WAIT_REPLICAS): a submission answered is
+        on a replica, and a failover right after the answer keeps it."""
+        self._wait_replicas = replicas
+
+    def _replicated(self) -> None:
+        if self._wait_replicas:
+            held = wait_for_replicas(self._redis, f"{self.prefix}:replicated",
+                                     self._wait_replicas)
+            if held < self._wait_replicas:
+                log.warning("a record write reached %d of %d replicas", held,
+                            self._wait_replicas)
 
     def fence(self, token: int | None) -> None:
         """Every record written from now on carries this lease token, as the registry's
@@ -199,6 +217,7 @@ class RequestRecords:
             except redis.WatchError:  # only the fencing counter is watched: a new leader
                 raise FencedError("another manager took the lease while a record was "
                                   "written; it was not") from None
+            self._replicated()
 
     def _stream(self, pipe: Any, request_id: str, entry: str) -> None:
         pipe.xadd(self._events_key, {"request": request_id, "event": entry},
@@ -275,6 +294,7 @@ class RequestRecords:
                     if self.tally is not None:
                         self.tally.stage(pipe, request_id, key, old_bucket, verdict)
                     pipe.execute()
+                    self._replicated()
                     return
                 except redis.WatchError:
                     continue

@@ -81,3 +81,39 @@ def test_the_manager_reads_the_sentinels_from_its_environment() -> None:
     assert settings.redis_endpoint.master == "main"
     with pytest.raises(ValidationError):
         ManagerSettings.from_env({"GREENSWARM_REDIS_SENTINELS": "10.0.0.1"})
+
+
+def test_an_answered_record_is_on_the_replica(cluster: ReplicatedRedis,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """GREENSWARM_REDIS_WAIT_REPLICAS: a record write returns once the replica holds it; a
+    replica that does not answer (paused for real) makes it wait its limit and say so."""
+    import os
+    import signal
+
+    import redis
+
+    from manager.records import RequestRecords
+
+    client = RedisEndpoint("redis://127.0.0.1:1/0", cluster.sentinels, cluster.master,
+                           socket_timeout_s=2.0).connect()
+    records = RequestRecords(client, "rep")
+    records.replicate(1)
+    spec = {"cpu_shares": 10, "memory": 8 * 2**20}
+    replica = redis.Redis(port=cluster.ports[1], decode_responses=True)
+    try:
+        with caplog.at_level("WARNING", logger="manager.records"):
+            records.create("kept", spec)
+            assert replica.hget("rep:request:kept", "status") == "pending"  # already there
+            assert not caplog.records
+            os.kill(cluster.processes[cluster.ports[1]].pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                records.create("unreplicated", spec)
+                waited_s = time.monotonic() - started
+            finally:
+                os.kill(cluster.processes[cluster.ports[1]].pid, signal.SIGCONT)
+        assert waited_s >= 0.45, waited_s
+        assert "reached 0 of 1 replicas" in caplog.text
+    finally:
+        replica.close()
+        client.close()
