@@ -131,7 +131,8 @@ class Manager:
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
         lease = store.sibling(lambda connection, prefix: Lease(
-            connection, prefix, holder_id(), settings.manager_url, settings.leader_lease_s))
+            connection, prefix, holder_id(), settings.manager_url, settings.leader_lease_s,
+            settings.redis_wait_replicas))
         self.leadership = Leadership(lease, settings.leader_renew_s, settings.leader_lease_s,
                                      self._lead, self._follow)
 

@@ -31,6 +31,7 @@ from typing import Any
 import redis
 
 from domain.errors import GreenSwarmError
+from host_registry.connection import wait_for_replicas
 from host_registry.keys import HostKeys
 from host_registry.redis_store import redis_errors
 
@@ -89,9 +90,12 @@ class Lease:
     """The lease in Redis: held (acquired or renewed) and released by one holder."""
 
     def __init__(self, client: redis.Redis, prefix: str, holder: str, url: str,
-                 lease_s: float) -> None:
+                 lease_s: float, wait_replicas: int = 0) -> None:
         keys = HostKeys(prefix)
         self._keys = [keys.leader, keys.fence]
+        self._marker = f"{prefix}:replicated"
+        self._wait_replicas = wait_replicas
+        self._token = 0  # the token of the lease last held
         self.holder, self.url = holder, url
         self._lease_ms = max(1, round(lease_s * 1000))
         self._hold: Any = client.register_script(HOLD_LUA)
@@ -104,6 +108,14 @@ class Lease:
         with redis_errors():
             held, token, url = self._hold(keys=self._keys,
                                           args=[self.holder, self.url, self._lease_ms])
+            if held and int(token) != self._token and self._wait_replicas:
+                # a new token must survive a failover, or a later one could repeat it
+                replicas = wait_for_replicas(self._client, self._marker, self._wait_replicas)
+                if replicas < self._wait_replicas:
+                    log.warning("the lease's new token reached %d of %d replicas", replicas,
+                                self._wait_replicas)
+        if held:
+            self._token = int(token)
         return bool(held), int(token), str(url)
 
     def release(self) -> None:

@@ -75,6 +75,7 @@ def _spawn(cluster: ReplicatedRedis, log_dir: Path, name: str) -> ManagerProcess
            "GREENSWARM_REDIS_URL": "redis://127.0.0.1:1/0",  # the Sentinels say where
            "GREENSWARM_REDIS_SENTINELS": cluster.sentinels,
            "GREENSWARM_REDIS_MASTER": cluster.master, "GREENSWARM_REDIS_PREFIX": "ha",
+           "GREENSWARM_REDIS_WAIT_REPLICAS": "1",
            "GREENSWARM_DOCKER_URL": f"unix://{log_dir}/no-docker.sock",
            "GREENSWARM_LEADER_LEASE_S": str(LEASE_S), "GREENSWARM_LEADER_RENEW_S": "0.2",
            "GREENSWARM_ADVERTISE_URL": f"http://127.0.0.1:{port}",
