@@ -209,3 +209,16 @@ def test_a_paused_process_is_fenced(redis_srv: RedisServer) -> None:
         holder.wait(timeout=10)
         store.flush()
         store.close()
+
+
+def test_a_dashboard_login_through_the_standby_works_on_both(
+        pair: tuple[Running, Running]) -> None:
+    """The login is a write: relayed to the leader, its cookie relayed back; the session is in
+    the shared Redis, so the standby takes it too."""
+    first, second = pair
+    browser = requests.Session()
+    login = browser.post(second.url + "/dashboard/login", json={"token": TOKEN}, timeout=10)
+    assert login.status_code == 200, login.text
+    assert browser.cookies, "the leader's Set-Cookie did not come back through the standby"
+    for running in (second, first):
+        assert browser.get(running.url + "/healthz", timeout=10).json()["details"] is True
