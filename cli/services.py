@@ -126,8 +126,8 @@ def _registry_store(settings: ManagerSettings) -> RedisStore:
     from host_registry.redis_store import RedisStore
 
     _require_token(settings.token)
-    store = RedisStore.from_url(
-        settings.redis_url, settings.classes, settings.bounds, settings.redis_prefix
+    store = RedisStore.connect(
+        settings.redis_endpoint, settings.classes, settings.bounds, settings.redis_prefix
     )
     store.ping()
     return store

@@ -61,6 +61,11 @@ class UnavailableError(GreenSwarmError):
     retry_after_s: float | None = None
 
 
+class FencedError(UnavailableError):
+    """A registry write of a manager that no longer leads: its lease's fencing token is older
+    than the newest one given (DESIGN 13), so the write was refused and nothing changed."""
+
+
 class AuthError(GreenSwarmError):
     """A call arrived without a valid bearer token."""
 

@@ -48,6 +48,9 @@ class HostKeys:
         self.all = f"{prefix}:hosts"
         self.pending = f"{prefix}:pending"
         self.stamp_counter = f"{prefix}:stamp"
+        # the managers' lease and its fencing token, the newest ever given (DESIGN 13)
+        self.leader = f"{prefix}:leader"
+        self.fence = f"{prefix}:leader:fence"
 
     def host(self, host_id: str) -> str:
         return f"{self.host_prefix}{host_id}"

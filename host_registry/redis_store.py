@@ -14,6 +14,7 @@ scheduler receives only hosts that can take it, a few at a time, in the order of
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from domain.booking import book
 from domain.books import contribution
 from domain.classes import ClassTable
 from domain.decision import Decision
-from domain.errors import ConflictError, NotFoundError, UnavailableError
+from domain.errors import ConflictError, FencedError, NotFoundError, UnavailableError
 from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
@@ -32,6 +33,7 @@ from domain.regions import Region, RegionBounds
 from domain.restore import TaskRestore, apply_restores, plan_restores
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
+from host_registry.connection import WAIT_TIMEOUT_MS, RedisEndpoint
 from host_registry.keys import (
     CANDIDATES_LUA,
     TASK_AND_HOST_LUA,
@@ -49,6 +51,7 @@ from host_registry.redis_tx import CAS_LUA, Batch
 from host_registry.task_keys import TaskKeys, task_from_hash, task_to_hash
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 # redis-py's stubs type every reply as bytes | str | ...; this client always decodes to str
 # (decode_responses=True), so the handle and its pipelines are typed Any at this one edge.
 Pipeline = Any
@@ -82,8 +85,12 @@ class RedisStore:
         classes: ClassTable | None = None,
         bounds: RegionBounds | None = None,
         prefix: str = "gs",
+        wait_replicas: int = 0,
     ) -> None:
         self._redis: Any = client
+        self._wait_replicas = wait_replicas
+        self._short_of_replicas = False
+        self._fence: int | None = None
         self._classes = classes or ClassTable()
         self._bounds = bounds or RegionBounds()
         self.host_keys = HostKeys(prefix)
@@ -106,8 +113,18 @@ class RedisStore:
         bounds: RegionBounds | None = None,
         prefix: str = "gs",
     ) -> RedisStore:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5.0)
-        return cls(client, classes, bounds, prefix)
+        return cls.connect(RedisEndpoint(url), classes, bounds, prefix)
+
+    @classmethod
+    def connect(
+        cls,
+        endpoint: RedisEndpoint,
+        classes: ClassTable | None = None,
+        bounds: RegionBounds | None = None,
+        prefix: str = "gs",
+    ) -> RedisStore:
+        """On the server ``endpoint`` names, directly or through its Sentinels (DESIGN 13)."""
+        return cls(endpoint.connect(), classes, bounds, prefix, endpoint.wait_replicas)
 
     @property
     def classes(self) -> ClassTable:
@@ -524,10 +541,39 @@ class RedisStore:
 
     def _write(self, batch: Batch) -> bool:
         """CAS_LUA: write the batch if no checked key changed; False (nothing written) else."""
+        keys = [self.host_keys.stamp_counter, self.host_keys.fence]
+        args = [batch.to_json(), "" if self._fence is None else str(self._fence)]
         with redis_errors():
-            return bool(
-                self._cas(keys=[self.host_keys.stamp_counter], args=[batch.to_json()]) == 1
-            )
+            if not self._wait_replicas:
+                return self._written(self._cas(keys=keys, args=args))
+            # WAIT counts the writes of its own connection: the script and WAIT share one
+            # (a pipeline), in one round trip
+            pipe = self._redis.pipeline(transaction=False)
+            self._cas(keys=keys, args=args, client=pipe)
+            pipe.wait(self._wait_replicas, WAIT_TIMEOUT_MS)
+            written, replicas = pipe.execute()
+        if written == -1:
+            return self._written(written)
+        short = written == 1 and replicas < self._wait_replicas
+        if short != self._short_of_replicas:  # said once when it starts, once when it ends
+            self._short_of_replicas = short
+            if short:
+                log.warning("registry writes reach %d of %d replicas within %d ms (until "
+                            "said otherwise)", replicas, self._wait_replicas, WAIT_TIMEOUT_MS)
+            else:
+                log.info("registry writes reach %d replicas again", self._wait_replicas)
+        return bool(written == 1)
+
+    def _written(self, outcome: int) -> bool:
+        if outcome == -1:
+            raise FencedError(f"this manager's lease token {self._fence} is no longer the "
+                              "newest: another manager leads, and this write was refused")
+        return bool(outcome == 1)
+
+    def fence(self, token: int | None) -> None:
+        """Every write from now on carries this lease token (DESIGN 13) and is refused once a
+        newer one was given; None: unfenced (a registry without leader election)."""
+        self._fence = token
 
     def _remember(self, key: str, fields: dict[str, str]) -> None:
         if "stamp" not in fields:  # without a stamp a write could not tell it is stale

@@ -54,7 +54,13 @@ class Batch:
 # "stamp": [key, ...]}. A key's stamp is its "stamp" field ("" when the key did not exist);
 # every key in "stamp" gets a fresh stamp from the counter KEYS[1]. Returns 1, or 0 on conflict
 # (nothing written). Only hash, sorted-set and DEL commands are accepted, plus RAISE (see below).
+# Fencing (DESIGN 13): ARGV[2], when not empty, is the writer's lease token; a token older than
+# the newest one given (KEYS[2]) is a manager that no longer leads: -1, nothing written.
 CAS_LUA = """
+if ARGV[2] and ARGV[2] ~= '' then
+  local newest = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if tonumber(ARGV[2]) < newest then return -1 end
+end
 local request = cjson.decode(ARGV[1])
 for _, check in ipairs(request.check) do
   local stamp = redis.call('HGET', check[1], 'stamp')

@@ -12,6 +12,7 @@ import task_registry.api
 from host_registry.events import Registry
 from manager import dashboard
 from manager.core import Manager, ManagerEvents
+from manager.forward import LeaderForward
 from manager.sessions import DashboardSessions
 from web import edge as web
 
@@ -29,6 +30,7 @@ def create_app(manager_: Manager) -> Flask:
     app.extensions["greenswarm"] = Registry(manager_.store, ManagerEvents(manager_),
                                             manager_.records, manager_.power.readings)
     app.extensions["greenswarm.manager"] = manager_
+    LeaderForward(manager_.leadership).install(app)  # a standby's writes go to the leader
     settings = manager_.settings
     app.extensions[dashboard.SESSIONS_KEY] = manager_.store.sibling(
         lambda connection, prefix: DashboardSessions(connection, prefix, settings.token,

@@ -39,6 +39,7 @@ from manager.effects import Effects
 from manager.endings import Endings
 from manager.faults import RecordFaults
 from manager.history import History, build_sample
+from manager.leadership import Leadership, LeaderView, Lease, holder_id
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
 from manager.nodes import NodeNames
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class _State:
     retry_queued: bool = False
+    prepared: bool = False  # the records migrated and their tally kept (at the first lead)
     freed: set[str] = field(default_factory=set)  # hosts to give cuts back on at the retry
 
 
@@ -80,6 +82,7 @@ class Manager:
         self.backend = backend
         self.agents = agents
         self.clock = clock
+        records.replicate(settings.redis_wait_replicas)  # answered means on a replica
         plugin = settings.plugin
         by_swarm = plugin.placed_by is PlacedBy.SWARM
         slo = settings.slo_table
@@ -113,7 +116,8 @@ class Manager:
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
                                clock, self.queue_retry, by_swarm=by_swarm,
                                faults=self.faults, names=self.node_names)
-        self.health = Health(settings, store, backend, self.swarm)
+        self.health = Health(settings, store, backend, self.swarm,
+                             self._leader_view)
         self.offloading = Offloading(settings, records, self.loop, self.peering)
         self.submissions = Submissions(settings, store, records, self.scheduler, self.swarm,
                                        self.effects, self.loop, self.peering, self.offloading,
@@ -126,27 +130,81 @@ class Manager:
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
+        lease = store.sibling(lambda connection, prefix: Lease(
+            connection, prefix, holder_id(), settings.manager_url, settings.leader_lease_s,
+            settings.redis_wait_replicas))
+        self.leadership = Leadership(lease, settings.leader_renew_s, settings.leader_lease_s,
+                                     self._lead, self._follow)
 
     # -- life cycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the loop, reconcile with the Swarm once, then keep doing so on a timer."""
-        self._prepare_records()  # before the loop runs: nothing else writes yet, no time limit
+        """Start the loop and the timer, then seek the lease: the leader reconciles with the
+        Swarm at once and then on the timer (DESIGN 13); a standby only serves reads."""
         self.loop.start()
-        self.loop.call(self._sync_logged)  # a failure is retried on the timer
         self._timer.start()
-        self.peering.start()
+        self.leadership.start()  # a lone manager leads at once: _lead runs before this returns
+        if self.leadership.is_leader:  # records migrated before anything is served, as ever;
+            # a failure here stops the start, as it always did
+            self.loop.call(lambda: self._take_over(strict=True), timeout_s=3600.0)
 
     def stop(self) -> None:
         self._stop.set()
+        self.leadership.stop()  # gives the lease up: a standby takes over without waiting
         self.peering.stop()
         self.loop.stop()
 
+    # -- leadership (DESIGN 13) -------------------------------------------------------------
+
+    def _lead(self, token: int) -> None:
+        """This manager now holds the lease: its writes carry the token; it takes over the
+        books (records migrated, a reconciliation, the queue) on the loop."""
+        self.store.fence(token)
+        self.records.fence(token)
+        self.metrics.leader.set(1)
+        if not self.leadership.starting:  # at start, start() waits for it instead
+            self.loop.post(self._take_over)
+        self.peering.active = True
+        self.peering.start()
+
+    def _follow(self) -> None:
+        """No longer the leader: the periodic work stops here. The store keeps the old token,
+        so a write already under way is refused by Redis rather than double-booking."""
+        self.metrics.leader.set(0)
+        self.peering.active = False
+
+    def _leader_view(self) -> LeaderView | None:
+        """None for a manager that takes part in no election (its parts driven by hand)."""
+        return self.leadership.view if self.leadership.elected else None
+
+    def _take_over(self, strict: bool = False) -> None:
+        """The books become this manager's: records migrated and the SLO tally kept (before
+        any write of its own; retried by the timer until done), a reconciliation, the queue."""
+        if not self._state.prepared:
+            try:
+                self._prepare_records()
+            except GreenSwarmError as exc:
+                if strict:
+                    raise
+                log.warning("leadership: the records could not be prepared (again soon): %s",
+                            exc)
+                return
+            self._state.prepared = True
+        self._sync_logged()
+        self.queue_retry()
+
     def _tick(self) -> None:
-        next_sync = time.monotonic() + self.settings.sync_interval_s  # start() just did one
+        next_sync = time.monotonic() + self.settings.sync_interval_s  # _take_over does one
         next_retry = 0.0
         while not self._stop.wait(0.5):
+            if not self.leadership.is_leader:
+                continue  # a standby's books are the leader's to keep
             now = time.monotonic()
+            if not self._state.prepared:  # the records failed at the take-over: again
+                if now >= next_sync:
+                    next_sync = now + self.settings.sync_interval_s
+                    self.loop.post(self._take_over)
+                continue
             if now >= next_sync:
                 next_sync = now + self.settings.sync_interval_s
                 self.loop.post(self._sync_logged)

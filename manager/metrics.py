@@ -35,7 +35,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -188,6 +188,9 @@ class ManagerMetrics:
                                         "reconciliation, queue retries or node-loss handling "
                                         "(each was skipped; the health check lists them)",
                                         registry=r)
+        self.leader = Gauge("greenswarm_manager_leader",
+                            "1 while this manager holds the lease and schedules, 0 on a "
+                            "standby (DESIGN 13)", registry=r)
         if state is not None:
             r.register(state)
 

@@ -76,11 +76,12 @@ class Peering:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peering", daemon=True)
+        self.active = True  # only the leading manager asks the peers (DESIGN 13)
 
     # -- life cycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._views:
+        if self._views and not self._thread.is_alive() and not self._stop.is_set():
             self._thread.start()
 
     def stop(self) -> None:
@@ -89,7 +90,8 @@ class Peering:
     def _run(self) -> None:
         while True:
             try:
-                self.refresh(self.names())
+                if self.active:
+                    self.refresh(self.names())
             except Exception:
                 log.exception("refreshing the peers' adverts failed")
             if self._stop.wait(self.refresh_s):

@@ -24,20 +24,24 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from domain.errors import NotFoundError, UnavailableError, ValidationError
+from domain.errors import FencedError, NotFoundError, UnavailableError, ValidationError
 from domain.events import Event, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
+from host_registry.connection import wait_for_replicas
+from host_registry.keys import HostKeys
 from host_registry.redis_store import redis_errors
 from host_registry.requests import request_key
 from manager.record_migrations import MigrationReport, RecordMigration
 from manager.slo_tally import SloTally
 
+log = logging.getLogger(__name__)
 EVENTS_KEPT = 10_000  # the event stream's length (approximately: Redis trims by blocks)
 WRITE_TRIES = 20  # a record written by someone else meanwhile: read it again, this often
 
@@ -90,6 +94,40 @@ class RequestRecords:
         self._redis: Any = client  # decode_responses=True: replies are str (see redis_store)
         self.prefix = prefix
         self.tally: SloTally | None = None  # the per-class SLO tally, kept with every write
+        # the lease token the leading manager writes with (DESIGN 13; None: unfenced)
+        self._fence: int | None = None
+        self._fence_key = HostKeys(prefix).fence
+        self._wait_replicas = 0
+
+    def replicate(self, replicas: int) -> None:
+        """Each record write returns only once this many replicas hold it (at most
+        WAIT_TIMEOUT_MS; DESIGN 13, GREENSWARM_REDIS_WAIT_REPLICAS): a submission answered is
+        on a replica, and a failover right after the answer keeps it."""
+        self._wait_replicas = replicas
+
+    def _replicated(self) -> None:
+        if self._wait_replicas:
+            held = wait_for_replicas(self._redis, f"{self.prefix}:replicated",
+                                     self._wait_replicas)
+            if held < self._wait_replicas:
+                log.warning("a record write reached %d of %d replicas", held,
+                            self._wait_replicas)
+
+    def fence(self, token: int | None) -> None:
+        """Every record written from now on carries this lease token, as the registry's
+        writes do (RedisStore.fence): refused once a newer one was given."""
+        self._fence = token
+
+    def _check_fence(self, pipe: Any) -> None:
+        """Before MULTI: watch the fencing counter and refuse a write whose token is older;
+        should a new token be given before EXEC, the EXEC fails (WatchError)."""
+        if self._fence is None:
+            return
+        pipe.watch(self._fence_key)
+        if self._fence < int(pipe.get(self._fence_key) or 0):
+            pipe.reset()
+            raise FencedError(f"this manager's lease token {self._fence} is no longer the "
+                              "newest: another manager leads, and the record was not written")
 
     def keep_tally(self, tally: SloTally) -> None:
         """Keep ``tally`` with every write from now on; rebuilt from every record first when
@@ -144,8 +182,9 @@ class RequestRecords:
         self, request_id: str, spec: dict[str, Any], *, forwarded_from: str | None = None
     ) -> None:
         now = time.time()
-        with redis_errors():
-            pipe = self._redis.pipeline(transaction=True)
+        with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            self._check_fence(pipe)
+            pipe.multi()
             pipe.hset(
                 self._key(request_id),
                 mapping={
@@ -173,7 +212,12 @@ class RequestRecords:
             if self.tally is not None:
                 self.tally.stage(pipe, request_id, self._key(request_id), None,
                                  self.tally.verdict(spec, [first]))
-            pipe.execute()
+            try:
+                pipe.execute()
+            except redis.WatchError:  # only the fencing counter is watched: a new leader
+                raise FencedError("another manager took the lease while a record was "
+                                  "written; it was not") from None
+            self._replicated()
 
     def _stream(self, pipe: Any, request_id: str, entry: str) -> None:
         pipe.xadd(self._events_key, {"request": request_id, "event": entry},
@@ -230,6 +274,7 @@ class RequestRecords:
         with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
             for _ in range(WRITE_TRIES):
                 try:
+                    self._check_fence(pipe)
                     pipe.watch(key)  # the tally moves the record from what it read
                     old_status, spec, old_bucket = pipe.hmget(key, "status", "spec", "slo")
                     if old_status is None:
@@ -249,6 +294,7 @@ class RequestRecords:
                     if self.tally is not None:
                         self.tally.stage(pipe, request_id, key, old_bucket, verdict)
                     pipe.execute()
+                    self._replicated()
                     return
                 except redis.WatchError:
                     continue

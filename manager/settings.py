@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,7 @@ from domain.regions import RegionBounds
 from domain.settings import load_settings, secret_setting, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.peers import OffloadMode, Peer, parse_peers
+from host_registry.connection import RedisEndpoint
 from scheduler import registry
 from scheduler.plugin import (
     ClusterOptions,
@@ -40,6 +42,12 @@ class ManagerSettings:
     listen_host: str = "127.0.0.1"  # several: comma-separated (the lab: 127.0.0.1,10.123.0.1)
     listen_port: int = 8080
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis replicated (DESIGN 13): the Sentinels as HOST:PORT,... and the name they watch the
+    # primary under; with them the primary is asked of the Sentinels (REDIS_URL then gives
+    # only the database and password). Empty: the one server of REDIS_URL.
+    redis_sentinels: str = ""
+    redis_master: str = "greenswarm"
+    redis_wait_replicas: int = 0  # each registry write waits for this many replicas (WAIT)
     redis_prefix: str = "gs"
     docker_url: str = "unix:///var/run/docker.sock"
     policy: str = "energy"  # a name of the registration table (scheduler/registry.py)
@@ -66,6 +74,12 @@ class ManagerSettings:
     # id, is retired at once.
     node_gone_s: float = 600.0
     threads: int = 8  # WSGI worker threads
+    # Several managers, one leader (DESIGN 13): the lease in Redis expires this long after its
+    # holder last renewed it, and is renewed this often; a standby forwards mutating calls to
+    # the leader at the URL the leader advertises (empty: http://<first listen host>:<port>).
+    leader_lease_s: float = 5.0
+    leader_renew_s: float = 1.0
+    advertise_url: str = ""
     service_prefix: str = "gs-"
     # Service levels (DESIGN 3.10): the availability objective of the classes named, e.g.
     # "2=0.9,4=0.5" (the others keep 1, 5/6, 2/3, 1/2), and alpha, the allocation time charged
@@ -147,6 +161,21 @@ class ManagerSettings:
         return parse_peers(text, where, home=self.federation_name)
 
     @property
+    def manager_url(self) -> str:
+        """This manager's URL as the other managers reach it (GREENSWARM_ADVERTISE_URL)."""
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        host = self.listen_host.split(",")[0].strip()
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.listen_port}"
+
+    @property
+    def redis_endpoint(self) -> RedisEndpoint:
+        return RedisEndpoint(self.redis_url, self.redis_sentinels, self.redis_master,
+                             wait_replicas=self.redis_wait_replicas)
+
+    @property
     def body_limits(self) -> BodyLimits:
         return BodyLimits(self.max_body_bytes, self.max_json_depth, self.max_json_string_chars)
 
@@ -186,6 +215,14 @@ class ManagerSettings:
         if not 0 <= self.allocation_s <= 3600:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
+        self.redis_endpoint.validate()
+        if not 0.5 <= self.leader_lease_s <= 300:
+            raise ValidationError(f"{ENV_PREFIX}LEADER_LEASE_S", "must be between 0.5 and 300 s")
+        if not 0.05 <= self.leader_renew_s <= self.leader_lease_s / 2:
+            raise ValidationError(f"{ENV_PREFIX}LEADER_RENEW_S", "must be between 0.05 s and "
+                                  "half the lease (LEADER_LEASE_S)")
+        if self.advertise_url and not self.advertise_url.startswith(("http://", "https://")):
+            raise ValidationError(f"{ENV_PREFIX}ADVERTISE_URL", "must be an http(s) URL")
         if not 1 <= self.session_max_age_s <= 30 * 86400:
             raise ValidationError(f"{ENV_PREFIX}SESSION_MAX_AGE_S",
                                   "must be between 1 s and 30 days")

@@ -20,6 +20,7 @@ from domain.model import HostView, Task, TaskType
 from domain.service_history import service_level
 from federation.offload import advertise
 from host_registry.redis_store import RedisStore
+from manager.leadership import LeaderView
 from manager.loop import SchedulingLoop
 from manager.nodes import NodeNames
 from manager.peering import Peering
@@ -158,11 +159,13 @@ class Health:
     """GET /healthz: Redis and Docker answer (503 otherwise), the reconciliation, the nodes."""
 
     def __init__(self, settings: ManagerSettings, store: RedisStore, backend: SwarmBackend,
-                 swarm: SwarmSync) -> None:
+                 swarm: SwarmSync,
+                 leader: Callable[[], LeaderView | None] = lambda: None) -> None:
         self.settings = settings
         self.store = store
         self.backend = backend
         self.swarm = swarm
+        self.leader = leader
 
     def answer(self, *, details: bool) -> dict[str, Any]:
         """The checks and counts; with ``details`` (a caller with the token or a dashboard
@@ -188,6 +191,12 @@ class Health:
         checks["reconcile"] = {"ok": reconcile["ok"], "errors_total": reconcile["errors_total"],
                                "failing_count": len(reconcile["failing"])}
         checks["nodes_down_count"] = len(down)
+        view = self.leader()
+        if view is not None:  # DESIGN 13: leader or standby, and who leads
+            checks["role"] = view.role.value
+            checks["leader_known"] = view.leader_url is not None
+            if details:
+                checks["leader"] = view.leader_url
         if details:
             checks["policy"] = self.settings.policy
             checks.update(errors)

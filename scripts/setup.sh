@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io docker-compose redis-server debootstrap busybox-static iproute2 procps
+APT_PACKAGES=(docker.io docker-compose redis-server redis-sentinel debootstrap busybox-static iproute2 procps
               prometheus chromium chromium-driver)
 
 missing=()

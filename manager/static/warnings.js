@@ -24,7 +24,17 @@
 
   const since = (t) => "since " + new Date(t * 1000).toLocaleTimeString();
 
+  // DESIGN 13: which manager this page talks to, leader or standby, in the header
+  function drawRole(health) {
+    const role = document.getElementById("role");
+    if (!role || !health.role) return;
+    role.dataset.role = health.role;
+    role.textContent = health.role === "leader" ? "leader" :
+      "standby" + (health.leader ? " (leader: " + health.leader + ")" : health.leader_known ? "" : ", no leader now");
+  }
+
   function draw(health) {
+    drawRole(health);
     const parts = [];
     const reconcile = health.reconcile || {};
     const failing = reconcile.failing || [];

@@ -14,7 +14,9 @@ from manager.settings import ENV_PREFIX, ManagerSettings
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 # Set by the compose file itself, or internal to a test or a process, not an operator's choice.
 NOT_PASSED = {"redis_url", "docker_url", "seed", "agent_url", "threads", "options", "cluster",
-              "swarm_pending_timeout_s"}
+              "swarm_pending_timeout_s",
+              # replicated Redis (DESIGN 13) is the HA stack's; compose runs one Redis
+              "redis_sentinels", "redis_master", "redis_wait_replicas"}
 
 
 def _passed() -> dict[str, str]:
@@ -59,3 +61,32 @@ def test_the_nodes_get_the_node_secret_and_never_the_operators_token() -> None:
             assert "-" not in message and "`" not in message, message
     assert "GREENSWARM_MONITOR_RESEND_S" in variables
     assert _passed()["GREENSWARM_NODE_SECRET"] == ""  # the manager's: derived when unset
+
+
+HA_STACK = COMPOSE.parent / "docker-stack.ha.yml"
+
+
+def test_the_ha_stack_spreads_managers_and_sentinels_over_manager_nodes() -> None:
+    """DESIGN 13: several managers, one per Swarm manager node, on Redis replicated with
+    three Sentinels; every setting the HA needs reaches the managers."""
+    import yaml
+
+    text = HA_STACK.read_text()
+    services = yaml.safe_load(text)["services"]
+    for name in ("manager", "redis-sentinel"):
+        placement = services[name]["deploy"]["placement"]
+        assert placement["max_replicas_per_node"] == 1, name
+        assert "node.role == manager" in placement["constraints"], name
+    assert services["redis-sentinel"]["deploy"]["replicas"] == 3
+    for name in ("redis-primary", "redis-replica"):
+        command = services[name]["command"]
+        assert command[command.index("--appendonly") + 1] == "yes", name
+    assert "--replicaof" in services["redis-replica"]["command"]
+    env = services["manager"]["environment"]
+    names = {f"{ENV_PREFIX}{field.name.upper()}" for field in dataclasses.fields(ManagerSettings)}
+    for setting in ("REDIS_SENTINELS", "REDIS_MASTER", "REDIS_WAIT_REPLICAS", "LEADER_LEASE_S",
+                    "LEADER_RENEW_S", "ADVERTISE_URL"):
+        assert f"{ENV_PREFIX}{setting}" in env and f"{ENV_PREFIX}{setting}" in names, setting
+    master = env["GREENSWARM_REDIS_MASTER"]
+    assert f"sentinel monitor {master} redis-primary 6379 2" in text
+    assert "${GREENSWARM_TOKEN:?" in text
