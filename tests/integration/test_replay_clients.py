@@ -3,7 +3,6 @@ redis-server, and the time server of the image."""
 
 from __future__ import annotations
 
-import itertools
 import queue
 import subprocess
 import sys
@@ -74,7 +73,10 @@ def test_a_service_client_sends_rounds_at_its_interval(http_port: int) -> None:
     assert 3 <= len(rounds) <= 6, rounds
     assert all(r.ok and r.ready and r.rate == 20 and r.request_id == "ts" for r in rounds)
     starts = [r.at_wall_s for r in rounds]
-    assert all(0.2 <= b - a <= 0.4 for a, b in itertools.pairwise(starts)), starts
+    # a fixed cadence: never ahead of it (a late round's successor may come sooner to catch up,
+    # as a loaded machine shows), and at the interval on average
+    assert all(s - starts[0] >= i * 0.25 - 0.02 for i, s in enumerate(starts)), starts
+    assert 0.2 <= (starts[-1] - starts[0]) / (len(starts) - 1) <= 0.4, starts
 
 
 def test_a_client_reports_not_ready_until_the_service_answers_and_follows_a_move(
