@@ -324,7 +324,8 @@ class SwitchingOn(EventBase):
     host: str | None = None
     host_name: str | None = None
     power_reason: str | None = None
-    request: str | None = None  # the request that waits for it
+    for_request: str | None = None  # the request that waits for it ("request" names the
+    # request an entry of the event stream is of: empty for a host event)
     backend: str | None = None
 
 

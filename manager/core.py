@@ -143,7 +143,8 @@ class Manager:
             settings.power_settings, make_backend(backend_settings, nodes=nodes),
             settings.power_model,
             PowerParts(self.store, self.scheduler, self.records, self.loop, self.clock,
-                       self.queue_retry, self.swarm.host_name, self.swarm.close_hosts),
+                       self.queue_retry, self.swarm.host_name, self.swarm.close_hosts,
+                       lambda host_id: host_id in self.swarm.ready_ids),
             self.store.sibling(PowerStates))
         self.scheduler.power = control
         self.swarm.power_exempt = control.exempt
@@ -177,7 +178,7 @@ class Manager:
                 next_sync = now + self.settings.sync_interval_s
                 self.loop.post(self._sync_logged)
                 if self.switching is not None:
-                    self.loop.post(self._power_tick)
+                    self.loop.post(self.power_tick)
                 self._meter_power()
             if now >= next_retry:
                 next_retry = now + self.settings.retry_interval_s
@@ -213,7 +214,7 @@ class Manager:
             return {"state": PowerState.ON.value, "since": None}
         return self.switching.host_json(host_id)
 
-    def _power_tick(self) -> None:
+    def power_tick(self) -> None:
         """The power manager's round (after each reconciliation)."""
         assert self.switching is not None
         try:

@@ -101,6 +101,7 @@ class SwarmSync:
         # manager when it switches hosts: manager/switching.py).
         self.power_exempt: Callable[[], frozenset[str]] = frozenset
         self.paused: frozenset[str] = frozenset()  # as of the last pass
+        self.ready_ids: frozenset[str] = frozenset()  # Ready and active, as of the last pass
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -168,6 +169,8 @@ class SwarmSync:
                 joined |= self.faults.attempt("node", node.id, partial(self.store.add_host, spec))
         self._nodes_out(listed, set(known), now, exempt)
         self.paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
+        self.ready_ids = frozenset(n.id for n in nodes
+                                   if n.availability is NodeAvailability.ACTIVE)
         reopened_or_closed = self.scheduler.set_closed_hosts(self.paused | exempt)
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()

@@ -123,6 +123,7 @@ class PowerParts:
     queue_retry: Callable[[], None]  # a host came on: what waits may fit
     host_name: Callable[[str], str]
     closed_changed: Callable[[], None]  # the hosts not on changed: close them to the passes
+    node_ready: Callable[[str], bool]  # the host's node is Ready and active in the Swarm
 
 
 class PowerControl:
@@ -147,6 +148,7 @@ class PowerControl:
         self.switches = {"on": 0, "off": 0, "failed": 0}
         self._lock = threading.Lock()  # the book's states, read by other threads
         self._busy: set[str] = set()  # hosts whose backend call runs
+        self._booted: set[str] = set()  # switched on by the backend, its node not Ready yet
         self._snapshot: dict[str, HostPower] = {}
 
     # -- start and the scheduler's gate ------------------------------------------------------
@@ -185,6 +187,7 @@ class PowerControl:
         if self.backend.kind is BackendKind.NONE:
             return
         now = self.parts.clock()
+        self._settle_booted(now)
         self.facts.update(self.parts.scheduler.node_facts)
         hosts = self._power_hosts(now)
         pending = [e.request for e in self.parts.store.pending()]
@@ -255,7 +258,7 @@ class PowerControl:
                 backend=kind)
         else:
             event = SwitchingOn(f"switching {name} on: {decision.detail}",
-                                power_reason=decision.reason.value, request=decision.request,
+                                power_reason=decision.reason.value, for_request=decision.request,
                                 backend=kind)
         self._event(host_id, event, change.at)
         self._busy.add(host_id)
@@ -303,15 +306,10 @@ class PowerControl:
                 self.switches["off"] += 1
                 self._event(host_id, SwitchedOff(f"{name} is off: {result.detail}", **fields),
                             now)
-            else:
-                self.book.settle(host_id, PowerState.ON, now, "switched on")
-                self.switches["on"] += 1
-                self.idle_since[host_id] = now  # idle_s counts from now on
-                self.manager.release(host_id)
-                self._event(host_id, SwitchedOn(f"{name} is on: {result.detail}", **fields),
-                            now)
-                self.parts.queue_retry()
-            self._changed(host_id)
+                self._changed(host_id)
+            else:  # booting until the Swarm has its node Ready and active again
+                self._booted.add(host_id)
+                self._settle_booted(now)
             return
         self.switches["failed"] += 1
         failed = result.result if isinstance(result, PowerSwitchError) else None
@@ -332,6 +330,32 @@ class PowerControl:
             duration_s=None if failed is None else round(failed.duration_s, 3)), now)
         self._changed(host_id)
         self.parts.queue_retry()
+
+    def _settle_booted(self, now: float) -> None:
+        """Hosts switched on whose node the Swarm has Ready and active: on, and what was held
+        for them is retried."""
+        for host_id in sorted(self._booted):
+            if not self.parts.node_ready(host_id):
+                continue
+            self._booted.discard(host_id)
+            try:
+                self.book.get(host_id)
+            except NotFoundError:
+                continue
+            result = self.last.get(host_id)
+            self.book.settle(host_id, PowerState.ON, now, "switched on")
+            self.switches["on"] += 1
+            self.idle_since[host_id] = now  # idle_s counts from now on
+            self.manager.release(host_id)
+            self._event(host_id, SwitchedOn(
+                f"{self.parts.host_name(host_id)} is on and Ready"
+                + (f": {result.detail}" if result is not None else ""),
+                backend=self.backend.kind.value,
+                exit_status=None if result is None else result.exit_status,
+                output=None if result is None else result.output or None,
+                duration_s=None if result is None else round(result.duration_s, 3)), now)
+            self._changed(host_id)
+            self.parts.queue_retry()
 
     def _changed(self, host_id: str) -> None:
         power = self.book.get(host_id)

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from domain.energy import DEFAULT_POWER_TABLE
-from domain.slo import DEFAULT_ALLOCATION_S
 from domain.power import POWER_ENV_PREFIX, PowerSettings
+from domain.slo import DEFAULT_ALLOCATION_S
 from manager.power_backends import PowerBackendSettings
 from manager.settings import ENV_PREFIX, ManagerSettings
 
