@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import manager.reconcile
+from cli.client import _power_cell
 from domain.power import PowerSettings
 from lab.processes import RedisServer
 from manager.answers import HOSTS
@@ -134,6 +135,14 @@ def test_an_idle_host_is_switched_off_kept_while_off_and_switched_on_for_a_reque
     assert kinds == ["switching-off", "switched-off"], kinds
     off_event = _power_events(cluster)[-1]
     assert off_event["exit_status"] == 0 and "chassis power off" in off_event["output"]
+    metrics = cluster.client.get("/metrics", headers=AUTH).get_data(as_text=True)
+    assert (f'greenswarm_host_power_state{{host="{idle}",name="h{idle[1]}",state="off"}} 1.0'
+            in metrics), metrics
+    assert f'greenswarm_host_power_state{{host="{placed}",name="h{placed[1]}",state="on"}} 1.0' \
+        in metrics
+    assert 'greenswarm_energy_kwh_total{source="estimated_all_on"}' in metrics
+    assert _power_cell(_hosts(cluster)[idle]["power"]) == "off"  # greenswarm hosts' POWER
+    assert _hosts(cluster)[idle]["power"]["estimated_w"] == 5.0  # standby_w, while off
 
     # a class-1 request of 2000 shares: no host on takes it without killing "small"; the off
     # host would: it waits for that host (queued even with queue false), nothing is killed
@@ -191,6 +200,7 @@ def test_advise_switches_nothing_and_shows_what_it_would_switch_off(
         assert hosts[idle]["power"]["state"] == "on"
         assert hosts[idle]["power"]["advice"] == "switch-off", hosts[idle]["power"]
         assert "advice" not in hosts[placed]["power"]
+        assert _power_cell(hosts[idle]["power"]) == "on (advise: switch-off)"
         advised = [e for e in _power_events(cluster) if e["kind"] == "switch-advised"]
         assert [(e["host"], e["action"]) for e in advised] == [(idle, "switch-off")]
         assert cluster.health()["nodes_down"] == []
