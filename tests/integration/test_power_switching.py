@@ -207,3 +207,45 @@ def test_advise_switches_nothing_and_shows_what_it_would_switch_off(
     finally:
         cluster.manager.loop.stop()
         cluster.store.flush()
+
+
+def test_the_dashboard_shows_a_host_off_and_the_kwh_with_switching(
+        commanded: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """In a real headless Chromium, against the manager app served over HTTP."""
+    import threading
+
+    from selenium.webdriver.common.by import By
+    from werkzeug.serving import make_server
+
+    from manager.app import create_app
+    from tests.integration.test_reconcile_records import TOKEN
+    from tests.support.watchers import artefacts_dir, chromium, log_in, wait
+
+    cluster, _ = commanded
+    placed = cluster.submit("small", cls=3, cpu=100)["request"]["host"]
+    idle = "n2" if placed == "n1" else "n1"
+    _round(cluster)
+    _until("the host is off", lambda: _hosts(cluster)[idle]["power"]["state"] == "off",
+           cluster)
+    cluster.manager.power.meter(time.time(), cluster.store.all_hosts())
+    server = make_server("127.0.0.1", 0, create_app(cluster.manager), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with chromium() as browser:
+            browser.get(f"http://127.0.0.1:{server.port}/dashboard")
+            log_in(browser, TOKEN)
+            cell = wait(browser, lambda d: d.find_elements(
+                By.CSS_SELECTOR, f'tr.host[data-host="{idle}"] td[data-power="off"]'),
+                "the host off")[0]
+            assert cell.text.startswith("off") and "5" in cell.text, cell.text
+            assert browser.find_elements(
+                By.CSS_SELECTOR, f'tr.host[data-host="{placed}"] td[data-power="on"]')
+            summary = wait(browser, lambda d: [e for e in d.find_elements(By.ID, "watts")
+                                               if "with switching" in e.text], "the kWh")[0]
+            assert "1 on, 1 off" in summary.text and "had all stayed on" in summary.text
+            browser.save_screenshot(str(artefacts_dir(tmp_path) / "dashboard-power.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
