@@ -144,8 +144,10 @@ class Manager:
             settings.power_model,
             PowerParts(self.store, self.scheduler, self.records, self.loop, self.clock,
                        self.queue_retry, self.swarm.host_name, self.swarm.close_hosts,
-                       lambda host_id: host_id in self.swarm.ready_ids),
+                       lambda host_id: host_id in self.swarm.ready_ids,
+                       lambda: self.swarm.passes),
             self.store.sibling(PowerStates))
+        control.ready_timeout_s = backend_settings.ready_timeout_s
         self.scheduler.power = control
         self.swarm.power_exempt = control.exempt
         self.power.state_of = control.state_of

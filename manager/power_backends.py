@@ -57,7 +57,7 @@ class PowerBackendSettings:
     command_timeout_s: float = 60.0  # command: each command's (the file may set its own)
     lab_url: str = "http://127.0.0.1:8089"  # lab: the lab's power endpoint
     lab_token: str = ""  # lab: its bearer token (empty: the shared GREENSWARM_TOKEN)
-    ready_timeout_s: float = 180.0  # lab: a node switched on is Ready within this
+    ready_timeout_s: float = 180.0  # a node switched on is Ready within this (any backend)
     drain_timeout_s: float = 60.0  # lab: a drained node's tasks stop within this
     http_timeout_s: float = 120.0  # lab: one call to the endpoint (an engine's start)
 

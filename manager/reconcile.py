@@ -102,6 +102,7 @@ class SwarmSync:
         self.power_exempt: Callable[[], frozenset[str]] = frozenset
         self.paused: frozenset[str] = frozenset()  # as of the last pass
         self.ready_ids: frozenset[str] = frozenset()  # Ready and active, as of the last pass
+        self.passes = 0  # passes done (a host switched on counts Ready from a later pass)
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -171,6 +172,7 @@ class SwarmSync:
         self.paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
         self.ready_ids = frozenset(n.id for n in nodes
                                    if n.availability is NodeAvailability.ACTIVE)
+        self.passes += 1
         reopened_or_closed = self.scheduler.set_closed_hosts(self.paused | exempt)
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()

@@ -81,6 +81,7 @@ from scheduler.power import PowerHost, PowerManager
 from scheduler.service import Scheduler
 
 log = logging.getLogger(__name__)
+FAILED_BACKOFF_S = 60.0  # a host whose switch failed is not switched again for this long
 
 
 class PowerStates:
@@ -124,6 +125,7 @@ class PowerParts:
     host_name: Callable[[str], str]
     closed_changed: Callable[[], None]  # the hosts not on changed: close them to the passes
     node_ready: Callable[[str], bool]  # the host's node is Ready and active in the Swarm
+    sync_passes: Callable[[], int]  # the reconciliation's passes so far
 
 
 class PowerControl:
@@ -148,7 +150,12 @@ class PowerControl:
         self.switches = {"on": 0, "off": 0, "failed": 0}
         self._lock = threading.Lock()  # the book's states, read by other threads
         self._busy: set[str] = set()  # hosts whose backend call runs
-        self._booted: set[str] = set()  # switched on by the backend, its node not Ready yet
+        # switched on by the backend, its node not Ready yet: since when, and the
+        # reconciliation's pass count then (a node is Ready only as a later pass saw it: the
+        # Swarm may still list a machine just switched off as Ready)
+        self._booted: dict[str, tuple[float, int]] = {}
+        self.ready_timeout_s = 180.0  # a node switched on is Ready within this, or it failed
+        self._failed_at: dict[str, float] = {}  # hosts whose last switch failed: when
         self._snapshot: dict[str, HostPower] = {}
 
     # -- start and the scheduler's gate ------------------------------------------------------
@@ -172,7 +179,7 @@ class PowerControl:
     def hold(self, request: Request, now: float) -> str | None:
         if self.backend.kind is BackendKind.NONE or not self.backend.switches:
             return None
-        hold = self.manager.hold(request, self._power_hosts(now), now,
+        hold = self.manager.hold(request, self._plannable(now), now,
                                  exclude=self._excluded(request))
         if hold is None:
             return None
@@ -189,7 +196,7 @@ class PowerControl:
         now = self.parts.clock()
         self._settle_booted(now)
         self.facts.update(self.parts.scheduler.node_facts)
-        hosts = self._power_hosts(now)
+        hosts = self._plannable(now)
         pending = [e.request for e in self.parts.store.pending()]
         waiting_ids = {r.id for r in pending}
         for request_id in list(self.manager.held()):
@@ -203,6 +210,15 @@ class PowerControl:
             return
         for decision in plan.decisions:
             self._start(decision, now)
+
+    def _plannable(self, now: float) -> list[PowerHost]:
+        """The hosts the power manager may decide on: all but those whose switch failed in the
+        last ``FAILED_BACKOFF_S`` (switched again and again, a host that does not come would
+        be asked for every round)."""
+        for host_id, at in list(self._failed_at.items()):
+            if now - at >= FAILED_BACKOFF_S:
+                del self._failed_at[host_id]
+        return [h for h in self._power_hosts(now) if h.id not in self._failed_at]
 
     def _power_hosts(self, now: float) -> list[PowerHost]:
         views = list(self.parts.store.all_hosts())
@@ -308,10 +324,11 @@ class PowerControl:
                             now)
                 self._changed(host_id)
             else:  # booting until the Swarm has its node Ready and active again
-                self._booted.add(host_id)
+                self._booted[host_id] = (now, self.parts.sync_passes())
                 self._settle_booted(now)
             return
         self.switches["failed"] += 1
+        self._failed_at[host_id] = now
         failed = result.result if isinstance(result, PowerSwitchError) else None
         if action is PowerAction.SWITCH_OFF:
             state = PowerState.ON  # it was drained, perhaps: the reconciliation sees to it
@@ -334,10 +351,13 @@ class PowerControl:
     def _settle_booted(self, now: float) -> None:
         """Hosts switched on whose node the Swarm has Ready and active: on, and what was held
         for them is retried."""
-        for host_id in sorted(self._booted):
-            if not self.parts.node_ready(host_id):
+        passes = self.parts.sync_passes()
+        for host_id, (since, seen) in sorted(self._booted.items()):
+            if passes <= seen or not self.parts.node_ready(host_id):
+                if now - since > self.ready_timeout_s:
+                    self._never_ready(host_id, now)
                 continue
-            self._booted.discard(host_id)
+            del self._booted[host_id]
             try:
                 self.book.get(host_id)
             except NotFoundError:
@@ -356,6 +376,21 @@ class PowerControl:
                 duration_s=None if result is None else round(result.duration_s, 3)), now)
             self._changed(host_id)
             self.parts.queue_retry()
+
+    def _never_ready(self, host_id: str, now: float) -> None:
+        """Switched on, but its node is not Ready and active within ``ready_timeout_s``: the
+        switch failed; the host counts as off, what waited for it waits again."""
+        del self._booted[host_id]
+        self.switches["failed"] += 1
+        self._failed_at[host_id] = now
+        self.manager.switch_failed(host_id)
+        self.book.settle(host_id, PowerState.OFF, now, "never Ready")
+        self._event(host_id, SwitchFailed(
+            f"{self.parts.host_name(host_id)} was switched on, but its node is not Ready and "
+            f"active in the Swarm after {self.ready_timeout_s:g} s: taken as off",
+            backend=self.backend.kind.value, op="on", state=PowerState.OFF.value), now)
+        self._changed(host_id)
+        self.parts.queue_retry()
 
     def _changed(self, host_id: str) -> None:
         power = self.book.get(host_id)

@@ -188,6 +188,32 @@ def test_a_failed_power_command_is_recorded_and_the_host_stays_on(
         cluster.store.flush()
 
 
+def test_a_host_switched_on_whose_node_never_comes_is_taken_as_off(
+        redis_srv: RedisServer, swarm: StandInSwarm, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    commands, log = _commands(tmp_path)
+    cluster = _build(redis_srv, swarm, PowerBackendSettings(
+        BackendKind.COMMAND, commands_file=str(commands), ready_timeout_s=0.5), monkeypatch)
+    try:
+        placed = cluster.submit("small", cls=3, cpu=100)["request"]["host"]
+        idle = "n2" if placed == "n1" else "n1"
+        _round(cluster)
+        _until("the host is off", lambda: _hosts(cluster)[idle]["power"]["state"] == "off",
+               cluster)
+        cluster.swarm.set_down(idle)
+        cluster.submit("big", cls=1, cpu=2000)
+        _until("the power_on command ran", lambda: len(_calls(log)) == 2, cluster)
+        time.sleep(0.6)  # its node stays Down past the ready timeout
+        _round(cluster)
+        failed = [e for e in _power_events(cluster) if e["kind"] == "switch-failed"]
+        assert [(e["op"], e["state"]) for e in failed] == [("on", "off")], failed
+        assert _hosts(cluster)[idle]["power"]["state"] == "off"
+        assert cluster.record("big")["status"] == "pending"  # it waits again
+    finally:
+        cluster.manager.loop.stop()
+        cluster.store.flush()
+
+
 def test_advise_switches_nothing_and_shows_what_it_would_switch_off(
         redis_srv: RedisServer, swarm: StandInSwarm, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = _build(redis_srv, swarm, PowerBackendSettings(BackendKind.ADVISE), monkeypatch)
