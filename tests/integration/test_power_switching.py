@@ -214,6 +214,33 @@ def test_a_host_switched_on_whose_node_never_comes_is_taken_as_off(
         cluster.store.flush()
 
 
+def test_a_restarted_manager_keeps_a_host_it_switched_off_as_off(
+        commanded: tuple[Cluster, Path], redis_srv: RedisServer) -> None:
+    cluster, _ = commanded
+    placed = cluster.submit("small", cls=3, cpu=100)["request"]["host"]
+    idle = "n2" if placed == "n1" else "n1"
+    _round(cluster)
+    _until("the host is off", lambda: _hosts(cluster)[idle]["power"]["state"] == "off",
+           cluster)
+    cluster.swarm.set_down(idle)
+    cluster.manager.loop.stop()
+    # the same Redis prefix, a new manager: as after a restart (start() loads the states)
+    again = make_cluster(redis_srv.url, cluster.swarm, cluster.manager.settings.redis_prefix,
+                         node_gone_s=1.0, power_settings=cluster.manager.settings.power_settings,
+                         power_backend_settings=cluster.manager.settings.power_backend_settings)
+    try:
+        assert again.manager.switching is not None
+        again.manager.switching.load()
+        time.sleep(1.1)  # past GREENSWARM_NODE_GONE_S
+        for _ in range(2):
+            _round(again)
+        assert _hosts(again)[idle]["power"]["state"] == "off"
+        assert again.health()["nodes_down"] == []
+        assert cluster.record("small")["status"] == "running"
+    finally:
+        again.manager.loop.stop()
+
+
 def test_advise_switches_nothing_and_shows_what_it_would_switch_off(
         redis_srv: RedisServer, swarm: StandInSwarm, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = _build(redis_srv, swarm, PowerBackendSettings(BackendKind.ADVISE), monkeypatch)
