@@ -487,6 +487,15 @@ def run_events(args: argparse.Namespace) -> int:
         return 0
 
 
+def _power_cell(power: object) -> str:
+    """A host's power state (DESIGN 3.15), and what ``advise`` would do: ``on``,
+    ``off``, ``booting``, ``on (advise: switch-off)``; ``-`` from a manager that does not say."""
+    if not isinstance(power, dict) or not isinstance(power.get("state"), str):
+        return "-"
+    advice = power.get("advice")
+    return f"{power['state']} (advise: {advice})" if isinstance(advice, str) else power["state"]
+
+
 def run_hosts(args: argparse.Namespace) -> int:
     hosts = ManagerClient(args.url, _token(args)).call("GET", "/hosts")
     if args.json:
@@ -503,13 +512,14 @@ def run_hosts(args: argparse.Namespace) -> int:
             f"{format_bytes(h['memory_allocated'])}/{format_bytes(h['memory_capacity'])}",
             f"{h['overbooking_factor']:.2f}",
             str(h["task_count"]),
+            _power_cell(h.get("power")),
         ]
         for h in hosts
     ]
     print(
         _table(
             rows, ["HOST", *(["ID"] if args.ids else []), "REGION", "CLASS", "CPU", "MEM",
-                   "CPU ALLOC", "MEM ALLOC", "OF", "TASKS"]
+                   "CPU ALLOC", "MEM ALLOC", "OF", "TASKS", "POWER"]
         )
     )
     return 0

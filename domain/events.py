@@ -54,6 +54,13 @@ class EventKind(StrEnum):
     SWARM = "swarm"
     OFFLOADED = "offloaded"
     NOT_OFFLOADED = "not-offloaded"
+    # a host's power (DESIGN 3.15): written to the event stream with the host, not a request
+    SWITCHING_OFF = "switching-off"
+    SWITCHED_OFF = "switched-off"
+    SWITCHING_ON = "switching-on"
+    SWITCHED_ON = "switched-on"
+    SWITCH_FAILED = "switch-failed"
+    SWITCH_ADVISED = "switch-advised"
     OTHER = "other"  # an entry whose kind is not known (never an error)
 
 
@@ -277,6 +284,90 @@ class NotOffloaded(EventBase):
     peers_down: tuple[str, ...] = ()  # the peers that were down
 
 
+# -- a host's power (DESIGN 3.15) ---------------------------------------------------------------
+# Host events: the event stream carries them with the host instead of a request
+# (RequestRecords.host_event). ``power_reason`` is the power manager's (domain.power.PowerReason:
+# idle, request, spare-room, min-on); a backend's result (exit status, output, how long) is in
+# the event that ends the switch.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchingOff(EventBase):
+    """The power manager switches the host off: drained, then off (``shutting-down``)."""
+
+    kind: ClassVar[Literal[EventKind.SWITCHING_OFF]] = EventKind.SWITCHING_OFF
+    host: str | None = None
+    host_name: str | None = None
+    power_reason: str | None = None
+    backend: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchedOff(EventBase):
+    """The backend switched the host off (``off``)."""
+
+    kind: ClassVar[Literal[EventKind.SWITCHED_OFF]] = EventKind.SWITCHED_OFF
+    host: str | None = None
+    host_name: str | None = None
+    backend: str | None = None
+    exit_status: int | None = None  # the command backend's
+    output: str | None = None  # the command backend's (its end)
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchingOn(EventBase):
+    """The power manager switches the host on (``booting``), for a waiting request or the
+    spare room."""
+
+    kind: ClassVar[Literal[EventKind.SWITCHING_ON]] = EventKind.SWITCHING_ON
+    host: str | None = None
+    host_name: str | None = None
+    power_reason: str | None = None
+    for_request: str | None = None  # the request that waits for it ("request" names the
+    # request an entry of the event stream is of: empty for a host event)
+    backend: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchedOn(EventBase):
+    """The backend switched the host on and it takes work (``on``)."""
+
+    kind: ClassVar[Literal[EventKind.SWITCHED_ON]] = EventKind.SWITCHED_ON
+    host: str | None = None
+    host_name: str | None = None
+    backend: str | None = None
+    exit_status: int | None = None
+    output: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchFailed(EventBase):
+    """A switch failed; the host is in the state the event's ``state`` says."""
+
+    kind: ClassVar[Literal[EventKind.SWITCH_FAILED]] = EventKind.SWITCH_FAILED
+    host: str | None = None
+    host_name: str | None = None
+    backend: str | None = None
+    op: str | None = None  # on, off
+    state: str | None = None  # the host's power state after it
+    exit_status: int | None = None
+    output: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchAdvised(EventBase):
+    """The ``advise`` backend: the power manager would switch the host (nothing is done)."""
+
+    kind: ClassVar[Literal[EventKind.SWITCH_ADVISED]] = EventKind.SWITCH_ADVISED
+    host: str | None = None
+    host_name: str | None = None
+    action: str | None = None  # switch-on, switch-off
+    power_reason: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Other:
     """An entry whose kind this version does not know (a later version's, or damaged), kept as
@@ -304,8 +395,12 @@ class Other:
 Event: TypeAlias = (
     Submitted | Queued | Placed | Started | Rejected | StartFailed | Cut | Restored | Killed
     | Preempted | HostLost | Exited | Ended | Stopped | Vanished | Swarm | Offloaded
-    | NotOffloaded | Other
+    | NotOffloaded | SwitchingOff | SwitchedOff | SwitchingOn | SwitchedOn | SwitchFailed
+    | SwitchAdvised | Other
 )
+# The kinds of a host's power: host events, never in a request's history.
+PowerEvent: TypeAlias = (
+    SwitchingOff | SwitchedOff | SwitchingOn | SwitchedOn | SwitchFailed | SwitchAdvised)
 
 
 # -- the codec ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from domain.decision import Pass
 from domain.fields import Bool, Choice, Fields, Int, Items, Named, Nullable, Num, Spec, Table, Text
 from domain.lifecycle import RequestStatus
+from domain.power import PowerAction, PowerState
 from federation.peers import OffloadMode
 from manager.deployments import DeploymentStatus
 from web.forms import HOST_FIELDS, HOST_REQUIRED, TASK_FORM, TASK_TYPE_FORM
@@ -28,15 +29,25 @@ def _closed(fields: dict[str, Spec], *required: str) -> Fields:
 RESOURCES = _open({"cpu_shares": Nullable(INT), "memory": Nullable(INT)})
 HOST_POWER_FIELDS: dict[str, Spec] = {
     "estimated_w": NUMBER, "measured_w": Nullable(NUMBER), "measured_at": Nullable(NUMBER)}
-HOST_POWER = Named("HostPower", _open(HOST_POWER_FIELDS,
-                                      "estimated_w", "measured_w", "measured_at"))
+# its power state (DESIGN 3.15): on, shutting-down, off, booting, since when (None: on since
+# the manager knows it); with advise, what the power manager would do; the last switch's result
+HOST_POWER_STATE = Choice(tuple(s.value for s in PowerState))
+HOST_POWER = Named("HostPower", _open(
+    {**HOST_POWER_FIELDS, "state": HOST_POWER_STATE, "since": Nullable(NUMBER),
+     "advice": Choice(tuple(a.value for a in PowerAction)), "advice_detail": TEXT,
+     "last_switch": _open({"op": TEXT, "detail": TEXT, "exit_status": Nullable(INT),
+                           "duration_s": NUMBER}, "op", "detail")},
+    "estimated_w", "measured_w", "measured_at", "state", "since"))
 POWER = Named("Power", _open(
     {"hosts": Table(_open({"name": TEXT, **HOST_POWER_FIELDS},
                           "name", "estimated_w", "measured_w", "measured_at")),
      "cluster": _open({"estimated_w": NUMBER, "measured_w": Nullable(NUMBER),
                        "measured_hosts": INT, "estimated_kwh": NUMBER, "measured_kwh": NUMBER,
-                       "since": NUMBER},
-                      "estimated_w", "measured_w", "estimated_kwh", "measured_kwh", "since")},
+                       "since": NUMBER, "estimated_kwh_all_on": NUMBER},
+                      "estimated_w", "measured_w", "estimated_kwh", "measured_kwh", "since"),
+     "switching": Nullable(_open(
+         {"backend": TEXT, "hosts": Table(COUNT), "switches": Table(COUNT),
+          "advice": Items(TEXT)}, "backend", "hosts", "switches"))},
     "hosts", "cluster"))
 # DESIGN 3.10, at the moment of the answer: availability, the class's SLO, Q (s), ...
 SERVICE_LEVEL = Named("ServiceLevel", _open(

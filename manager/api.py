@@ -97,7 +97,7 @@ def hosts() -> Response:
     return jsonify(
         [
             {**host_json(host), "name": manager_.views.host_name(host.id),
-             "power": powers[host.id].to_json(),
+             "power": {**powers[host.id].to_json(), **manager_.power_state_json(host.id)},
              "tasks": [task_json(task) for task in tasks]}
             for host, tasks in listed
         ]
@@ -116,6 +116,8 @@ def power() -> Response:
         "hosts": {host_id: {"name": manager_.views.host_name(host_id), **p.to_json()}
                   for host_id, p in powers.items()},
         "cluster": manager_.power.cluster_json(powers),
+        "switching": (None if manager_.switching is None
+                      else manager_.switching.summary_json()),
     })
 
 

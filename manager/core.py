@@ -27,10 +27,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from domain.errors import GreenSwarmError
 from domain.lifecycle import TaskEnd
 from domain.model import HostSpec, HostView, Task
+from domain.power import PowerState
 from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore, redis_errors
 from manager.agents import AgentClient
@@ -46,12 +48,14 @@ from manager.nodes import NodeNames
 from manager.offload import Offloading
 from manager.peering import Peering
 from manager.power import PowerView
+from manager.power_backends import BackendKind, DockerNodes, make_backend
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
 from manager.slo_tally import ClassFulfilment, SloTally
 from manager.submit import Submissions
 from manager.swarm import SwarmBackend
+from manager.switching import PowerControl, PowerParts, PowerStates
 from manager.views import Health, Views
 from scheduler.plugin import PlacedBy
 from scheduler.service import Scheduler
@@ -127,6 +131,7 @@ class Manager:
         self.deployments = Deployments(settings, store, records, self.loop, self.peering,
                                        self.submissions, self.offloading, self.endings,
                                        self.views)
+        self.switching = self._power_control() if settings.power_settings.enabled else None
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
@@ -135,6 +140,28 @@ class Manager:
             settings.redis_wait_replicas))
         self.leadership = Leadership(lease, settings.leader_renew_s, settings.leader_lease_s,
                                      self._lead, self._follow)
+
+    def _power_control(self) -> PowerControl:
+        """The power manager at work (DESIGN 3.15): its backend, closed hosts, the scheduler's
+        gate, the reconciliation's exemption and the power view's states."""
+        settings = self.settings
+        backend_settings = settings.power_backend_settings
+        nodes = (DockerNodes(settings.docker_url) if backend_settings.backend is BackendKind.LAB
+                 else None)
+        control = PowerControl(
+            settings.power_settings, make_backend(backend_settings, nodes=nodes),
+            settings.power_model,
+            PowerParts(self.store, self.scheduler, self.records, self.loop, self.clock,
+                       self.queue_retry, self.swarm.host_name, self.swarm.close_hosts,
+                       lambda host_id: host_id in self.swarm.ready_ids,
+                       lambda: self.swarm.passes),
+            self.store.sibling(PowerStates))
+        control.ready_timeout_s = backend_settings.ready_timeout_s
+        self.scheduler.power = control
+        self.swarm.power_exempt = control.exempt
+        self.power.state_of = control.state_of
+        self.power.standby_w = settings.power_settings.standby_w
+        return control
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -190,6 +217,8 @@ class Manager:
                             exc)
                 return
             self._state.prepared = True
+            if self.switching is not None:
+                self.switching.load()  # the hosts an earlier leader switched off stay off
         self._sync_logged()
         self.queue_retry()
 
@@ -208,6 +237,8 @@ class Manager:
             if now >= next_sync:
                 next_sync = now + self.settings.sync_interval_s
                 self.loop.post(self._sync_logged)
+                if self.switching is not None:
+                    self.loop.post(self.power_tick)
                 self._meter_power()
             if now >= next_retry:
                 next_retry = now + self.settings.retry_interval_s
@@ -236,6 +267,20 @@ class Manager:
             self.power.meter(self.clock(), self.store.all_hosts())
         except GreenSwarmError as exc:
             log.warning("power: cannot read the hosts: %s", exc)
+
+    def power_state_json(self, host_id: str) -> dict[str, Any]:
+        """A host's power state for ``GET /hosts`` (always on without the power manager)."""
+        if self.switching is None:
+            return {"state": PowerState.ON.value, "since": None}
+        return self.switching.host_json(host_id)
+
+    def power_tick(self) -> None:
+        """The power manager's round (after each reconciliation)."""
+        assert self.switching is not None
+        try:
+            self.switching.tick()
+        except GreenSwarmError as exc:
+            log.warning("power: the round failed: %s", exc)
 
     def _sample(self) -> None:
         """One sample of the cluster into the manager's history (DESIGN 11)."""

@@ -14,11 +14,14 @@ that several managers in one process, as in the tests, do not mix):
   (labels ``host``, ``name``, ``region``, ``class``) its CPU and memory utilization, allocated
   CPU shares and memory, capacities, overbooking factor, task count, estimated watts (the
   energy model at its utilization and memory in use, DESIGN 7.4) and measured watts (RAPL,
-  where its monitor reads it); the pending queue's length,
+  where its monitor reads it); each host's power state (DESIGN 3.15),
+  ``greenswarm_host_power_state{host, name, state}`` (1 for its state, 0 for the others);
+  the pending queue's length,
   its oldest wait and its lowest Q; the requests by status;
 * what an operator asks first (DESIGN 11): the cluster's energy since the manager started,
-  ``greenswarm_energy_kwh_total{source}`` (estimated, and measured where hosts read RAPL; metered
-  every sync interval), and per class its requests by SLO state,
+  ``greenswarm_energy_kwh_total{source}`` (estimated as the hosts were switched, measured where
+  hosts read RAPL, and ``estimated_all_on`` had every host stayed on; metered every sync
+  interval), and per class its requests by SLO state,
   ``greenswarm_slo_requests{class, state}`` (met, missed: over; meeting, missing: active, now),
   its fulfilment ``greenswarm_slo_fulfilment_ratio{class}`` (the share that met or meets its
   objective; absent while a class has no request) and ``greenswarm_slo_objective{class}``. The
@@ -43,6 +46,7 @@ from domain.errors import GreenSwarmError
 from domain.lifecycle import RequestStatus
 from domain.model import HostView
 from domain.pending import PendingEntry
+from domain.power import PowerState
 from manager.power import PowerView
 from manager.slo_tally import ClassFulfilment
 from scheduler.service import Outcome
@@ -116,6 +120,7 @@ class StateCollector(Collector):
             ):
                 g[name].add_metric(key, float(value))
         yield from g.values()
+        yield self._power_states(hosts)
         entries = self._pending()
         length = GaugeMetricFamily("greenswarm_queue_length", "requests in the pending queue")
         length.add_metric([], float(len(entries)))
@@ -137,13 +142,30 @@ class StateCollector(Collector):
         yield requests
         yield from self._first_asked(now)
 
+    def _power_states(self, hosts: list[HostView]) -> Metric:
+        """Each host's power state (DESIGN 3.15): 1 for the state it is in, 0 for the others
+        (every host on without the power manager)."""
+        states = GaugeMetricFamily("greenswarm_host_power_state",
+                                   "1 for the host's power state (on, shutting-down, off, "
+                                   "booting), 0 for the others", labels=["host", "name", "state"])
+        state_of = self._power.state_of
+        for host in hosts:
+            now_in = PowerState.ON if state_of is None else state_of(host.id)
+            for state in PowerState:
+                states.add_metric([host.id, self._names(host.id), state.value],
+                                  1.0 if state is now_in else 0.0)
+        return states
+
     def _first_asked(self, now: float) -> Iterator[Metric]:
         """The cluster's kWh and each class's SLO fulfilment (DESIGN 11)."""
         energy = CounterMetricFamily("greenswarm_energy_kwh",
-                                     "the cluster's energy since the manager started (kWh)",
+                                     "the cluster's energy since the manager started (kWh), "
+                                     "as its hosts were switched",
                                      labels=["source"])
         energy.add_metric(["estimated"], self._power.energy.estimated_kwh)
         energy.add_metric(["measured"], self._power.energy.measured_kwh)
+        # what the hosts would have drawn had none been switched off (DESIGN 3.15)
+        energy.add_metric(["estimated_all_on"], self._power.energy_all_on.estimated_kwh)
         yield energy
         if self._slo is None:
             return

@@ -8,12 +8,13 @@ policies (DESIGN 3.12; 300 s by default), and is then shown as the host's measur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from domain.energy import ClusterEnergy, PowerModel, PowerReading
 from domain.model import HostView
+from domain.power import PowerState
 from host_registry.power import PowerReadings
 
 
@@ -35,10 +36,25 @@ class PowerView:
         self.model = model
         self.readings = readings
         self.stale_after_s = stale_after_s
-        self.energy = ClusterEnergy(since_s)
+        self.energy = ClusterEnergy(since_s)  # as the hosts were switched (DESIGN 3.15)
+        self.energy_all_on = ClusterEnergy(since_s)  # had every host stayed on
+        # each host's power state (the power manager's, when it switches hosts: DESIGN 3.15)
+        self.state_of: Callable[[str], PowerState] | None = None
+        self.standby_w = 5.0
 
     def estimate_w(self, host: HostView) -> float:
-        return self.model.power_w(host.cpu_util, host.memory_util * host.memory_capacity)
+        """The host's power in its power state: on, the model at its use; shutting down,
+        idle; off, standby; booting, the table's 100 %."""
+        state = PowerState.ON if self.state_of is None else self.state_of(host.id)
+        return self.model.state_power_w(state, host.cpu_util,
+                                        host.memory_util * host.memory_capacity, self.standby_w)
+
+    def all_on_w(self, host: HostView) -> float:
+        """What the host would draw on: the model at its use (an off host: idle)."""
+        state = PowerState.ON if self.state_of is None else self.state_of(host.id)
+        if state is PowerState.ON:
+            return self.model.power_w(host.cpu_util, host.memory_util * host.memory_capacity)
+        return self.model.table.idle_w
 
     def of(self, host: HostView, now: float,
            readings: dict[str, PowerReading] | None = None) -> HostPower:
@@ -53,9 +69,11 @@ class PowerView:
 
     def meter(self, now: float, hosts: Iterable[HostView]) -> dict[str, HostPower]:
         """The cluster's power now, added to its energy; each host's, for the caller."""
-        powers = self.hosts(hosts, now)
+        listed = list(hosts)
+        powers = self.hosts(listed, now)
         estimated, measured, _ = _totals(powers)
         self.energy.add(now, estimated, measured)
+        self.energy_all_on.add(now, sum(self.all_on_w(h) for h in listed), None)
         return powers
 
     def cluster_json(self, powers: dict[str, HostPower]) -> dict[str, Any]:
@@ -65,6 +83,7 @@ class PowerView:
             "measured_w": None if measured is None else round(measured, 3),
             "measured_hosts": measured_hosts,
             "estimated_kwh": self.energy.estimated_kwh,
+            "estimated_kwh_all_on": self.energy_all_on.estimated_kwh,
             "measured_kwh": self.energy.measured_kwh,
             "since": self.energy.since_s,
         }

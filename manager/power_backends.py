@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from domain.errors import UnavailableError, ValidationError
+from domain.errors import GreenSwarmError, UnavailableError, ValidationError
 from domain.power import PowerState
 from domain.settings import load_settings, shared_token
 from manager.power_commands import CommandFile, PowerOp, run_command
@@ -57,7 +57,7 @@ class PowerBackendSettings:
     command_timeout_s: float = 60.0  # command: each command's (the file may set its own)
     lab_url: str = "http://127.0.0.1:8089"  # lab: the lab's power endpoint
     lab_token: str = ""  # lab: its bearer token (empty: the shared GREENSWARM_TOKEN)
-    ready_timeout_s: float = 180.0  # lab: a node switched on is Ready within this
+    ready_timeout_s: float = 180.0  # a node switched on is Ready within this (any backend)
     drain_timeout_s: float = 60.0  # lab: a drained node's tasks stop within this
     http_timeout_s: float = 120.0  # lab: one call to the endpoint (an engine's start)
 
@@ -296,11 +296,17 @@ class LabBackend:
 
         self.nodes.set_availability(target.id, "drain")
         step("drain")
-        if not self._wait("tasks", lambda: self.nodes.running_tasks(target.id) == 0,
-                          self.settings.drain_timeout_s):
-            raise failed(f"its tasks still run {self.settings.drain_timeout_s:g} s after drain")
-        step("drained")
-        answer = self._call("POST", f"/nodes/{target.name or target.id}/off")
+        try:
+            if not self._wait("tasks", lambda: self.nodes.running_tasks(target.id) == 0,
+                              self.settings.drain_timeout_s):
+                raise failed(f"its tasks still run {self.settings.drain_timeout_s:g} s after "
+                             "drain")
+            step("drained")
+            answer = self._call("POST", f"/nodes/{target.name or target.id}/off")
+        except GreenSwarmError:
+            # not switched off: the node takes work again (a drained node would be lost)
+            self.nodes.set_availability(target.id, "active")
+            raise
         step("engine-stopped")
         return PowerResult(self.kind, PowerOp.OFF, target.label(), True, True,
                            f"drained, engine stopped ({json.dumps(answer, sort_keys=True)})",

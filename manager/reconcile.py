@@ -96,6 +96,13 @@ class SwarmSync:
         self._retired_loaded = False
         self._waits = _Waits()
         self.pass_error: str | None = None  # why the last pass failed as a whole, if it did
+        # Hosts the power manager switched (shutting down, off, booting: DESIGN 3.15): closed
+        # to every pass, and their nodes, drained or Down, are not lost nodes (set by the
+        # manager when it switches hosts: manager/switching.py).
+        self.power_exempt: Callable[[], frozenset[str]] = frozenset
+        self.paused: frozenset[str] = frozenset()  # as of the last pass
+        self.ready_ids: frozenset[str] = frozenset()  # Ready and active, as of the last pass
+        self.passes = 0  # passes done (a host switched on counts Ready from a later pass)
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -147,8 +154,9 @@ class SwarmSync:
         self.names.remember({n.id: n.hostname for n in nodes})
         known = {host.id: host for host in self.store.all_hosts()}
         joined = False
+        exempt = self.power_exempt()
         for node in nodes:
-            if node.availability is NodeAvailability.DRAIN:
+            if node.availability is NodeAvailability.DRAIN or node.id in exempt:
                 continue  # not present: its tasks go (below), without the grace of a blink
             self.effects.agent_urls[node.id] = (
                 node.labels.get(AGENT_URL_LABEL)
@@ -160,17 +168,29 @@ class SwarmSync:
             if host is None or (host.cpu_capacity, host.memory_capacity, host.address) != wanted:
                 spec = HostSpec(node.id, *wanted)
                 joined |= self.faults.attempt("node", node.id, partial(self.store.add_host, spec))
-        self._nodes_out(listed, set(known), now)
-        paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
-        reopened_or_closed = self.scheduler.set_closed_hosts(paused)
+        self._nodes_out(listed, set(known), now, exempt)
+        self.paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
+        self.ready_ids = frozenset(n.id for n in nodes
+                                   if n.availability is NodeAvailability.ACTIVE)
+        self.passes += 1
+        reopened_or_closed = self.scheduler.set_closed_hosts(self.paused | exempt)
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()
         if joined or reopened_or_closed or relabelled:
             self.queue_retry()
 
-    def _nodes_out(self, listed: list[NodeInfo], hosts: set[str], now: float) -> None:
-        """Lost hosts' tasks moved (each host on its own), then gone nodes retired."""
-        seen = [NodeSeen(n.id, n.hostname, n.ready, n.availability is NodeAvailability.DRAIN)
+    def close_hosts(self) -> None:
+        """The hosts switched by the power manager changed: paused and switched hosts closed,
+        and what waits retried when one opened."""
+        if self.scheduler.set_closed_hosts(self.paused | self.power_exempt()):
+            self.queue_retry()
+
+    def _nodes_out(self, listed: list[NodeInfo], hosts: set[str], now: float,
+                   exempt: frozenset[str] = frozenset()) -> None:
+        """Lost hosts' tasks moved (each host on its own), then gone nodes retired. A node the
+        power manager switched (``exempt``: drained, Down, starting) counts as present."""
+        seen = [NodeSeen(n.id, n.hostname, True, False) if n.id in exempt else
+                NodeSeen(n.id, n.hostname, n.ready, n.availability is NodeAvailability.DRAIN)
                 for n in listed]
         back = self.watch.retired & {n.id for n in seen if n.present}
         self.names.unretire(back)

@@ -223,6 +223,16 @@ class RequestRecords:
         pipe.xadd(self._events_key, {"request": request_id, "event": entry},
                   maxlen=EVENTS_KEPT, approximate=True)
 
+    def host_event(self, host_id: str, event: Event, t: float | None = None) -> None:
+        """A host's event (its power, DESIGN 3.15) into the event stream, with the host in
+        place of a request (``GET /events`` gives it with ``"request": ""`` and ``"host"``)."""
+        dated = with_changes(event, time.time() if t is None else t, {})
+        with redis_errors():
+            self._redis.xadd(self._events_key,
+                             {"request": "", "host": host_id,
+                              "event": json.dumps(dated.to_json())},
+                             maxlen=EVENTS_KEPT, approximate=True)
+
     def events(self, since: str = "0", limit: int = 100) -> tuple[list[dict[str, Any]], str]:
         """Events written after the cursor ``since`` (oldest first, at most ``limit``), each
         ``{"id", "request", ...the event}``, and the cursor to ask from next ("0": from the
@@ -246,6 +256,8 @@ class RequestRecords:
             except (KeyError, ValueError, TypeError):
                 continue  # a damaged entry is skipped, never an error
             out.append({"id": entry_id, "request": fields_.get("request", ""), **event})
+            if fields_.get("host"):  # a host's event (its power)
+                out[-1]["host"] = fields_["host"]
         return out, (raw[-1][0] if raw else since)
 
     def update(

@@ -13,11 +13,13 @@ from domain.credentials import node_secret_from_token
 from domain.energy import DEFAULT_POWER_TABLE, PowerModel
 from domain.errors import ValidationError
 from domain.model import check_id
+from domain.power import PowerSettings, power_settings_from_env
 from domain.regions import RegionBounds
 from domain.settings import load_settings, secret_setting, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.peers import OffloadMode, Peer, parse_peers
 from host_registry.connection import RedisEndpoint
+from manager.power_backends import PowerBackendSettings, backend_settings_from_env
 from scheduler import registry
 from scheduler.plugin import (
     ClusterOptions,
@@ -114,6 +116,11 @@ class ManagerSettings:
     offload: OffloadMode = OffloadMode.OFF
     peer_refresh_s: float = 10.0
     peer_timeout_s: float = 2.0
+    # Hosts switched off and on (DESIGN 3.15): GREENSWARM_POWER=on|off and
+    # GREENSWARM_POWER_<KNOB> (domain/power.py), the backend GREENSWARM_POWER_BACKEND and its
+    # settings (manager/power_backends.py); read by from_env (the backend's only when on).
+    power_settings: PowerSettings = field(default_factory=PowerSettings)
+    power_backend_settings: PowerBackendSettings = field(default_factory=PowerBackendSettings)
 
     @property
     def classes(self) -> ClassTable:
@@ -199,6 +206,9 @@ class ManagerSettings:
         options = load_settings(plugin.options, env, ENV_PREFIX)
         options = replace(options, **_pairs(settings.policy_options, plugin))
         settings = replace(settings, cluster=cluster, options=options)
+        power = power_settings_from_env(env)
+        backend = backend_settings_from_env(env) if power.enabled else PowerBackendSettings()
+        settings = replace(settings, power_settings=power, power_backend_settings=backend)
         settings.validate()
         return settings
 

@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from domain.constraints import NodeFacts
 from domain.decision import Decision
@@ -34,6 +35,19 @@ from scheduler.constraints import JUST_LEFT, PAUSED, merged, name_constraints, r
 from scheduler.load import Freshness, LoadView, RecentPlacements
 from scheduler.plugin import LoadAware, Policy, RoundPolicy
 from scheduler.preview import Preview, Stamp
+
+
+class PowerGate(Protocol):
+    """The power manager as the scheduler sees it (DESIGN 3.15; the manager's
+    manager/switching.py): told of every new request (the spare-room rule's record), and asked,
+    for a request no host on takes without a kill, whether a host not on yet will take it."""
+
+    def arrived(self, request: Request, now: float) -> None: ...
+
+    def hold(self, request: Request, now: float) -> str | None:
+        """The host (booting, or switched on for it now) ``request`` waits for; None: none
+        would take it."""
+        ...
 
 # Kill chains end by construction (victims are of strictly higher classes, or class-4 services
 # for class-4 jobs); this bound only guards against a broken invariant.
@@ -139,6 +153,9 @@ class Scheduler:
         self.closed_hosts: frozenset[str] = frozenset()
         # What placement constraints can ask about each host (DESIGN 4; set_node_facts).
         self.node_facts: dict[str, NodeFacts] = {}
+        # The power manager (DESIGN 3.15), when hosts are switched: a request that a host not
+        # on yet will take waits for it rather than kill or be refused (``_held``).
+        self.power: PowerGate | None = None
 
     def set_closed_hosts(self, host_ids: frozenset[str]) -> bool:
         """Hosts that take no new placement from now on; True when the set changed (a host
@@ -174,6 +191,8 @@ class Scheduler:
             raise ConflictError(f"request {request.id!r} is already known")
         wait = self.admits_to_queue if queue is None else queue
         outcome = Outcome()
+        if self.power is not None:
+            self.power.arrived(request, now)
         if self._rounds is not None and wait:
             self._changes += 1
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
@@ -190,7 +209,11 @@ class Scheduler:
         if decision is None:
             decision = self._decide(request, outcome, now=now)
         self._changes += 1
-        if decision.placed:
+        held = self._held(decision, now)
+        if held is not None:  # waits for a host not on yet, even with queue: false
+            outcome.waiting.append(held)
+            self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
+        elif decision.placed:
             self._apply(decision, now, 0.0, 0.0, outcome)
         elif wait:
             outcome.waiting.append(decision)
@@ -292,7 +315,7 @@ class Scheduler:
             exclude = (left[request.id],) if request.id in left else ()
             decision = self._decide(request, outcome, exclude, q_s=entry.deadline - now,
                                     now=now)
-            if not decision.placed:
+            if not decision.placed or self._held(decision, now) is not None:
                 failures += 1
                 continue
             failures = 0
@@ -354,7 +377,7 @@ class Scheduler:
             attempts += 1
             if self._may_place_now(request, marks.get(request.id), now):
                 decision = self._decide(request, outcome, now=now)
-                if decision.placed:
+                if decision.placed and self._held(decision, now) is None:
                     marks.pop(request.id, None)
                     self.store.remove_pending(request.id)
                     self._apply(decision, now, entry.executed_s, entry.waited(now), outcome,
@@ -449,6 +472,18 @@ class Scheduler:
         outcome.decisions.append(decision)
         return decision
 
+    def _held(self, decision: Decision, now: float) -> Decision | None:
+        """With the power manager: a decision that places nothing, or places only by a kill,
+        while a host not on yet would take the request, becomes a wait for that host (the
+        refusal returned: its reason names the host); None: the decision stands."""
+        if self.power is None or (decision.placed and not decision.kills):
+            return None
+        host = self.power.hold(decision.request, now)
+        if host is None:
+            return None
+        return Decision.refused(decision.request, f"waits for host {host}, which is not on "
+                                "yet and will take it", policy=self.policy.name)
+
     def _apply(
         self,
         decision: Decision,
@@ -478,7 +513,7 @@ class Scheduler:
             preemptions = victim.preemptions + 1  # taken off its host: a kill, or a lost host
             request = victim.as_request()
             decision = self._decide(request, outcome, exclude=(victim.host,), now=now)
-            if not decision.placed:
+            if not decision.placed or self._held(decision, now) is not None:
                 self._enqueue(request, reason, now, executed, victim.pending_s, outcome,
                               preemptions)
                 continue

@@ -9,7 +9,9 @@
 # It runs scripts/setup.sh, starts the local lab (3 nodes of 1 CPU and 2 GiB, lab),
 # the manager and Redis (docker-compose.yml), the agent and monitor on every node
 # (docker-stack.yml + docker-stack.lab.yml), then submits a class mix that shows the three passes:
-# placements (fullest LEE host first, empty hosts last), a cut, and a kill with a reschedule.
+# placements (fullest LEE host first, empty hosts last), a cut, and a kill with a reschedule;
+# then, with the power manager on (idle time shortened to 20 s for the demo), a host switched
+# off for real once its last task ended, and on again when a request needs it.
 # Idempotent: a second run stops the requests of the previous run and uses new names
 # (demo<run>-...); the lab, the compose project and the stack are reused as they are.
 set -euo pipefail
@@ -22,7 +24,7 @@ RUN_FILE="$STATE_DIR/demo-run"
 show() { printf '  $ %s\n' "$*"; "$@"; }
 
 usage() {
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
@@ -82,6 +84,10 @@ fi
 
 # -- 1. packages, lab, images ------------------------------------------------------------------
 lab_up  # also activates .venv for the commands below
+# the demo starts with every node on: an earlier run's power manager may have left one off
+helper power-restore || die "could not switch on the nodes an earlier run left off"
+# the manager starts without the power manager (step 5 restarts it with it)
+export GREENSWARM_POWER=off
 
 # -- 2. manager + Redis, then the per-node services --------------------------------------------
 lab_stack_up
@@ -159,10 +165,49 @@ log "waiting for the jobs to finish (encode restarted for 60 s, train 30 s)"
 helper wait-status "$p-train" completed failed --timeout-s 120 || true
 helper wait-status "$p-encode" completed failed --timeout-s 120 || true
 
-# -- 4. what happened --------------------------------------------------------------------------
+# -- 4. power: a host switched off when idle, on when needed -----------------------------------
+POWER_IDLE_S=20  # shortened for the demo: the default idle_s is 300 s
+cat <<EOF
+
+== Step 5: power (DESIGN 3.15). The manager restarts with the power manager on:
+   GREENSWARM_POWER=on, backend lab (the lab's power endpoint, python -m lab power serve,
+   stops and starts a node's engine, like a machine's BMC), and idle_s SHORTENED TO
+   ${POWER_IDLE_S} s FOR THE DEMO (the default is 300 s). The ledger service is stopped: its
+   host then holds no task, and once it has been empty for ${POWER_IDLE_S} s (the hosts left
+   on keeping the spare room) it is drained in Swarm and its engine is stopped for real.
+EOF
+log "the lab's power endpoint (python -m lab power serve --detach, port 8089)"
+python -m lab power serve --detach
+export GREENSWARM_POWER=on GREENSWARM_POWER_BACKEND=lab GREENSWARM_POWER_IDLE_S=$POWER_IDLE_S
+log "restarting the manager with GREENSWARM_POWER=on (docker-compose -p $PROJECT up -d)"
+compose up -d
+helper ready --hosts "$NODES" --timeout-s 180 || die "the manager did not come back"
+show greenswarm stop "$p-ledger"
+idle=$(helper empty-host) || die "no host became empty"
+log "waiting for $idle to be switched off (${POWER_IDLE_S} s idle, then drained, engine stopped)"
+helper wait-power "$idle" off --timeout-s 180 || die "$idle was not switched off"
+show greenswarm hosts
+show python -m lab status
+cat <<EOF
+
+   -> $idle is off: its engine is stopped (lab status: off); the manager keeps it as a host
+      switched off (POWER off), not as a lost node. Now big (class 1, 768 shares): no host on
+      takes it without a kill ($packed's class-4 tasks would be its victims); the host that
+      is off would. It waits for $idle (pending, nothing killed), which is switched on for
+      it: engine started, node Ready, then active; big is placed there.
+EOF
+show greenswarm submit greenswarm/busybox:latest --name "$p-big" --class 1 --type service \
+    --cpu-shares 768 --memory 128m -- sleep 1d
+helper wait-power "$idle" on --timeout-s 180 || die "$idle was not switched on again"
+helper wait-status "$p-big" running --timeout-s 120 || die "big was not placed"
+echo "   -> big runs on $(helper host "$p-big"); nothing was killed for it."
+show python -m lab status
+
+# -- 5. what happened --------------------------------------------------------------------------
 echo
 echo "== What happened (greenswarm status / greenswarm hosts, with node names)"
-helper report --prefix "$p-" --evidence "$p-web" "$p-cache" "$p-worker" "$p-api" "$p-urgent"
+helper report --prefix "$p-" --evidence "$p-web" "$p-cache" "$p-worker" "$p-api" "$p-urgent" \
+    "$p-big"
 web_node=$(helper host "$p-web")
 web_address=$("$DOCKER" node inspect --format '{{.Status.Addr}}' "$web_node" 2>/dev/null || echo "?")
 
@@ -183,7 +228,8 @@ look "$DOCKER stack ps $STACK" "the agent and monitor of every node"
 look "$DOCKER -H unix:///run/greenswarm/lab/$packed.sock ps" "a node's own engine"
 look "GREENSWARM_TOKEN=\$(cat $TOKEN_FILE) docker-compose -p $PROJECT logs manager" \
     "the manager's log (compose reads the token)"
-look "python -m lab status" "the lab's nodes"
+look "python -m lab status" "the lab's nodes (and which are switched off)"
+look "python -m lab power status" "each node's power, as the power endpoint sees it"
 echo "Run it again: bash scripts/lab-demo.sh  (stops this run's requests, starts demo$((run + 1))-*)"
 echo "Stop it all:  bash scripts/lab-demo.sh --down   (--down --purge also drops the records)"
 log "demo done"

@@ -8,6 +8,7 @@ says gs-node2 rather than a Swarm node id. Exit status 0 = done, 1 = timed out o
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -127,6 +128,59 @@ def cmd_wait_status(api: ManagerClient, args: argparse.Namespace) -> int:
                      f"{args.request} to be {'/'.join(args.statuses)}{again}") else 1
 
 
+def cmd_empty_host(api: ManagerClient, args: argparse.Namespace) -> int:
+    """Print the name of a host on that holds no task (exit 1: none)."""
+    for host in api.get("/hosts"):
+        if host["task_count"] == 0 and host.get("power", {}).get("state", "on") == "on":
+            print(host.get("name") or host["id"])
+            return 0
+    print("lab-demo: every host holds a task", file=sys.stderr)
+    return 1
+
+
+def cmd_wait_power(api: ManagerClient, args: argparse.Namespace) -> int:
+    """Wait until the host named NODE is in the power state (GET /hosts, DESIGN 3.15)."""
+    def there() -> bool:
+        host = next(h for h in api.get("/hosts") if args.node in (h.get("name"), h["id"]))
+        return bool(host.get("power", {}).get("state") == args.state)
+    return 0 if wait(there, args.timeout_s, f"{args.node} to be {args.state}") else 1
+
+
+def _lab(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lab", *argv], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def _activate(node_id: str) -> bool:
+    return subprocess.run([DOCKER, "node", "update", "--availability", "active", node_id],
+                          capture_output=True, timeout=30, check=False).returncode == 0
+
+
+def cmd_power_restore(api: ManagerClient, args: argparse.Namespace) -> int:
+    """Switch on the lab nodes an earlier run's power manager left off, and make them active
+    in the Swarm again (the demo starts with every node on; no manager needed)."""
+    import json
+
+    done = _lab("power", "status")
+    if done.returncode != 0:
+        print(f"lab-demo: lab power status failed: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    for line in done.stdout.splitlines():
+        node = json.loads(line)
+        if node["power"] != "off":
+            continue
+        print(f"switching {node['name']} on again (left off by an earlier run)")
+        started = _lab("power", "on", node["name"])
+        if started.returncode != 0:
+            print(f"lab-demo: {started.stderr.strip()}", file=sys.stderr)
+            return 1
+        node_id = str(node.get("swarm_node_id") or "")
+        if node_id and not wait(functools.partial(_activate, node_id), 120,
+                                f"{node['name']} to be active in the Swarm"):
+            return 1
+    return 0
+
+
 def _docker_resources(node: str, container_task: str) -> str:
     """CPU shares and memory limit of a task's container, read on its node's own engine."""
     socket = f"unix:///run/greenswarm/lab/{node}.sock"
@@ -235,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--kills", type=int, default=0,
                         help="and taken off a host at least this often (running again)")
     status.add_argument("--timeout-s", type=float, default=90.0)
+    sub.add_parser("empty-host")
+    power = sub.add_parser("wait-power")
+    power.add_argument("node")
+    power.add_argument("state", choices=["on", "shutting-down", "off", "booting"])
+    power.add_argument("--timeout-s", type=float, default=120.0)
+    sub.add_parser("power-restore")
     report = sub.add_parser("report")
     report.add_argument("--prefix", required=True)
     report.add_argument("--evidence", nargs="*", default=[])
@@ -244,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         "alive": cmd_alive, "ready": cmd_ready, "reset": cmd_reset, "quiet": cmd_quiet,
         "host": cmd_host,
         "wait-region": cmd_wait_region, "wait-status": cmd_wait_status, "report": cmd_report,
+        "empty-host": cmd_empty_host, "wait-power": cmd_wait_power,
+        "power-restore": cmd_power_restore,
     }
     try:
         return handlers[args.command](api, args)

@@ -77,9 +77,18 @@
       track, el("span", { class: "figure" }, pct(use) + " / " + pct(alloc)));
   }
 
+  function powerState(p) {
+    // its power state (DESIGN 3.15): shown when it is not simply on, and advise's advice
+    const state = p && p.state ? p.state : "on";
+    if (state !== "on") return el("span", { class: "power-state power-" + state, title: "since " + clock(p.since) }, state + " ");
+    if (p && p.advice) return el("span", { class: "power-state power-advice", title: p.advice_detail || "" }, "advise: " + p.advice + " ");
+    return null;
+  }
+
   function powerCell(p) {
-    if (p && p.measured_w !== null && p.measured_w !== undefined) return el("td", { class: "num" }, watts(p.measured_w));
-    return el("td", { class: "num estimated", title: "estimated (no RAPL)" }, watts(p ? p.estimated_w : null));
+    const state = p && p.state ? p.state : "on";
+    if (p && p.measured_w !== null && p.measured_w !== undefined) return el("td", { class: "num", "data-power": state }, powerState(p), watts(p.measured_w));
+    return el("td", { class: "num estimated", title: "estimated (no RAPL)", "data-power": state }, powerState(p), watts(p ? p.estimated_w : null));
   }
 
   function hostRow(host) {
@@ -163,7 +172,11 @@
     if (c) {
       document.getElementById("kwh").textContent = c.estimated_kwh.toFixed(4) + " kWh";
       document.getElementById("energy-since").textContent = "since " + clock(c.since);
-      document.getElementById("watts").textContent = "estimated; " +
+      const sw = power.switching;
+      const switched = sw ? "with switching (" + Object.entries(sw.hosts).filter(([, n]) => n)
+        .map(([state, n]) => n + " " + state).join(", ") + "; " + c.estimated_kwh_all_on.toFixed(4) +
+        " kWh had all stayed on); " : "";
+      document.getElementById("watts").textContent = "estimated " + switched +
         (c.measured_hosts ? c.measured_kwh.toFixed(4) + " kWh measured on " + c.measured_hosts + " hosts; " : "") +
         "now " + watts(c.estimated_w) + (c.measured_w !== null ? " (" + watts(c.measured_w) + " measured)" : "");
     }

@@ -8,13 +8,15 @@ import re
 from pathlib import Path
 
 from domain.energy import DEFAULT_POWER_TABLE
+from domain.power import POWER_ENV_PREFIX, PowerSettings
 from domain.slo import DEFAULT_ALLOCATION_S
+from manager.power_backends import PowerBackendSettings
 from manager.settings import ENV_PREFIX, ManagerSettings
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 # Set by the compose file itself, or internal to a test or a process, not an operator's choice.
 NOT_PASSED = {"redis_url", "docker_url", "seed", "agent_url", "threads", "options", "cluster",
-              "swarm_pending_timeout_s",
+              "swarm_pending_timeout_s", "power_settings", "power_backend_settings",
               # replicated Redis (DESIGN 13) is the HA stack's; compose runs one Redis
               "redis_sentinels", "redis_master", "redis_wait_replicas"}
 
@@ -34,6 +36,17 @@ def test_every_operator_setting_reaches_the_manager_with_the_managers_default() 
     missing = sorted(f"{ENV_PREFIX}{name.upper()}" for name in fields - NOT_PASSED
                      if f"{ENV_PREFIX}{name.upper()}" not in passed)
     assert missing == []
+    # the power manager's knobs and its backend's (DESIGN 3.15), with their defaults
+    power = [(f"{POWER_ENV_PREFIX}{f.name.upper()}", f.default)
+             for cls in (PowerSettings, PowerBackendSettings) for f in dataclasses.fields(cls)]
+    power = [("GREENSWARM_POWER", False) if name == "GREENSWARM_POWER_ENABLED" else (name, d)
+             for name, d in power]
+    assert sorted(name for name, _ in power if name not in passed) == []
+    for name, default in power:
+        parsed = {"on": True, "off": False}.get(passed[name], passed[name])
+        if isinstance(default, float | int) and not isinstance(default, bool):
+            parsed = float(passed[name])
+        assert parsed == default, name
     assert passed["GREENSWARM_SLO"] == ""
     assert float(passed["GREENSWARM_ALLOCATION_S"]) == DEFAULT_ALLOCATION_S
     assert passed["GREENSWARM_POWER_TABLE"] == DEFAULT_POWER_TABLE

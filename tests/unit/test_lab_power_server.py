@@ -81,6 +81,35 @@ def test_the_lab_backend_turns_the_endpoints_answers_into_our_errors(url: str) -
         wrong.status(PowerTarget("abc", "gs-node1"))
 
 
+def test_a_switch_off_that_fails_after_the_drain_leaves_the_node_active(url: str) -> None:
+    """The endpoint refuses (no lab is up here): the node drained for the switch takes work
+    again, so the manager does not lose it as a drained node."""
+    swarm = _RecordingSwarm()
+    backend = LabBackend(PowerBackendSettings(BackendKind.LAB, lab_url=url, lab_token=TOKEN),
+                         nodes=swarm)
+    with pytest.raises(UnavailableError):
+        backend.switch_off(PowerTarget("abc", "gs-node1"))
+    assert swarm.availability == [("abc", "drain"), ("abc", "active")]
+
+
+class _RecordingSwarm:
+    """The Swarm's answers for one empty node, and the availability asked of it (a node's
+    drain followed by a failing engine stop cannot be had without a lab that fails; the lab's
+    own switch is tested for real in tests/e2e)."""
+
+    def __init__(self) -> None:
+        self.availability: list[tuple[str, str]] = []
+
+    def set_availability(self, node_id: str, availability: str) -> None:
+        self.availability.append((node_id, availability))
+
+    def node_state(self, node_id: str) -> tuple[str, str]:
+        return ("ready", self.availability[-1][1] if self.availability else "active")
+
+    def running_tasks(self, node_id: str) -> int:
+        return 0
+
+
 class _NoSwarm:
     """The backend must not reach the Swarm before the endpoint answered."""
 

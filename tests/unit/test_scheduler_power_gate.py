@@ -1,0 +1,128 @@
+"""The scheduler's power gate (DESIGN 3.15, scheduler/service.py ``Scheduler.power``): a request
+that no host on takes without a kill, but a host not on yet would, waits for that host instead
+of killing (or being refused, even with ``queue: false``); the wait counts as pending.
+
+The gate is the real power manager (scheduler/power.py) over the real MemoryStore, joined as the
+manager's power control joins them (manager/switching.py), without its backend."""
+
+from __future__ import annotations
+
+from domain.decision import Pass
+from domain.energy import PowerModel
+from domain.model import Request
+from domain.pending import PendingReason
+from domain.power import (
+    PowerAction,
+    PowerBook,
+    PowerDecision,
+    PowerReason,
+    PowerSettings,
+    PowerState,
+)
+from domain.store import ClusterStore
+from scheduler.power import PowerHost, PowerManager
+from scheduler.registry import make_policy
+from scheduler.service import Scheduler
+from tests.builders import SERVICE, H, T, build, req
+
+MODEL = PowerModel.named("hp-ml110-g4")
+
+
+class Gate:
+    """The power manager as the scheduler's gate: every host's power in a book, the switches
+    it started in ``started``."""
+
+    def __init__(self, store: ClusterStore, off: tuple[str, ...] = (),
+                 booting: tuple[str, ...] = ()) -> None:
+        self.store = store
+        self.book = PowerBook([h.id for h in store.all_hosts()], timed=False)
+        for host in (*off, *booting):
+            self.book.settle(host, PowerState.OFF, 0.0)
+        for host in booting:
+            self.book.apply(PowerDecision(host, PowerAction.SWITCH_ON, PowerReason.REQUEST,
+                                          "an earlier request"), 0.0)
+        self.manager = PowerManager(PowerSettings(enabled=True), store.classes, store.bounds)
+        self.started: list[PowerDecision] = []
+        self.arrivals: list[str] = []
+
+    def arrived(self, request: Request, now: float) -> None:
+        self.arrivals.append(request.id)
+
+    def hold(self, request: Request, now: float) -> str | None:
+        hosts = [PowerHost(view, self.book.get(view.id), None, MODEL)
+                 for view in self.store.all_hosts()]
+        held = self.manager.hold(request, hosts, now)
+        if held is None:
+            return None
+        if held.decision is not None:
+            self.book.apply(held.decision, now)
+            self.started.append(held.decision)
+        return held.host
+
+
+def scheduler(gate_off: tuple[str, ...] = (), booting: tuple[str, ...] = (),
+              with_gate: bool = True) -> tuple[Scheduler, Gate]:
+    # "busy" (EED: no new work but by a kill) holds a class-4 service; "spare" (600 shares and
+    # bytes) is not on (off or booting) and empty
+    store = build(H("busy", 0.9, [T("victim", 4, cpu=1000, mem=600, type=SERVICE)]),
+                  H("spare", 0.0, cpu=600, mem=600))
+    sched = Scheduler(store, make_policy("energy"))
+    gate = Gate(store, gate_off, booting)
+    sched.set_closed_hosts(gate.book.closed())
+    if with_gate:
+        sched.power = gate
+    return sched, gate
+
+
+def test_without_the_gate_a_class_one_request_kills_the_service() -> None:
+    sched, _ = scheduler(("spare",), with_gate=False)
+    outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
+    assert [(d.request.id, d.pass_, d.kills) for d in outcome.applied[:1]] == [
+        ("big", Pass.KILL, ("victim",))]
+
+
+def test_it_waits_for_an_off_host_which_is_switched_on_for_it() -> None:
+    sched, gate = scheduler(("spare",))
+    outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
+    assert outcome.applied == [] and outcome.killed == []
+    assert [e.request.id for e in outcome.queued] == ["big"]
+    assert outcome.queued[0].reason is PendingReason.QUEUED
+    assert "spare" in outcome.waiting[0].reason
+    assert [(d.host, d.action, d.request) for d in gate.started] == [
+        ("spare", PowerAction.SWITCH_ON, "big")]
+    assert gate.book.state("spare") is PowerState.BOOTING
+    assert gate.arrivals == ["big"]
+    assert sched.store.task("victim") is not None
+
+
+def test_it_waits_even_with_queue_false() -> None:
+    sched, _ = scheduler(("spare",))
+    outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0, queue=False)
+    assert outcome.refused == [] and [e.request.id for e in outcome.queued] == ["big"]
+
+
+def test_a_booting_host_is_waited_for_without_a_second_switch() -> None:
+    sched, gate = scheduler(booting=("spare",))
+    outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
+    assert outcome.killed == [] and [e.request.id for e in outcome.queued] == ["big"]
+    assert gate.started == []  # it boots already
+    # the queue's retry does not kill for it either while the host boots
+    retry = sched.retry_pending(now=20.0)
+    assert retry.applied == [] and retry.killed == []
+    assert sched.store.is_pending("big")
+
+
+def test_a_request_no_host_off_would_take_is_decided_as_before() -> None:
+    sched, gate = scheduler(("spare",))
+    # larger than "spare" could ever take (600 shares): the kill on "busy" stands
+    outcome = sched.submit(req(1, cpu=700, mem=500, id="huge"), now=10.0)
+    assert gate.started == []
+    assert [(d.request.id, d.host, d.kills) for d in outcome.applied[:1]] == [
+        ("huge", "busy", ("victim",))]
+
+
+def test_a_placement_without_a_kill_is_never_held() -> None:
+    sched, gate = scheduler(("spare",))
+    outcome = sched.submit(req(3, cpu=100, mem=100, id="small"), now=10.0)
+    assert [(d.request.id, d.host) for d in outcome.applied] == [("small", "busy")]
+    assert gate.started == []
