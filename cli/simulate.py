@@ -40,6 +40,7 @@ from workloads.outfiles import out_directory
 from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC, QosValidationTest
 
 if TYPE_CHECKING:
+    from domain.power import PowerSettings
     from measure.report import ReportFiles
     from sim.config import ClusterSetup, SimConfig, SimResult
     from sim.profiles import Profiles
@@ -153,6 +154,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "waiting at the end are undecided (not in the success rate: see "
                         "'queued, still waiting at the end')")
     _add_simulate_clusters(parser)
+    _add_simulate_power(parser)
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -229,6 +231,32 @@ def _add_simulate_clusters(parser: argparse.ArgumentParser) -> None:
                         help="with --federation offload: unplaced: offload what the home "
                         "cluster does not place; kills: also what it would place only by "
                         "killing (default: unplaced)")
+
+
+def _add_simulate_power(parser: argparse.ArgumentParser) -> None:
+    """The power manager (DESIGN 3.15, sim/power.py)."""
+    parser.add_argument("--power-manager", choices=("on", "off"), default=None,
+                        help="on: hosts are switched off when idle and on when needed, every "
+                        "policy alike (energy as drawn in energy_kwh, all hosts on in "
+                        "energy_kwh_all_on); its knobs from GREENSWARM_POWER_IDLE_S, _BOOT_S, "
+                        "_SHUTDOWN_S, _MIN_ON, ... (default: $GREENSWARM_POWER, else off: "
+                        "every host on)")
+    parser.add_argument("--consolidate", choices=("on", "off"), default=None,
+                        help="with the power manager, energy and qos empty the least-allocated "
+                        "host of its services every 60 s, make-before-break (default: "
+                        "$GREENSWARM_POWER_CONSOLIDATE, else on)")
+
+
+def _power_settings(args: argparse.Namespace) -> PowerSettings:
+    """The power manager's settings: the environment's, and the command line's over them."""
+    from domain.power import power_settings_from_env
+
+    overrides: dict[str, object] = {}
+    if args.power_manager is not None:
+        overrides["enabled"] = args.power_manager == "on"
+    if args.consolidate is not None:
+        overrides["consolidate"] = args.consolidate == "on"
+    return power_settings_from_env(os.environ, overrides)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -361,6 +389,7 @@ def _sim_config(args: argparse.Namespace, seed: int, arrivals_s: float, hosts: i
         slo=slo_table(args),
         allocation_s=args.allocation_s,
         clusters=setup,
+        power=_power_settings(args),
     )
 
 

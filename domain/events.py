@@ -54,6 +54,8 @@ class EventKind(StrEnum):
     SWARM = "swarm"
     OFFLOADED = "offloaded"
     NOT_OFFLOADED = "not-offloaded"
+    MOVED = "moved"
+    POWER = "power"
     OTHER = "other"  # an entry whose kind is not known (never an error)
 
 
@@ -277,6 +279,30 @@ class NotOffloaded(EventBase):
     peers_down: tuple[str, ...] = ()  # the peers that were down
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Moved(EventBase):
+    """A service moved make-before-break by consolidation (DESIGN 3.15): its new container ran
+    before the old one stopped; it never stopped."""
+
+    kind: ClassVar[Literal[EventKind.MOVED]] = EventKind.MOVED
+    host: str | None = None  # the host it runs on now
+    source: str | None = None  # the host it left
+    cpu_shares: int | None = None
+    memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PowerSwitched(EventBase):
+    """A host changed power state (DESIGN 3.15): switched on or off by the power manager, or a
+    switch ended (booted, shut down). A host's event, not a request's."""
+
+    kind: ClassVar[Literal[EventKind.POWER]] = EventKind.POWER
+    host: str | None = None
+    old_state: str | None = None  # on, shutting-down, off, booting (domain.power.PowerState)
+    new_state: str | None = None
+    cause: str | None = None  # idle, request, spare-room, min-on (PowerReason), timed, reported
+
+
 @dataclass(frozen=True, slots=True)
 class Other:
     """An entry whose kind this version does not know (a later version's, or damaged), kept as
@@ -304,7 +330,7 @@ class Other:
 Event: TypeAlias = (
     Submitted | Queued | Placed | Started | Rejected | StartFailed | Cut | Restored | Killed
     | Preempted | HostLost | Exited | Ended | Stopped | Vanished | Swarm | Offloaded
-    | NotOffloaded | Other
+    | NotOffloaded | Moved | PowerSwitched | Other
 )
 
 

@@ -93,6 +93,18 @@ Calls (all times in seconds, all sizes in shares and bytes)::
         A cut task got resources back (DESIGN 3.8): ``cpu_shares`` and ``memory`` are what it
         has now. Counted (``restores``).
 
+    rec.on_power_state(t, host_id, state)
+        The power manager (DESIGN 3.15) put the host in power ``state`` (a domain.power
+        PowerState) from ``t``: the energy as drawn charges that state's power; switches on
+        and off are counted. Never called: every host is on (as drawn = all on).
+
+    rec.on_moved(t, task_id, source, target)
+        Consolidation moved a running service make-before-break (it never stopped); counted.
+
+    rec.on_boot_wait(t, request_id, waited_s)
+        A request held for a booting host (it was queued: ``on_queued``) is released after
+        ``waited_s``; counted with its wait.
+
     rec.finish(t_end) -> PolicyResult
         Closes every host at ``t_end`` and computes everything. The recorder must not be used
         afterwards.
@@ -118,6 +130,7 @@ from domain.energy import PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
+from domain.power import PowerState
 from domain.regions import RegionBounds
 from domain.slo import SloTable
 from measure.checks import check_class, check_nonneg, check_t
@@ -585,6 +598,42 @@ class MetricsRecorder:
         check_nonneg(cpu_shares, "cpu_shares")
         check_nonneg(memory, "memory")
         self._tallies.restores += 1
+
+    # ------------------------------------------------------------------ power (DESIGN 3.15)
+
+    def on_power_state(self, t: float, host_id: str, state: PowerState) -> None:
+        """The host is in power ``state`` from ``t`` (the power manager switched it, or a
+        switch ended): the energy as drawn charges that state's power from ``t``. A switch on
+        (to ``booting``) and a switch off (to ``shutting-down``) are counted."""
+        self._check_open()
+        t = check_t(t)
+        state = PowerState(state)
+        self._hosts.energy.set_power_state(t, host_id, state)
+        if state is PowerState.BOOTING:
+            self._tallies.switch_on += 1
+        elif state is PowerState.SHUTTING_DOWN:
+            self._tallies.switch_off += 1
+
+    def on_moved(self, t: float, task_id: str, source: str, target: str) -> None:
+        """A service moved from ``source`` to ``target`` make-before-break (consolidation): it
+        kept running, so its service level is unchanged; counted."""
+        self._check_open()
+        check_t(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running:
+            raise ValidationError("task_id", f"{task_id!r} is not a running task")
+        self._hosts.host(target)
+        task.host_id = target
+        self._tallies.moves += 1
+
+    def on_boot_wait(self, t: float, request_id: str, waited_s: float) -> None:
+        """A request waited ``waited_s`` for a booting host (held for it, DESIGN 3.15) and is
+        released at ``t``; its wait is pending time in its availability already (it was
+        queued, ``on_queued``). Counted, with the wait."""
+        self._check_open()
+        check_t(t)
+        self._tallies.boot_waits += 1
+        self._tallies.boot_wait_s += check_nonneg(waited_s, "waited_s")
 
     def on_service_response(
         self, t: float, task_id: str, request_rate: int, response_ms: float

@@ -40,11 +40,39 @@ _MEAN = ("mean",)
 class Tallies:
     """What a run counted and sampled as it went: the recorder adds, :func:`summarise` reads."""
 
-    __slots__ = ("by_class", "cut_cpu", "cut_memory", "cuts", "decision_ms", "delay_windows",
-                 "delays", "failed", "ignored", "jobs_finished", "kills", "makespans", "oom",
-                 "passes", "probes", "queued", "reschedule_attempts", "reschedules_placed",
-                 "responses", "restores", "services_stopped", "slowdowns", "submitted",
-                 "successful", "tasks_failed", "victims")
+    __slots__ = (
+        "boot_wait_s",
+        "boot_waits",
+        "by_class",
+        "cut_cpu",
+        "cut_memory",
+        "cuts",
+        "decision_ms",
+        "delay_windows",
+        "delays",
+        "failed",
+        "ignored",
+        "jobs_finished",
+        "kills",
+        "makespans",
+        "moves",
+        "oom",
+        "passes",
+        "probes",
+        "queued",
+        "reschedule_attempts",
+        "reschedules_placed",
+        "responses",
+        "restores",
+        "services_stopped",
+        "slowdowns",
+        "submitted",
+        "successful",
+        "switch_off",
+        "switch_on",
+        "tasks_failed",
+        "victims",
+    )
 
     def __init__(self) -> None:
         # new requests (probes apart) and their first decisions
@@ -67,6 +95,13 @@ class Tallies:
         self.victims: set[str] = set()  # distinct tasks killed at least once
         self.reschedule_attempts = 0
         self.reschedules_placed = 0
+        # hosts switched on and off, services moved, requests that waited for a booting host
+        # (DESIGN 3.15)
+        self.switch_on = 0
+        self.switch_off = 0
+        self.moves = 0
+        self.boot_waits = 0
+        self.boot_wait_s = 0.0
         # task ends
         self.oom = 0
         self.jobs_finished = 0
@@ -205,6 +240,7 @@ def summarise(
         **_host_time(hosts.values(), run.duration_s),
         **_energy(energy, run.duration_s, tallies.successful, service.met),
         **_service(service),
+        **_power(tallies, energy, run.duration_s),
     )
     return PolicyResult(
         policy=run.policy,
@@ -304,6 +340,21 @@ def _energy(
         "successful_per_kwh_switch_off": ratio(successful, kwh_off),
         "slo_met_per_kwh": ratio(slo_met, kwh),
         "slo_met_per_kwh_switch_off": ratio(slo_met, kwh_off),
+    }
+
+
+def _power(tallies: Tallies, energy: EnergyReport, duration_s: float) -> dict[str, Any]:
+    """The power manager's part (DESIGN 3.15): the energy with every host on beside the energy
+    as drawn (``energy_kwh``; the same when no host was ever switched), switches, moves, and
+    the requests that waited for a booting host."""
+    return {
+        "energy_kwh_all_on": energy.energy_kwh_all_on,
+        "hosts_off_mean": ratio(math.fsum(h.off_s for h in energy.hosts), duration_s) or 0.0,
+        "switches_on": tallies.switch_on,
+        "switches_off": tallies.switch_off,
+        "moves": tallies.moves,
+        "boot_waits": tallies.boot_waits,
+        "boot_wait_s": tallies.boot_wait_s,
     }
 
 

@@ -284,7 +284,7 @@ class PowerManager:
                 holds.append(hold)
                 if hold.decision is not None:
                     decisions.append(hold.decision)
-        need = recent.spare_need(now)
+        need = recent.spare_need(now, self.settings.spare_window_share)
         decisions += self._switch_on_for_room(work, need)
         decisions += self._switch_off_idle(work, need, now)
         free_cpu, free_memory = self._free(work)

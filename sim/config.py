@@ -11,6 +11,7 @@ from typing import Any
 from domain.classes import ClassTable
 from domain.energy import PowerModel
 from domain.errors import ValidationError
+from domain.power import PowerSettings
 from domain.regions import RegionBounds
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.offload import OffloadWhen
@@ -97,6 +98,13 @@ class SimConfig:
     keep_requests: bool = True
     # Several clusters over the trace's hosts (DESIGN 12); None: one cluster, as always.
     clusters: ClusterSetup | None = None
+    # The power manager (DESIGN 3.15, sim/power.py): hosts switched off and on, consolidation
+    # for energy and qos; None or not enabled: every host on, as always.
+    power: PowerSettings | None = None
+
+    @property
+    def power_on(self) -> bool:
+        return self.power is not None and self.power.enabled
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from dataclasses import replace
 from typing import Any
 
 from domain.decision import Decision
+from domain.energy import PowerModel
+from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import Request
 from measure.recorder import MetricsRecorder, cuts_of
@@ -44,6 +46,7 @@ from sim.books import check_books
 from sim.config import SimConfig, SimResult, SimStats
 from sim.model import Host, Memory, Monitors, Run, contended_s, next_step, place, reshare, take_off
 from sim.monitor_model import WindowAccumulator
+from sim.power import POWER_ROUND_S, SimPower
 from sim.profiles import Profiles
 from sim.routing import Cluster, Clusters
 from workloads.trace import TraceHeader, TraceRequest
@@ -58,6 +61,7 @@ _STEP = 2  # a run moves to the next step of its usage profile
 _TASK_WINDOW = 3  # a host's task monitor closes a 45 s window
 _HOST_WINDOW = 4  # a host's monitor closes a 30 s window
 _ROUND = 5  # a round policy's watchdog: a round over the queue
+_POWER = 6  # the power manager: a round (obj None), or a switch ends (sim/power.py)
 _INF = math.inf
 # The run pauses Python's cyclic garbage collector and, every this many events, collects what
 # was allocated since the last time and freezes the survivors (see Simulation.run).
@@ -126,6 +130,24 @@ class Simulation:
         self._monitors = Monitors()
         self._pending_max = 0
         self._ran = False
+        self._power = self._power_manager()
+
+    def _power_manager(self) -> SimPower | None:
+        """The power manager (DESIGN 3.15), when the configuration switches it on."""
+        config = self.config
+        if config.power is None or not config.power.enabled:
+            return None
+        if len(self._clusters.all) > 1:
+            raise ValidationError("power", "the power manager runs with one cluster only")
+        model = config.power_model or PowerModel.named()
+        power = SimPower(config.power, self._clusters.all[0], dict.fromkeys(self._hosts, model),
+                         policy=config.policy, consolidate=config.power.consolidate,
+                         record_state=self.recorder.on_power_state,
+                         record_move=self.recorder.on_moved,
+                         record_boot_wait=self.recorder.on_boot_wait,
+                         queued=self._held)
+        self._push(POWER_ROUND_S, _POWER, None)
+        return power
 
     def _add_hosts(self, rng: random.Random) -> None:
         """Every host of the trace, in its cluster's store and in the world, with its
@@ -221,10 +243,12 @@ class Simulation:
             self._on_task_window(t, obj)
         elif kind == _HOST_WINDOW:
             self._on_host_window(t, obj)
-        else:
+        elif kind == _ROUND:
             for cluster in self._clusters.all:
                 self._follow(cluster, cluster.scheduler.retry_pending(t), t)
             self._push(t + self._watchdog_s, _ROUND, None)
+        else:
+            self._on_power(t, obj)
 
     # ------------------------------------------------------------------ requests
 
@@ -234,7 +258,13 @@ class Simulation:
         new = Request(request.id, request.request_class, request.type, request.cpu_shares,
                       request.memory_bytes, request.constraints)
         home, cluster = self._clusters.submit_to(new, t)
-        outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
+        if self._power is not None:  # it may be held for a host not on yet
+            held = self._power.submit(self, new, t, self.config.queue_new)
+            if held is None:
+                return
+            outcome = held
+        else:
+            outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
         if cluster is not home and not any(d.request.id == new.id for d in outcome.applied):
             cluster.offloaded_in_unplaced += 1
         self._follow(cluster, outcome, t, request.id)
@@ -399,6 +429,48 @@ class Simulation:
         self._push(t + self._monitor.task_window_s, _TASK_WINDOW, host)
         self._monitors.task_window(host, self._clusters.of_host[host.id].store, t)
 
+    # ------------------------------------------------------------------ power (sim/power.py)
+
+    def _on_power(self, t: float, round_: Any) -> None:
+        power = self._power
+        assert power is not None
+        if round_ is None:
+            power.round(self, t)
+            self._push(t + POWER_ROUND_S, _POWER, None)
+        else:
+            power.tick(self, t)
+
+    def _held(self, t: float, request_id: str) -> None:
+        """A new request is held for a host not on yet: it waits as a queued new request."""
+        self._queued_new.add(request_id)
+        self.recorder.on_queued(t, request_id)
+
+    def follow_outcome(self, cluster: Cluster, outcome: Outcome, t: float,
+                       new_id: str | None = None) -> None:
+        self._follow(cluster, outcome, t, new_id)
+
+    def wake_at(self, t: float) -> None:
+        self._push(t, _POWER, True)
+
+    def move_run(self, task_id: str, target: str, cpu_shares: int, memory: int,
+                 t: float) -> None:
+        """Consolidation moved a service (make-before-break): its run goes on, on ``target``,
+        with these resources; its usage profile and its client's stop time are unchanged."""
+        run = self._runs[task_id]
+        take_off(run)
+        self._touch(run.host)
+        host = self._hosts[target]
+        run.host = host
+        run.cpu_shares = cpu_shares
+        run.memory = memory
+        run.limit = memory
+        run.acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
+        run.alive = True
+        place(run)
+        if self._memory.over_limit(run):
+            self._oom_limit.append(run)
+        self._touch(host, run)
+
     # ------------------------------------------------------------------ hosts
 
     def _touch(self, host: Host, run: Run | None = None) -> None:
@@ -437,8 +509,12 @@ class Simulation:
         self._dirty[host.id] = host
 
     def _flush(self, t: float) -> None:
-        """Tell the recorder the true state of every host that changed at ``t``."""
+        """Tell the recorder (and the power manager) the true state of every host that changed
+        at ``t``."""
         recorder = self.recorder
+        if self._power is not None:
+            for host in self._dirty.values():
+                self._power.note_host(t, host.id, len(host.runs))
         for host in self._dirty.values():
             # numbers the engine keeps finite and >= 0: the recorder need not check them
             recorder.on_host_state_unchecked(
