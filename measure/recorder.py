@@ -19,6 +19,7 @@ Calls (all times in seconds, all sizes in shares and bytes)::
         0.392 W per GiB in use), a PowerModel for every host, or {host_id: PowerModel}.
         ``region_bounds``: domain.regions.RegionBounds (default 0.50 / 0.85).
         ``series_step_s``: width of the plot bins (default duration_hint_s / 360, >= 1 s).
+        ``standby_w``: what a host switched off draws (``on_power_state``; default 5 W).
     rec = MetricsRecorder.for_trace(policy, trace.header, **same_options)
         The same, with the hosts, duration hint and trace description from a trace header.
 
@@ -126,7 +127,7 @@ from typing import Any, NamedTuple
 
 from domain.classes import MAX_CLASS
 from domain.decision import Decision
-from domain.energy import PowerModel
+from domain.energy import DEFAULT_STANDBY_W, PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
@@ -202,6 +203,7 @@ class MetricsRecorder:
         slo: SloTable | None = None,
         allocation_s: float = 0.0,
         keep_requests: bool = True,
+        standby_w: float = DEFAULT_STANDBY_W,
     ) -> None:
         if not isinstance(policy, str) or not policy.strip():
             raise ValidationError("policy", "must be a non-empty name")
@@ -216,7 +218,7 @@ class MetricsRecorder:
         self.series_step_s = _series_step(series_step_s, duration_hint_s)
         self.trace_info = dict(trace_info or {})
         self._hosts = HostBook(hosts, power_model, self.bounds, self.t_start_s,
-                               self.series_step_s, duration_hint_s)
+                               self.series_step_s, duration_hint_s, standby_w)
         self._tasks: dict[str, TaskRecord] = {}
         self._recent_ends: OrderedDict[str, EndStatus] = OrderedDict()
         self._lost: set[str] = set()

@@ -109,6 +109,7 @@ class Simulation:
             config.policy, header, power_model=config.power_model,
             region_bounds=config.bounds, slo=config.slo, allocation_s=config.allocation_s,
             keep_requests=config.keep_requests,
+            **({"standby_w": config.power.standby_w} if config.power is not None else {}),
         )
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0

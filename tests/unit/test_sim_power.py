@@ -50,16 +50,19 @@ def test_without_the_power_manager_the_energy_as_drawn_is_all_on_and_nothing_swi
     assert off.result.metrics.energy_kwh == disabled.result.metrics.energy_kwh
 
 
-def test_an_idle_host_is_switched_off_after_idle_s_and_draws_standby_power() -> None:
+@pytest.mark.parametrize("standby_w", [5.0, 12.5])
+def test_an_idle_host_is_switched_off_after_idle_s_and_draws_standby_power(
+        standby_w: float) -> None:
     # h1 runs a job from 10 s to 110 s; h2 never holds anything: it is switched off at 300 s
-    # (empty since 0 for idle_s), shuts down for 20 s at idle power, then draws 5 W. h1 stays
-    # on: min_on is 1.
-    sim, result = run([request(10.0, "r1", "ffmpeg", CORE, GIB, 100.0)])
+    # (empty since 0 for idle_s), shuts down for 20 s at idle power, then draws standby_w. h1
+    # stays on: min_on is 1.
+    power = PowerSettings(enabled=True, standby_w=standby_w)
+    sim, result = run([request(10.0, "r1", "ffmpeg", CORE, GIB, 100.0)], power=power)
     assert switches(sim) == [(300.0, "h2", "shutting-down"), (320.0, "h2", "off")]
     metrics = result.result.metrics
     assert (metrics.switches_off, metrics.switches_on) == (1, 0)
     idle_w = PowerModel.named().table.idle_w
-    saved_j = (idle_w - ON.standby_w) * (1000.0 - 320.0)
+    saved_j = (idle_w - standby_w) * (1000.0 - 320.0)
     assert metrics.energy_kwh_all_on - metrics.energy_kwh == pytest.approx(
         saved_j / JOULES_PER_KWH, rel=1e-9)
     assert metrics.hosts_off_mean == pytest.approx((1000.0 - 300.0) / 1000.0)
