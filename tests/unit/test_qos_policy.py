@@ -183,7 +183,7 @@ def test_rounds_share_a_full_cluster_so_every_request_nears_its_slo() -> None:
     def follow(outcome: object, t: float) -> None:
         for decision in outcome.applied:  # type: ignore[attr-defined]
             for victim in decision.kills:
-                clocks[victim].stopped(t)
+                clocks[victim].stopped(t, work_lost=False)  # a service served while it ran
             clocks[decision.request.id].placed(t)
             clocks[decision.request.id].running(t)
 

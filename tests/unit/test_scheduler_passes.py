@@ -11,9 +11,12 @@ from domain.classes import ClassTable
 from domain.decision import Pass
 from domain.model import TaskType
 from scheduler.policies.energy import EmptyHosts, EnergyPolicy
+from scheduler.victims import VictimOrder
 from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
 
 ENERGY = EnergyPolicy()
+# The thesis's kill pass: victims by class, then utilization, every one killed.
+THESIS_KILLS = EnergyPolicy(victims=VictimOrder.THESIS, suspend=False)
 
 
 def host_of(store_hosts: tuple[H, ...], request_cls: int, **kw: object) -> str | None:
@@ -227,17 +230,17 @@ def test_kill_pass_order(name: str, hosts: tuple[H, ...], rc: int, expected: str
     # 400 shares: more than cutting the DEE hosts' tasks could free, so the cut pass fails.
     decision = ENERGY.decide(req(rc, cpu=400, mem=10), build(*hosts))
     assert (decision.pass_, decision.host) == (Pass.KILL, expected), name
-    assert decision.kills, name
+    assert decision.victims, name
 
 
 def test_victims_by_class_descending_then_utilization_ascending_until_it_fits() -> None:
     host = full("eed", 0.9, T("c1", 1, cpu=600, mem=10), T("c3", 3, cpu=200, mem=10, util=0.0),
                 T("c4busy", 4, cpu=150, mem=10, util=0.9), T("c4idle", 4, cpu=250, mem=10, util=0.1))
     # class 2 request of 500; new class = 1 (c1 stays) -> limit 1200; allocated 1200.
-    decision = ENERGY.decide(req(2, cpu=500, mem=10), build(host))
+    decision = THESIS_KILLS.decide(req(2, cpu=500, mem=10), build(host))
     assert decision.kills == ("c4idle", "c4busy", "c3")
     assert decision.new_class == 1
-    decision = ENERGY.decide(req(2, cpu=250, mem=10), build(host))
+    decision = THESIS_KILLS.decide(req(2, cpu=250, mem=10), build(host))
     assert decision.kills == ("c4idle",)
 
 
@@ -246,7 +249,7 @@ def test_kills_only_hit_strictly_higher_classes() -> None:
     decision = ENERGY.decide(req(2, cpu=700, mem=10), build(host))
     assert not decision.placed  # killing "higher" frees 300: not enough, "same" is protected
     decision = ENERGY.decide(req(2, cpu=300, mem=10), build(host))
-    assert decision.kills == ("higher",)
+    assert decision.victims == ("higher",)
 
 
 @pytest.mark.parametrize(("request_type", "kills"), [(JOB, ("svc",)), (SERVICE, None)])
@@ -256,7 +259,7 @@ def test_class_4_requests_kill_only_class_4_services_and_only_for_jobs(
     host = full("eed", 0.9, T("job", 4, cpu=1000, mem=10, util=0.0),
                 T("svc", 4, cpu=800, mem=10, type=SERVICE, util=0.5))
     decision = ENERGY.decide(req(4, cpu=300, mem=10, type=request_type), build(host))  # type: ignore[arg-type]
-    assert decision.kills == kills if kills else not decision.placed
+    assert decision.victims == kills if kills else not decision.placed
 
 
 def test_kill_pass_places_without_kills_when_an_eed_host_has_room() -> None:

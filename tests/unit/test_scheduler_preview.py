@@ -13,7 +13,7 @@ def test_the_preview_is_the_decision_submit_takes_with_nothing_applied() -> None
     request = req(1, cpu=900, mem=100)  # only the kill pass places it: t1 must go
     before = (store.host("a"), store.tasks(), store.pending())
     preview = scheduler.preview(request, 0.0)
-    assert preview.placed and preview.kills == ("t1",) and preview.host == "a"
+    assert preview.placed and preview.victims == ("t1",) and preview.host == "a"
     assert (store.host("a"), store.tasks(), store.pending()) == before
     outcome = scheduler.submit(request, 0.0)
     assert outcome.applied[0] == preview

@@ -37,8 +37,9 @@ def test_a_job_loses_the_work_of_the_run_it_was_preempted_from_and_ends() -> Non
                ev(K.PLACED, 60, "a"), ev(K.ENDED, 160), ev(K.OTHER, 500)]
     level = service_level(history, now=1000, objective=0.5, alpha_s=0.0, is_job=True)
     assert level is not None  # over at 160: later moments change nothing
-    assert (level.executed_s, level.pending_s, level.lost_s) == (150.0, 10.0, 50.0)
-    assert level.met and level.preemptions == 1
+    # its 50 s before the preemption delivered nothing: p, not e (DESIGN 3.10)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (100.0, 60.0, 50.0)
+    assert level.met and level.preemptions == 1  # 100 / 160 >= 0.5
 
 
 def test_refused_at_once_received_nothing_and_cuts_change_nothing() -> None:

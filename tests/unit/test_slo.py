@@ -54,12 +54,29 @@ def test_a_clock_counts_e_and_p_and_spares_the_first_allocation() -> None:
     clock.running(70.0)  # a second allocation: 3 s, counted in p and in C
     clock.ended(100.0)  # ran 30 s
     level = clock.at(100.0, objective=0.8)
-    assert (level.executed_s, level.pending_s) == (80.0, 18.0)
-    assert level.availability == pytest.approx(80 / 98)
-    assert level.met  # 0.816 >= 0.8
-    assert level.overhead == pytest.approx(3 / 83)
+    # a job restarts from scratch: its 50 s before the kill delivered nothing and are p
+    # (DESIGN 3.10); it met nothing
+    assert (level.executed_s, level.pending_s) == (30.0, 68.0)
+    assert level.availability == pytest.approx(30 / 98)
+    assert not level.met
+    assert level.overhead == pytest.approx(3 / 33)
     assert (level.preemptions, level.lost_s) == (1, 50.0)
     assert clock.at(500.0, 0.8) == level  # nothing counts once it is over
+
+
+def test_a_service_keeps_the_time_it_served_before_a_kill() -> None:
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(5.0)
+    clock.running(7.0)
+    clock.stopped(57.0, work_lost=False)  # a service: it served those 50 s
+    clock.placed(67.0)
+    clock.running(70.0)
+    clock.ended(100.0)
+    level = clock.at(100.0, objective=0.8)
+    assert (level.executed_s, level.pending_s) == (80.0, 18.0)
+    assert level.availability == pytest.approx(80 / 98) and level.met  # 0.816 >= 0.8
+    assert level.overhead == pytest.approx(3 / 83)
+    assert (level.preemptions, level.lost_s) == (1, 0.0)
 
 
 def test_an_expected_start_happens_when_time_passes_it_and_never_after_a_stop() -> None:
@@ -73,12 +90,15 @@ def test_an_expected_start_happens_when_time_passes_it_and_never_after_a_stop() 
     clock.settle(11.0)
     assert clock.phase is Phase.ALLOCATING
     clock.settle(13.0)
-    assert (clock.phase, clock.run_started_s, clock.pending_s) == (Phase.RUNNING, 12.0, 7.0)
+    # p: the 5 s run the stop threw away, 5 s waiting, 2 s allocating
+    assert (clock.phase, clock.run_started_s, clock.pending_s) == (Phase.RUNNING, 12.0, 12.0)
     clock.stopped(15.0)
     clock.placed(20.0, starts_after_s=2.0)
     clock.stopped(21.0)
     clock.settle(30.0)
-    assert clock.phase is Phase.WAITING and clock.executed_s == 5.0 + 3.0
+    # it ran 5 s and 3 s, never there after: a job, both runs thrown away (p, and lost)
+    assert clock.phase is Phase.WAITING and clock.executed_s == 0.0
+    assert clock.lost_s == 5.0 + 3.0
 
 
 def test_a_new_request_starts_at_q_zero_and_loses_a_second_per_second() -> None:
