@@ -93,6 +93,16 @@ Calls (all times in seconds, all sizes in shares and bytes)::
         A cut task got resources back (DESIGN 3.8): ``cpu_shares`` and ``memory`` are what it
         has now. Counted (``restores``).
 
+    rec.on_admission_refused(t, request_id)
+        A submitted request was refused at admission (DESIGN 3.13): a failed allocation, an
+        SLO miss (availability 0), counted apart per class (``refused_at_admission``).
+
+    rec.on_suspended(t, task_id) / rec.on_resumed(t, task_id)
+        A running task was paused on its host instead of killed, and runs again there (DESIGN
+        3.14): its pause is p, it loses nothing; counted per class. A checkpointable job
+        (``on_submit(..., checkpoint_interval_s=...)``) that is killed loses only its run since
+        its last checkpoint; such kills are counted (``checkpoint_restarts``).
+
     rec.finish(t_end) -> PolicyResult
         Closes every host at ``t_end`` and computes everything. The recorder must not be used
         afterwards.
@@ -291,7 +301,9 @@ class MetricsRecorder:
         self._responses: dict[tuple[str, int], array[float]] = {}
         self._passes: dict[str, int] = {}
         self._by_class: dict[int, dict[str, int]] = {
-            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0}
+            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0,
+                "refused_at_admission": 0, "suspended": 0, "resumed": 0,
+                "checkpoint_restarts": 0}
             for c in range(MIN_CLASS, MAX_CLASS + 1)
         }
         self._submitted = 0
@@ -300,6 +312,10 @@ class MetricsRecorder:
         self._failed = 0
         self._cuts = 0
         self._restores = 0
+        self._refused_admission = 0
+        self._suspensions = 0
+        self._resumes = 0
+        self._checkpoint_restarts = 0
         self._cut_cpu = 0
         self._cut_memory = 0
         self._kills = 0
@@ -353,6 +369,7 @@ class MetricsRecorder:
         expected_makespan_s: float | None = None,
         probe: bool = False,
         cpu_shares: int | None = None,
+        checkpoint_interval_s: float = 0.0,
     ) -> None:
         self._check_open()
         t = _check_t(t)
@@ -365,6 +382,9 @@ class MetricsRecorder:
             task.cores = _check_nonneg(cpu_shares, "cpu_shares") / SHARES_PER_CORE
         self._tick(t)
         self._admit(task, t)
+        if checkpoint_interval_s > 0 and task.clock is not None:
+            task.clock.checkpoint_interval_s = _check_nonneg(checkpoint_interval_s,
+                                                             "checkpoint_interval_s")
         self._tasks[request_id] = task
         if probe:
             self._probes += 1
@@ -382,6 +402,7 @@ class MetricsRecorder:
             expected_makespan_s=request.makespan_s,
             probe=probe,
             cpu_shares=request.cpu_shares,
+            checkpoint_interval_s=request.checkpoint_interval_s,
         )
 
     def _apply_cuts_and_kills(
@@ -596,10 +617,16 @@ class MetricsRecorder:
                      starts_after_s=self.allocation_s if clock.placements > 0 else 0.0)
 
     def _stopped(self, task: _Task, t: float) -> None:
-        """Taken off its host (a kill, a preemption): it waits again; a job's run is lost."""
-        if task.clock is None:
+        """Taken off its host (a kill, a preemption): it waits again; a job's run is lost but
+        for what its last checkpoint kept (then it counts as a checkpointed restart)."""
+        clock = task.clock
+        if clock is None:
             return
-        task.clock.stopped(t, work_lost=task.type is TaskType.JOB)
+        before = clock.checkpoint_restarts
+        clock.stopped(t, work_lost=task.type is TaskType.JOB)
+        if clock.checkpoint_restarts > before and not task.probe:
+            self._checkpoint_restarts += 1
+            self._by_class[task.request_class]["checkpoint_restarts"] += 1
 
     def _over(self, request_id: str, task: _Task, t: float, status: RequestStatus) -> None:
         """Its accounting ends at ``t``."""
@@ -614,10 +641,13 @@ class MetricsRecorder:
         cls = task.request_class
         level = task.clock.at(t, self.slo.objective(cls))
         # refused at once: it received nothing (e = p = 0 would read as availability 1)
-        availability = 0.0 if status is RequestStatus.REFUSED else level.availability
+        refused = status in (RequestStatus.REFUSED, RequestStatus.REFUSED_AT_ADMISSION)
+        availability = 0.0 if refused else level.availability
         met = self._service.add(cls, availability, level.preemptions)
-        self._service.add_work(level.executed_s * task.cores, level.lost_s * task.cores)
-        if status is not RequestStatus.REFUSED:
+        # delivered: every run, those a kill threw away included (their time is in p now)
+        self._service.add_work((level.executed_s + level.lost_s) * task.cores,
+                               level.lost_s * task.cores)
+        if not refused:
             self._interval_ended[cls].append(availability)
         if self.keep_requests:
             self._levels.append((task.seq, RequestLevel(
@@ -799,6 +829,52 @@ class MetricsRecorder:
             return
         self._count_oom(host_id)
 
+    def on_admission_refused(self, t: float, request_id: str) -> None:
+        self._check_open()
+        t = _check_t(t)
+        self._tick(t)
+        task = self._tasks.pop(request_id, None)
+        if task is None or task.placed:
+            if task is not None:
+                self._tasks[request_id] = task
+            raise ValidationError("request_id", f"{request_id!r} is not a new request")
+        if task.probe:
+            return
+        self._submitted += 1
+        self._failed += 1
+        self._refused_admission += 1
+        counts = self._by_class[task.request_class]
+        counts["requests"] += 1
+        counts["failed"] += 1
+        counts["refused_at_admission"] += 1
+        self._over(request_id, task, t, RequestStatus.REFUSED_AT_ADMISSION)
+
+    def on_suspended(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = _check_t(t)
+        self._tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._ignored += 1
+            return
+        task.clock.suspended(t)
+        if not task.probe:
+            self._suspensions += 1
+            self._by_class[task.request_class]["suspended"] += 1
+
+    def on_resumed(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = _check_t(t)
+        self._tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._ignored += 1
+            return
+        task.clock.resumed(t)
+        if not task.probe:
+            self._resumes += 1
+            self._by_class[task.request_class]["resumed"] += 1
+
     def on_restore(self, t: float, task_id: str, cpu_shares: int, memory: int) -> None:
         self._check_open()
         _check_t(t)
@@ -974,6 +1050,10 @@ class MetricsRecorder:
             preemptions_max=service.preemptions_max,
             work_lost_cpu_s=service.work_lost_cpu_s,
             work_lost_share=service.work_lost_share,
+            refused_at_admission=self._refused_admission,
+            suspensions=self._suspensions,
+            resumes=self._resumes,
+            checkpoint_restarts=self._checkpoint_restarts,
         )
         first_model = next(iter(self._models.values()))
         energy_model: dict[str, Any] = first_model.describe()

@@ -10,8 +10,9 @@ The simulator only plays the world around it:
   count as successful once placed); the scheduler reschedules kill victims itself and queues
   those that find no host;
 * tasks: every placed decision starts a run on its host. A job has ``makespan_s`` seconds of
-  work at full speed and restarts from the beginning after a kill (the thesis behaviour); a
-  service runs ``makespan_s`` seconds of wall time from each start, then its client stops it;
+  work at full speed and restarts from the beginning after a kill (the thesis behaviour), or
+  from its last checkpoint; a service runs until its runs add up to ``makespan_s`` seconds of
+  wall time, then its client stops it; a paused run makes no progress (sim/preempt.py);
 * usage: each run follows its workload's profile (sim/profiles.py): it wants a
   fraction of its original allocated cores and holds a fraction of its original memory;
 * CPU contention (sim/contention.py): a host's cores are shared by CPU shares,
@@ -58,6 +59,7 @@ from monitor.core import UtilSample
 from scheduler import registry
 from scheduler.plugin import LoadAware, RoundPolicy
 from scheduler.service import Outcome, Scheduler
+from sim import preempt
 from sim.config import ClusterStats, FederationMode, SimConfig, SimResult, SimStats
 from sim.contention import share_cpu
 from sim.model import Host, Run, serve
@@ -144,7 +146,7 @@ class Simulation:
                 store, plugin.make(config.options.get(config.policy), config.seed + index),
                 skip_unchanged=config.skip_unchanged_retries,
                 admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
-                slo=config.slo, alpha_s=config.allocation_s,
+                slo=config.slo, alpha_s=config.allocation_s, admission=config.admission,
             )
             self._clusters.append(_Cluster(name, store, scheduler))
         self._by_name = {cluster.name: cluster for cluster in self._clusters}
@@ -212,6 +214,12 @@ class Simulation:
         self._oom_host = 0
         self._oom_limit_kills = 0
         self._oom_by_workload: dict[str, int] = {}
+        # checkpointable requests placed so far: the progress their checkpoints saved
+        # (sim/preempt.py); refused at admission (DESIGN 3.13)
+        self._ckpt_saved: dict[str, float] = {}
+        # services taken off their hosts: how long they ran before (sim/preempt.py)
+        self._service_ran: dict[str, float] = {}
+        self._refused_admission = 0
         self._host_pushes = 0
         self._host_heartbeats = 0
         self._task_pushes = 0
@@ -287,7 +295,8 @@ class Simulation:
         if kind == _END:
             self._on_job_end(t, obj)
         elif kind == _STOP:
-            if obj.alive:
+            # (a stop moved by a pause, or of a paused service, is not this one)
+            if obj.alive and not obj.paused and obj.stop_t == t:
                 self._end_run(t, obj, EndStatus.STOPPED)
         elif kind == _STEP:
             if obj.alive:
@@ -310,7 +319,13 @@ class Simulation:
                       request.memory_bytes, request.constraints)
         home = self._clusters[0] if len(self._clusters) == 1 else self._home()
         cluster = self._route(home, new, t) if self._federated else home
-        outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
+        outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new,
+                                           expected_s=request.makespan_s)
+        if outcome.admission is not None:  # refused at the door (DESIGN 3.13): nothing ran
+            self._refused_admission += 1
+            self._requests.pop(request.id, None)
+            self.recorder.on_admission_refused(t, request.id)
+            return
         if cluster is not home and not any(d.request.id == new.id for d in outcome.applied):
             cluster.offloaded_in_unplaced += 1
         self._follow(cluster, outcome, t, request.id)
@@ -378,6 +393,8 @@ class Simulation:
                         t, request_id, True, decision_ms=ms, pass_name=pass_name,
                         host_id=decision.host, cuts=cuts, kills=decision.kills,
                     )
+                for victim_id in decision.suspends:  # paused instead of killed (3.14)
+                    recorder.on_suspended(t, victim_id)
             elif request_id in queued or (request_id == new_id and self._queue_new):
                 queued.add(request_id)  # in the queue: outcome.queued has it
                 recorder.on_queued(t, request_id, decision_ms=ms)
@@ -403,6 +420,8 @@ class Simulation:
         waiting = (len(pending) if len(self._clusters) == 1
                    else sum(len(c.pending) for c in self._clusters))
         self._pending_max = max(self._pending_max, waiting)
+        for task in outcome.resumed:  # after every decision, as the scheduler made them
+            self._resume(task.id, task.cpu_shares, t)
         for restore in outcome.restored:  # after every decision, as the scheduler made them
             self._restore(self._runs[restore.task], restore.cpu_shares, restore.memory)
             recorder.on_restore(t, restore.task, restore.cpu_shares, restore.memory)
@@ -423,18 +442,43 @@ class Simulation:
         for victim_id in decision.kills:
             victim = self._runs.get(victim_id)
             if victim is not None:
+                if victim.ckpt_s > 0:  # what its last checkpoint saved carries over
+                    self._ckpt_saved[victim_id] += preempt.saved_on_kill(victim, t)
+                elif not victim.is_job:  # what it served counts to its client
+                    self._service_ran[victim_id] = (self._service_ran.get(victim_id, 0.0)
+                                                    + preempt.service_ran_s(victim, t))
                 self._remove(victim)  # the request stays known: the victim is rescheduled
+        for victim_id in decision.suspends:  # paused on the host (DESIGN 3.14)
+            victim = self._runs.get(victim_id)
+            if victim is not None:
+                preempt.pause(victim, t)
+                self._touch(host, victim)
         for cut in decision.cuts:
-            if cut.task in decision.kills:
+            if cut.task in decision.kills or cut.task in decision.suspends:
                 continue
             self._cut(self._runs[cut.task], cut.cpu_shares, cut.memory, t)
         self._start(host, decision, t)
+
+    def _resume(self, run_id: str, cpu_shares: int, t: float) -> None:
+        """A paused run thawed on its host (DESIGN 3.14)."""
+        run = self._runs.get(run_id)
+        if run is None or not run.paused:
+            return
+        preempt.resume(run, t, cpu_shares)
+        if not run.is_job:
+            self._push(run.stop_t, _STOP, run)
+        self.recorder.on_resumed(t, run_id)
+        if run.mem_use > run.limit:
+            self._oom_limit.append(run)
+        self._touch(run.host, run)
 
     def _start(self, host: Host, decision: Decision, t: float) -> None:
         request = self._requests[decision.request.id]
         profile = self.profiles[request.workload]
         acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
         run = Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
+        if run.ckpt_s > 0:
+            self._checkpointed_start(run)
         host.runs[run.id] = run
         self._runs[run.id] = run
         host.demand += run.demand
@@ -443,11 +487,25 @@ class Simulation:
         host.booked_mem += run.memory
         if len(profile.steps) > 1:
             self._push(t + profile.steps[1].at_s, _STEP, run)
-        if not run.is_job:
-            self._push(t + request.makespan_s, _STOP, run)
+        if not run.is_job:  # its client stops it once it ran its makespan in all
+            run.stop_t = t + max(0.0, request.makespan_s - self._service_ran.get(run.id, 0.0))
+            self._push(run.stop_t, _STOP, run)
         if run.mem_use > run.limit:
             self._oom_limit.append(run)
         self._touch(host, run)
+
+    def _checkpointed_start(self, run: Run) -> None:
+        """A checkpointable job starts with the work its checkpoints left (sim/preempt.py);
+        on a placement after its first, its checkpoints count from alpha on, as its run does in
+        the accounting."""
+        saved = self._ckpt_saved.get(run.id)
+        if saved is None:
+            self._ckpt_saved[run.id] = 0.0
+            return
+        run.ckpt_origin = self.config.allocation_s
+        run.work_left = max(0.0, run.request.makespan_s - saved)
+        run.work0 = run.work_left
+        run.finish_t = run.start_t + run.work_left
 
     def _remove(self, run: Run) -> None:
         """Take a run off its host (it ended, was killed, or was killed for memory)."""
@@ -505,6 +563,10 @@ class Simulation:
         steps = run.profile.steps
         run.step += 1
         step = steps[run.step]
+        if run.paused:  # frozen: the step passes without effect (sim/preempt.py)
+            if run.step + 1 < len(steps):
+                self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
+            return
         host = run.host
         demand = run.profile.cpu_fraction(step, run.request.request_rate) * run.alloc_cores
         mem_use = step.memory_fraction * run.original_memory
@@ -533,6 +595,8 @@ class Simulation:
     def _end_run(self, t: float, run: Run, status: EndStatus) -> None:
         self._remove(run)
         self._requests.pop(run.id, None)
+        self._ckpt_saved.pop(run.id, None)
+        self._service_ran.pop(run.id, None)
         self.recorder.on_task_end(
             t, run.id, status, makespan_s=t - run.start_t,
             expected_makespan_s=run.request.makespan_s if run.is_job else None,
@@ -546,6 +610,8 @@ class Simulation:
         self._oom_by_workload[key] = self._oom_by_workload.get(key, 0) + 1
         self._remove(run)
         self._requests.pop(run.id, None)
+        self._ckpt_saved.pop(run.id, None)
+        self._service_ran.pop(run.id, None)
         self.recorder.on_oom_kill(t, run.host.id, run.id)
         cluster = self._cluster_of[run.host.id]
         _, outcome = cluster.scheduler.task_ended(run.id, t)
@@ -638,11 +704,10 @@ class Simulation:
         for run, served in zip(runs, served_all, strict=True):
             total += served
             serve(run, served, t)
-            if run.is_job:
+            if run.is_job and not run.paused:
                 rate = served / run.demand if served < run.demand else 1.0
                 if rate != run.rate:
-                    run.work_left -= run.rate * (t - run.work_t)
-                    run.work_t = t
+                    preempt.advance(run, t)
                     run.rate = rate
                     run.finish_t = t + max(0.0, run.work_left) / rate
                 if run.finish_t < next_t:

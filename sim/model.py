@@ -18,9 +18,11 @@ _INF = math.inf
 class Run:
     """One run of a task on a host (a rescheduled task gets a new run)."""
 
-    __slots__ = ("acc", "alive", "alloc_cores", "cpu_shares", "demand", "finish_t", "host",
-                 "id", "is_job", "limit", "mem_use", "memory", "original_memory", "profile",
-                 "rate", "request", "served", "start_t", "step", "work_left", "work_t")
+    __slots__ = ("acc", "alive", "alloc_cores", "ckpt_origin", "ckpt_s", "cpu_shares",
+                 "demand", "finish_t", "host", "id", "is_job", "limit", "mem_use", "memory",
+                 "original_memory", "paused", "paused_at", "paused_s", "profile", "rate",
+                 "request", "run_wall", "saved", "served", "start_t", "step", "stop_t",
+                 "work0", "work_left", "work_t")
 
     def __init__(self, request: TraceRequest, host: Host, profile: UsageProfile, t: float,
                  cpu_shares: int, memory: int, acc: WindowAccumulator) -> None:
@@ -46,6 +48,20 @@ class Run:
         self.work_t = t
         self.finish_t = t + self.work_left if self.is_job else _INF
         self.acc = acc
+        # preemption that keeps work (sim/preempt.py, DESIGN 3.14): paused on its host; a
+        # checkpointable job's interval, the running time before its first checkpoint counts,
+        # its running time at work_t, the progress its last checkpoint saved in this run, and
+        # the work it had left when this run started
+        self.paused = False
+        self.paused_at = 0.0  # since when it is paused
+        self.paused_s = 0.0  # its pauses before, in all
+        # a service: when its client stops it (sim/preempt.py; inf for a job)
+        self.stop_t = _INF
+        self.ckpt_s = request.checkpoint_interval_s
+        self.ckpt_origin = 0.0
+        self.run_wall = 0.0
+        self.saved = 0.0
+        self.work0 = self.work_left
 
 
 class Host:
@@ -98,7 +114,8 @@ def serve(run: Run, served: float, t: float) -> None:
     """``run`` is served ``served`` cores from ``t``: what its monitor window sees."""
     run.served = served
     allocation = run.cpu_shares / SHARES_PER_CORE
-    cpu_util = served / allocation if served < allocation else 1.0
+    # (paused, sim/preempt.py: nothing booked, nothing used)
+    cpu_util = 0.0 if allocation <= 0 else served / allocation if served < allocation else 1.0
     mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
     acc = run.acc
     if cpu_util != acc.cpu or mem_util != acc.memory:

@@ -14,6 +14,8 @@ import pytest
 from domain.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
+from scheduler.admission import AdmissionMode
+from scheduler.policies.energy import EnergyOptions
 from sim import engine
 from sim.config import DEFAULT_MEMORY_CUT_MARGIN_BYTES, SimConfig, SimResult
 from sim.engine import ProgressCallback, Simulation
@@ -143,11 +145,14 @@ def test_cpu_is_shared_by_shares_and_freed_cores_go_to_the_others() -> None:
 KILL_PROFILES = profiles(ffmpeg=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
 KILL_JOBS = (request(0, "low", "ffmpeg", 2048, GIB, 150.0, cls=4),
              request(100, "high", "dl", 2048, GIB, 100.0, cls=1))
+# The energy policy with its victims killed, as the thesis did: 'low' above would be paused
+# otherwise (only CPU is missing, DESIGN 3.14).
+KILLING: dict[str, Any] = {"energy": EnergyOptions(suspend=False)}
 
 
 def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> None:
     sim = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES, policy="energy",
-                     end_s=1000.0)
+                     end_s=1000.0, options=KILLING)
     result = sim.run()
     metrics = result.result.metrics
     assert metrics.kills == 1 and metrics.victims_lost == 0
@@ -161,7 +166,7 @@ def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> No
 def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> None:
     # The run above, cut off at 150 s: the victim waits for the class-1 job (ends at 200 s).
     result = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES,
-                        policy="energy", end_s=150.0).run()
+                        policy="energy", end_s=150.0, options=KILLING).run()
     metrics = result.result.metrics
     assert (metrics.kills, metrics.victims_lost, metrics.victims_waiting_at_end) == (1, 1, 1)
     assert result.stats.pending_at_end == 1
@@ -175,7 +180,7 @@ def test_a_drain_after_the_arrivals_lets_the_waiting_victim_in_and_admits_nothin
     head = header(("h1", 2048, 4 * GIB), duration_s=150.0)
     jobs = [*KILL_JOBS, request(160, "late", "ffmpeg", 1024, GIB, 10.0, cls=1)]
     trace = TraceInput(head, lambda: iter(jobs))
-    config = SimConfig("energy", end_s=400.0, check_invariants=True)
+    config = SimConfig("energy", end_s=400.0, check_invariants=True, options=KILLING)
     [drained] = run_policies(trace, ["energy"], KILL_PROFILES, config, probes=None,
                              arrivals_until_s=150.0)
     metrics = drained.result.metrics
@@ -191,15 +196,21 @@ def test_a_new_request_that_asks_to_queue_waits_for_room_instead_of_being_refuse
     policy: str,
 ) -> None:
     # Class-1 jobs on one 2-core host: "second" (at 10 s) cannot fit beside "first" (0-100 s)
-    # and may neither cut nor kill it. Refused by default; with queue_new it waits and starts
-    # when "first" ends, at 100 s, and ends at 150 s.
+    # and may neither cut nor kill it. Refused by default; with queue_new (and no admission
+    # control: the class-1 demand, 3072 shares, exceeds the 2048 the host books, DESIGN 3.13)
+    # it waits and starts when "first" ends, at 100 s, and ends at 150 s.
     head = header(("h1", 2048, 4 * GIB))
     jobs = (request(0, "first", "ffmpeg", 2048, GIB, 100.0, cls=1),
             request(10, "second", "ffmpeg", 1024, GIB, 50.0, cls=1))
     profs = profiles(ffmpeg=[(0.0, 0.5, 0.1)])
     refused = simulation(head, jobs, profs, policy=policy, end_s=200.0).run().result.metrics
     assert (refused.successful, refused.failed, refused.queued_requests) == (1, 1, 0)
-    result = simulation(head, jobs, profs, policy=policy, end_s=200.0, queue_new=True).run()
+    at_door = simulation(head, jobs, profs, policy=policy, end_s=200.0,
+                         queue_new=True).run().result
+    assert (at_door.metrics.failed, at_door.metrics.refused_at_admission) == (1, 1)
+    assert at_door.by_class["1"]["refused_at_admission"] == 1
+    queue_new: dict[str, Any] = {"queue_new": True, "admission": AdmissionMode.NONE}
+    result = simulation(head, jobs, profs, policy=policy, end_s=200.0, **queue_new).run()
     metrics = result.result.metrics
     assert (metrics.successful, metrics.failed, metrics.undecided) == (2, 0, 0)
     assert (metrics.queued_requests, metrics.queued_at_end) == (1, 0)
@@ -210,7 +221,7 @@ def test_a_new_request_that_asks_to_queue_waits_for_room_instead_of_being_refuse
     assert (metrics.victims, metrics.reschedule_attempts) == (0, 0)  # not victims
     assert result.stats.pending_at_end == 0
     # Cut off at 60 s, it is still waiting: undecided, and the table says what was placed.
-    cut_off = simulation(head, jobs, profs, policy=policy, end_s=60.0, queue_new=True).run()
+    cut_off = simulation(head, jobs, profs, policy=policy, end_s=60.0, **queue_new).run()
     metrics = cut_off.result.metrics
     assert (metrics.successful, metrics.undecided, metrics.queued_at_end) == (1, 1, 1)
     assert cut_off.stats.pending_at_end == 1
