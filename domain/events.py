@@ -38,13 +38,21 @@ class EventKind(StrEnum):
     # (its host and status say which)
     OFFLOADED = "offloaded"  # forwarded to a peer cluster (federation), which placed it there
     NOT_OFFLOADED = "not-offloaded"  # meant for a peer, but none took it; decided at home
+    # Overload (DESIGN 3.13, 3.14):
+    REFUSED_AT_ADMISSION = "refused-at-admission"  # not admitted: no record, the events stream
+    # only (resource, demand, room: its class's SLO-weighted demand against the bookable room)
+    SUSPENDED = "suspended"  # paused on its host to make room (docker pause), memory kept
+    RESUMED = "resumed"  # runs again on the host it was paused on (docker unpause)
+    CHECKPOINT_RESTART = "checkpoint-restart"  # killed, it runs again from its last checkpoint
+    # (kept_s: the running time the checkpoint kept)
     OTHER = "other"  # an entry whose kind is not known (never an error)
 
 
 # The fields an event may carry, besides t, kind and reason.
 _FIELDS = ("host", "pass", "policy", "by", "victims", "cuts", "service_id", "status",
            "cpu_shares", "memory", "cut_received", "kills", "exit_code", "oom", "applied",
-           "queue_reason", "cluster", "peers_down")
+           "queue_reason", "cluster", "peers_down", "resource", "demand", "room",
+           "retry_after_s", "kept_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,11 @@ class Event:
     queue_reason: str | None = None  # QUEUED: victim, queued or host-lost
     cluster: str | None = None  # OFFLOADED: the peer cluster it runs in (and the record's)
     peers_down: tuple[str, ...] = ()  # NOT_OFFLOADED: the peers that were down
+    resource: str | None = None  # REFUSED_AT_ADMISSION: "cpu" or "memory"
+    demand: float | None = None  # REFUSED_AT_ADMISSION: SLO-weighted demand (shares, bytes)
+    room: float | None = None  # REFUSED_AT_ADMISSION: what its class may book
+    retry_after_s: float | None = None  # REFUSED_AT_ADMISSION: the Retry-After it was given
+    kept_s: float | None = None  # CHECKPOINT_RESTART: the running time its checkpoint kept
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.t, "kind": self.kind.value, "reason": self.reason}
@@ -113,6 +126,11 @@ class Event:
             queue_reason=_text(obj.get("queue_reason")),
             cluster=_text(obj.get("cluster")),
             peers_down=_texts(obj.get("peers_down")),
+            resource=_text(obj.get("resource")),
+            demand=_time(obj.get("demand")),
+            room=_time(obj.get("room")),
+            retry_after_s=_time(obj.get("retry_after_s")),
+            kept_s=_time(obj.get("kept_s")),
         )
 
 

@@ -7,6 +7,7 @@ request it runs, so a killed and rescheduled task keeps its identity.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -127,6 +128,22 @@ def check_checkpoint(value: object, task_type: TaskType,
     if task_type is not TaskType.JOB:
         raise ValidationError(field_name, "only a job checkpoints (a service loses no work)")
     return float(value)
+
+
+def checkpoint_of(obj: Mapping[str, object], task_type: TaskType) -> float:
+    """``"checkpoint": true`` with ``"checkpoint_interval_s"`` (a job's, DESIGN 3.14) as the
+    interval; 0 without them. The trace format's and ``POST /requests``' fields."""
+    checkpoint = obj.get("checkpoint", False)
+    if not isinstance(checkpoint, bool):
+        raise ValidationError("checkpoint", "must be true or false")
+    interval = obj.get("checkpoint_interval_s")
+    if not checkpoint:
+        if interval is not None:
+            raise ValidationError("checkpoint_interval_s", 'needs "checkpoint": true')
+        return 0.0
+    if interval is None:
+        raise ValidationError("checkpoint_interval_s", 'is required with "checkpoint": true')
+    return check_checkpoint(interval, task_type)
 
 
 @dataclass(frozen=True, slots=True, init=False)

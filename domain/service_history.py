@@ -8,13 +8,16 @@ through a :class:`domain.slo.ServiceClock` when asked. What each event means to 
   its host, DESIGN 12): a host booked for it; the first placement's
   allocation time is free, as for every request, and when it is placed on its arrival (no
   ``queued`` before), the decision's own time since ``submitted`` is part of it;
+* ``suspended``, ``resumed``: paused on its host and running again there (DESIGN 3.14): the
+  pause is p, nothing is lost;
 * ``started``: its container runs (the manager saw Swarm's task running, and dates the event
   when Swarm says it started): the allocation time is measured (DESIGN 3.11). A history with no
   ``started`` at all (written by a manager that did not report starts, or under the ``swarm``
   policy) takes each container to run ``alpha`` after its placement, or at the next event if
   one comes sooner;
 * ``killed``, ``preempted``, ``host-lost``: taken off its host, waiting again (a preemption;
-  a job loses the work of its run);
+  a job loses its run since its last start, which moves from e to p, DESIGN 3.10; a
+  checkpointable job only the part since its last checkpoint);
 * ``start-failed``: its service could not be created: waiting again, no preemption;
 * ``rejected``, ``ended``, ``stopped``, ``vanished``: over. A request refused at once received
   nothing: availability 0, an SLO miss (as in the reports);
@@ -38,14 +41,16 @@ _ENDS = frozenset({EventKind.REJECTED, EventKind.ENDED, EventKind.STOPPED, Event
 
 def service_level(
     history: Sequence[Event], *, now: float, objective: float, alpha_s: float, is_job: bool,
+    checkpoint_interval_s: float = 0.0,
 ) -> ServiceLevel | None:
-    """The request's figures at ``now`` (or at its end); None without a dated ``submitted``."""
+    """The request's figures at ``now`` (or at its end); None without a dated ``submitted``.
+    ``checkpoint_interval_s``: a checkpointable job's (its spec's)."""
     events = sorted((e for e in history if e.t is not None), key=lambda e: e.t or 0.0)
     if not events or events[0].kind is not EventKind.SUBMITTED:
         return None
     first_t = events[0].t
     assert first_t is not None
-    clock = ServiceClock(first_t)
+    clock = ServiceClock(first_t, checkpoint_interval_s=checkpoint_interval_s if is_job else 0.0)
     measured = any(e.kind is EventKind.STARTED for e in events)
     placed_ever = False
     waited = False  # it waited in the queue (its first placement was not on its arrival)
@@ -63,6 +68,10 @@ def service_level(
             placed_ever = True
         elif kind is EventKind.STARTED:
             clock.running(t)
+        elif kind is EventKind.SUSPENDED:
+            clock.suspended(t)
+        elif kind is EventKind.RESUMED:
+            clock.resumed(t)
         elif kind in _STOPS or kind is EventKind.START_FAILED:
             clock.stopped(t, preempted=kind in _STOPS, work_lost=is_job)
         elif kind in _ENDS:

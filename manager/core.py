@@ -18,6 +18,7 @@ from typing import Any
 
 from domain.classes import CLASSES
 from domain.errors import (
+    AdmissionRefused,
     ConflictError,
     DeploymentRefused,
     GreenSwarmError,
@@ -106,7 +107,8 @@ class Manager:
         self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed),
                                    admits_to_queue=plugin.admits_to_queue,
                                    freshness=settings.cluster.freshness(),
-                                   slo=self.slo, alpha_s=settings.allocation_s)
+                                   slo=self.slo, alpha_s=settings.allocation_s,
+                                   admission=settings.admission)
         self.loop = SchedulingLoop()
         self.power = PowerView(settings.power_model, RedisPowerReadings(store.client,
                                                                         settings.redis_prefix),
@@ -197,17 +199,40 @@ class Manager:
     ) -> Submitted | _Offer:
         if self.records.exists(request.id):
             raise ConflictError(f"a request named {request.id!r} already exists")
+        waits = self.scheduler.admits_to_queue if queue is None else queue
+        if not self.by_swarm and waits:
+            self._admit(request, queue)
         self.records.create(request.id, spec, forwarded_from=forwarded_from)
         if self.by_swarm:
             self.swarm.hand_to_swarm(request, spec)
             return Submitted(self.records.get(request.id), None)
-        waits = self.scheduler.admits_to_queue if queue is None else queue
         mode = self.settings.offload
         if mode is not OffloadMode.OFF and forwarded_from is None and not waits:
             decision = self.scheduler.preview(request, self.clock())
             if wants_offload(decision, mode, forwarded_from=forwarded_from, waits=waits):
                 return _Offer(request, spec, queue)
         return self._place_here(request, queue)
+
+    def _admit(self, request: Request, queue: bool | None) -> None:
+        """Admission control (DESIGN 3.13) of a request that would wait, against the books as
+        they are (other paths change them too: read again first). Refused: nothing is recorded
+        but a typed event in the events stream, it is counted, and AdmissionRefused (503 with
+        Retry-After) says why."""
+        if self.scheduler.ledger is None:
+            return
+        self.scheduler.resync_admission(self.store.tasks())
+        refusal = self.scheduler.admission_refusal(request, queue=queue)
+        if refusal is None:
+            return
+        # no admitted request says when it ends: the queue's next retry is the next chance
+        retry_after_s = self.scheduler.ledger.retry_after_s(
+            refusal.cls, self.clock(), self.settings.retry_interval_s)
+        self.records.note(request.id, Event(
+            EventKind.REFUSED_AT_ADMISSION, refusal.reason, resource=refusal.resource.value,
+            demand=refusal.demand, room=refusal.room, retry_after_s=retry_after_s))
+        self.metrics.refused_at_admission(refusal.cls, refusal.resource.value)
+        raise AdmissionRefused(refusal.reason, retry_after_s, request=request.id,
+                               **refusal.to_dict())
 
     def _place_here(self, request: Request, queue: bool | None,
                     not_offloaded: str | None = None) -> Submitted:
@@ -656,9 +681,13 @@ class Manager:
         cls = record.spec.get("class")
         if not isinstance(cls, int) or isinstance(cls, bool) or cls not in CLASSES:
             return None
+        checkpoint_s = record.spec.get("checkpoint_interval_s")
         level = service_level(record.history, now=self.clock(), objective=self.slo.objective(cls),
                               alpha_s=self.settings.allocation_s,
-                              is_job=record.spec.get("type") == TaskType.JOB.value)
+                              is_job=record.spec.get("type") == TaskType.JOB.value,
+                              checkpoint_interval_s=(float(checkpoint_s)
+                                                     if isinstance(checkpoint_s, int | float)
+                                                     else 0.0))
         return None if level is None else level.to_json()
 
     def record_json(self, record: RequestRecord) -> dict[str, Any]:

@@ -43,7 +43,9 @@ ERRORS = {
     "409": "conflicts with the current state",
     "413": "the body is larger than MAX_BODY_BYTES (JSON); one over four times that is refused "
            "by the HTTP server itself, before the application reads it (text/plain)",
-    "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached",
+    "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached; or (POST "
+           "/requests) the request is not admitted (DESIGN 3.13): a Retry-After header, and "
+           "'admission' in the body (class, resource, demand against the room)",
 }
 MEMORY_TEXT = r"^\s*(\d+(\.\d+)?)\s*([kmgtKMGT]?)([iI]?[bB])?\s*$"
 _PLAIN = "[A-Za-z0-9_.:/@+-]+"
@@ -119,6 +121,12 @@ REQUEST_BODY = {
         "type": {"enum": ["job", "service"]},
         "class": {"type": "integer", "minimum": 1, "maximum": 4},
         "queue": {"type": "boolean", "description": "wait in the pending queue if nothing fits"},
+        "checkpoint": {"type": "boolean", "description": "a job that saves its progress in "
+                       "/checkpoint and resumes from it when restarted (DESIGN 3.14): a kill "
+                       "loses only its run since its last checkpoint"},
+        "checkpoint_interval_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400,
+                                  "description": "how often it checkpoints; required with "
+                                  "checkpoint: true, refused without it"},
         "constraints": {
             "type": "array",
             "maxItems": MAX_CONSTRAINTS,
@@ -351,6 +359,8 @@ DECISION = _object(
             _object({"task": STRING, "cpu_shares": INT, "memory": INT, "cut_received": NUMBER})
         ),
         "kills": _list(STRING),
+        "suspends": {**_list(STRING), "description": "victims paused on the host instead of "
+                     "killed (DESIGN 3.14): they keep their memory and resume there"},
         "reason": STRING,
         "decision_ms": NUMBER,
         "cluster": {**STRING, "description": "the peer cluster that placed it (offloaded)"},

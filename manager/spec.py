@@ -23,6 +23,7 @@ from domain.model import (
     check_int,
     check_task_id,
     check_task_type,
+    checkpoint_of,
 )
 from domain.units import parse_memory
 from federation.deploy import MAX_LINKS, MAX_MEMBERS, DeploymentSpec, Member, request_id
@@ -41,6 +42,8 @@ FIELDS = {
     "queue",
     "volumes",
     "constraints",
+    "checkpoint",
+    "checkpoint_interval_s",
 }
 IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$", re.IGNORECASE)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -88,6 +91,8 @@ def parse_spec(
     queue = body.get("queue")  # absent: the policy's habit (qos admits every request)
     if queue is not None and not isinstance(queue, bool):
         raise ValidationError("queue", "must be true or false")
+    # a checkpointable job (DESIGN 3.14): a kill loses only its run since its last checkpoint
+    checkpoint_s = checkpoint_of(body, kind)
     spec: dict[str, Any] = {
         "image": image,
         "command": _command(body.get("command")),
@@ -101,12 +106,16 @@ def parse_spec(
         "class": cls,
         "constraints": constraint_texts(constraints),
     }
+    if checkpoint_s > 0:
+        spec["checkpoint"] = True
+        spec["checkpoint_interval_s"] = checkpoint_s
     size = len(json.dumps(spec).encode())
     if size > MAX_SPEC_BYTES:
         raise ValidationError(
             "body", f"the request is {size} bytes as JSON; at most {MAX_SPEC_BYTES} are taken"
         )
-    return Request(request_id, cls, kind, cpu_shares, memory, constraints), spec, queue
+    return (Request(request_id, cls, kind, cpu_shares, memory, constraints, checkpoint_s), spec,
+            queue)
 
 
 def _no_nul(value: str, field: str) -> str:

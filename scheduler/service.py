@@ -194,13 +194,10 @@ class Scheduler:
         outcome = Outcome()
         ledger = self.ledger
         if ledger is not None:
-            if wait:
-                if not ledger.has_room:
-                    ledger.hosts_changed(self.store.all_hosts())
-                outcome.admission = ledger.check(request, self.slo)
-                if outcome.admission is not None:
-                    return outcome
-            self._admitted(request, now, expected_s, outcome)
+            outcome.admission = self.admission_refusal(request, queue=wait)
+            if outcome.admission is not None:
+                return outcome
+            ledger.admit(request, None if expected_s is None else now + expected_s)
         if self._rounds is not None and wait:
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
             self._round(now, outcome, arrival=request.id)
@@ -225,13 +222,17 @@ class Scheduler:
         self._restore(outcome, (), now)
         return outcome
 
-    def _admitted(
-        self, request: Request, now: float, expected_s: float | None, outcome: Outcome
-    ) -> None:
-        assert self.ledger is not None
-        self.ledger.admit(request, None if expected_s is None else now + expected_s)
-
     # -- admission control (DESIGN 3.13) ----------------------------------------------------
+
+    def admission_refusal(self, request: Request, *, queue: bool | None = None) -> Refusal | None:
+        """Why ``submit`` would refuse ``request`` at admission now (None: it would admit it,
+        or admission control does not apply to it), with nothing changed."""
+        wait = self.admits_to_queue if queue is None else queue
+        if self.ledger is None or not wait:
+            return None
+        if not self.ledger.has_room:
+            self.ledger.hosts_changed(self.store.all_hosts())
+        return self.ledger.check(request, self.slo)
 
     def hosts_changed(self) -> None:
         """Hosts joined or left: the room admission control books against is read again."""

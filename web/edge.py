@@ -17,6 +17,7 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,14 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from domain.errors import AuthError, GreenSwarmError, ValidationError, error_body, http_status
+from domain.errors import (
+    AdmissionRefused,
+    AuthError,
+    GreenSwarmError,
+    ValidationError,
+    error_body,
+    http_status,
+)
 
 log = logging.getLogger(__name__)
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -111,6 +119,8 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
         response = jsonify(error_body(exc))
         if status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(exc, AdmissionRefused):  # when to ask again (RFC 9110: whole seconds)
+            response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
         return response, status
 
     @app.errorhandler(HTTPException)

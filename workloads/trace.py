@@ -24,6 +24,7 @@ from domain.model import (  # shared with the scheduler
     TaskType,
     check_checkpoint,
     check_labels,
+    checkpoint_of,
 )
 
 TRACE_VERSION = 1
@@ -397,21 +398,5 @@ def request_from_json(obj: object) -> TraceRequest:
         makespan_s=obj["makespan_s"],
         request_rate=obj.get("request_rate"),
         constraints=check_constraints(obj.get("constraints"), "constraints"),
-        checkpoint_interval_s=checkpoint_from_json(obj, task_type),
+        checkpoint_interval_s=checkpoint_of(obj, task_type),
     )
-
-
-def checkpoint_from_json(obj: Mapping[str, object], task_type: TaskType) -> float:
-    """``"checkpoint": true`` with ``"checkpoint_interval_s"`` (a job's, DESIGN 3.14) as the
-    interval; 0 without them. Shared by the trace format and ``POST /requests``."""
-    checkpoint = obj.get("checkpoint", False)
-    if not isinstance(checkpoint, bool):
-        raise ValidationError("checkpoint", "must be true or false")
-    interval = obj.get("checkpoint_interval_s")
-    if not checkpoint:
-        if interval is not None:
-            raise ValidationError("checkpoint_interval_s", "needs \"checkpoint\": true")
-        return 0.0
-    if interval is None:
-        raise ValidationError("checkpoint_interval_s", "is required with \"checkpoint\": true")
-    return check_checkpoint(interval, task_type)

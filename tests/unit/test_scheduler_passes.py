@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from domain.classes import ClassTable
 from domain.decision import Pass
-from domain.model import TaskType
+from domain.model import Task, TaskType
+from domain.preemption import suspend, work_lost_s
 from scheduler.policies.energy import EmptyHosts, EnergyPolicy
 from scheduler.victims import VictimOrder
 from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
@@ -334,3 +335,90 @@ def test_may_place_over_several_hosts_is_whether_a_pass_places_on_one(
     views = [store.host(f"h{i}") for i, store in enumerate(stores)]
     assert policy.may_place(request, views, classes) is any(
         policy.decide(request, store).placed for store in stores)
+
+
+# -- victims that lose least, paused where only CPU is missing (DESIGN 3.6, 3.14) ------------
+
+
+def loaded(*tasks: Task) -> object:
+    """An EED host (1200 shares, 1200 bytes) holding exactly ``tasks``."""
+    store = build(full("eed", 0.9))
+    for task in tasks:
+        store.load_task(task)
+    return store
+
+
+def job_task(task_id: str, cls: int, *, started_at: float, cpu: int = 300, mem: int = 10,
+             util: float = 0.5, kind: TaskType = JOB, checkpoint_s: float = 0.0) -> Task:
+    return Task(task_id, "eed", cls, kind, cpu, mem, cpu, mem, cpu_util=util, memory_util=util,
+                started_at=started_at, checkpoint_interval_s=checkpoint_s)
+
+
+@pytest.mark.parametrize(("case", "victims", "expected"), [
+    # the thesis took the least used first: here the old job; its kill loses 900 s
+    ("loss: the young job before the old", VictimOrder.LOSS, ("young",)),
+    ("thesis: the least used first", VictimOrder.THESIS, ("old",)),
+])
+def test_within_a_class_the_victim_whose_kill_loses_least_goes_first(
+    case: str, victims: VictimOrder, expected: tuple[str, ...]
+) -> None:
+    """At t = 1000, a class-4 job started at 100 (lost if killed: 900 s) and one started at
+    990 (10 s), both 300 shares; the old one uses less. A class-2 request of 300 needs one."""
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=600, util=0.9),
+                   job_task("old", 4, started_at=100.0, util=0.1),
+                   job_task("young", 4, started_at=990.0, util=0.8))
+    policy = EnergyPolicy(victims=victims, suspend=False)
+    decision = policy.decide_at(req(2, cpu=300, mem=10), store, now=1000.0)  # type: ignore[arg-type]
+    assert (decision.pass_, decision.kills) == (Pass.KILL, expected), case
+
+
+@pytest.mark.parametrize(("case", "victim", "expected"), [
+    ("a service loses nothing", job_task("v", 4, started_at=0.0, kind=SERVICE), 0),
+    ("a job not started yet loses nothing", job_task("v", 4, started_at=1000.0), 0),
+    ("a job from scratch loses its run", job_task("v", 4, started_at=100.0), 900),
+    ("a checkpointed job loses the time since its last checkpoint",
+     job_task("v", 4, started_at=100.0, checkpoint_s=400.0), 100),
+])
+def test_what_a_kill_would_lose(case: str, victim: Task, expected: float) -> None:
+    assert work_lost_s(victim, 1000.0) == expected, case
+
+
+@pytest.mark.parametrize(("case", "victim", "request_mem", "expected"), [
+    # (the host, of class 2 (limit 1400), books 900 + 300 shares and 10 + 400 bytes; the
+    # class-2 request wants 400 shares: 200 too many; and 1100 bytes: 110 too many)
+    ("only CPU missing: a job is paused", JOB, 10, ((), ("v",))),
+    ("only CPU missing: a class-4 service is paused", SERVICE, 10, ((), ("v",))),
+    ("memory missing too: the job is killed", JOB, 1100, (("v",), ())),
+])
+def test_a_victim_is_paused_where_only_cpu_is_missing(
+    case: str, victim: TaskType, request_mem: int, expected: tuple[tuple[str, ...], ...]
+) -> None:
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=900),
+                   job_task("v", 4, started_at=0.0, mem=400, kind=victim))
+    decision = ENERGY.decide_at(req(2, cpu=400, mem=request_mem), store, now=10.0)  # type: ignore[arg-type]
+    assert decision.placed, case
+    assert (decision.kills, decision.suspends) == expected, case
+    off = EnergyPolicy(suspend=False).decide_at(req(2, cpu=400, mem=request_mem), store,  # type: ignore[arg-type]
+                                                now=10.0)
+    assert (off.kills, off.suspends) == (("v",), ()), case
+
+
+def test_a_service_of_class_3_is_never_paused() -> None:
+    store = loaded(job_task("keep", 1, started_at=0.0, cpu=900),
+                   job_task("svc3", 3, started_at=0.0, kind=SERVICE))
+    decision = ENERGY.decide_at(req(1, cpu=300, mem=10), store, now=10.0)  # type: ignore[arg-type]
+    assert (decision.kills, decision.suspends) == (("svc3",), ())
+
+
+def test_a_paused_task_is_taken_again_only_for_its_memory() -> None:
+    """A paused job books no CPU: a request short of CPU only passes it over (killing it
+    would free nothing it lacks); one short of memory kills it (DESIGN 3.14)."""
+    paused = suspend(job_task("paused", 4, started_at=0.0, cpu=300, mem=600), 5.0)
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=900), paused,
+                   job_task("busy", 4, started_at=0.0, cpu=300, mem=10, util=0.9))
+    cpu_only = EnergyPolicy(suspend=False).decide_at(req(2, cpu=400, mem=10), store,  # type: ignore[arg-type]
+                                                     now=10.0)
+    assert cpu_only.kills == ("busy",)
+    memory_too = EnergyPolicy(suspend=False).decide_at(req(2, cpu=10, mem=900), store,  # type: ignore[arg-type]
+                                                       now=10.0)
+    assert memory_too.kills == ("paused",)

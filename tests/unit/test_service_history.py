@@ -138,3 +138,19 @@ def test_offloaded_on_arrival_runs_at_its_peer_like_a_placement_here() -> None:
     refused = service_level([ev(K.SUBMITTED, 0), ev(K.NOT_OFFLOADED, 0), ev(K.REJECTED, 0)],
                             now=10, objective=1.0, alpha_s=1.2, is_job=False)
     assert refused is not None and refused.availability == 0.0
+
+
+def test_a_pause_is_p_and_a_checkpointed_job_keeps_its_checkpoints() -> None:
+    """A job placed at 0 (alpha 0), paused 100-160 (suspended, resumed: DESIGN 3.14), killed
+    at 260 (it ran 200 s since its start), placed again at 300, ended at 400. With a checkpoint
+    every 60 s of its run it kept 180 s and lost 20: e = 180 + 100, p = 60 + 20 + 40; without,
+    it lost all 200: e = 100, p = 60 + 200 + 40."""
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.SUSPENDED, 100),
+               ev(K.RESUMED, 160), ev(K.KILLED, 260), ev(K.PLACED, 300, "b"), ev(K.ENDED, 400)]
+    kept = service_level(history, now=400, objective=0.5, alpha_s=0.0, is_job=True,
+                         checkpoint_interval_s=60.0)
+    assert kept is not None
+    assert (kept.executed_s, kept.pending_s, kept.lost_s) == (280.0, 120.0, 20.0)
+    lost = service_level(history, now=400, objective=0.5, alpha_s=0.0, is_job=True)
+    assert lost is not None
+    assert (lost.executed_s, lost.pending_s, lost.lost_s) == (100.0, 300.0, 200.0)

@@ -7,6 +7,7 @@ import gc
 import math
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from domain.energy import JOULES_PER_KWH, PowerModel, energy_kwh_constant
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
+from measure.service_levels import RequestStatus
 from scheduler.admission import AdmissionMode
 from scheduler.policies.energy import EnergyOptions
 from sim import engine
@@ -161,6 +163,57 @@ def test_an_uncontended_job_takes_its_makespan_and_a_killed_one_restarts() -> No
     assert result.result.makespan_s["dl"].mean == pytest.approx(100.0)
     assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(150.0)
     assert metrics.reschedules_placed == 1
+
+
+def test_a_checkpointed_job_killed_resumes_from_its_last_checkpoint() -> None:
+    """'low' (class 4, 150 s of work, a checkpoint every 60 s of its run) runs 0-100 s and is
+    killed at 100 for 'high' (class 1; their memory does not fit together: a kill, not a
+    pause): its checkpoint at 60 s kept 60 s of work, the 40 s since are lost. Placed again
+    when 'high' ends at 200, it has 90 s left and ends at 290. e = 60 + 90, p = 40 + 100."""
+    jobs = (replace(request(0, "low", "ffmpeg", 2048, 2 * GIB, 150.0, cls=4),
+                    checkpoint_interval_s=60.0),
+            request(100, "high", "dl", 2048, 3 * GIB, 100.0, cls=1))
+    result = simulation(header(("h1", 2048, 4 * GIB)), jobs, KILL_PROFILES, policy="energy",
+                        end_s=1000.0, allocation_s=0.0).run()
+    m = result.result.metrics
+    assert (m.kills, m.suspensions, m.checkpoint_restarts, m.jobs_finished) == (1, 0, 1, 2)
+    assert result.result.by_class["4"]["checkpoint_restarts"] == 1
+    assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(90.0)  # its second run
+    assert m.work_lost_cpu_s == pytest.approx(40 * 2.0)
+    [low] = [lv for lv in result.result.request_levels if lv.id == "low"]
+    assert low.availability == pytest.approx(150 / 290)
+
+
+# a service busy enough for its host to leave LEE (the kill pass leaves LEE hosts alone)
+BUSY_SERVICE = profiles(redis=[(0.0, 0.6, 0.1)], dl=[(0.0, 0.6, 0.1)])
+
+
+def test_a_service_taken_off_its_host_runs_what_is_left_of_its_makespan() -> None:
+    """'svc' (class 4, 300 s) runs 0-100 s, is killed for 'high' (class 1, 100-200 s; memory
+    short), waits, and runs its 200 s left from 200: stopped at 400 (before, each new start
+    got a whole makespan again: 500). e = 300, p = 100."""
+    jobs = (request(0, "svc", "redis", 2048, 2 * GIB, 300.0, cls=4),
+            request(100, "high", "dl", 2048, 3 * GIB, 100.0, cls=1))
+    result = simulation(header(("h1", 2048, 4 * GIB)), jobs, BUSY_SERVICE, policy="energy",
+                        end_s=1000.0, allocation_s=0.0).run()
+    assert result.result.metrics.kills == 1
+    [svc] = [lv for lv in result.result.request_levels if lv.id == "svc"]
+    assert svc.status is RequestStatus.STOPPED
+    assert svc.availability == pytest.approx(300 / 400)
+    assert result.stats.running_at_end == 0
+
+
+def test_a_paused_class_4_service_keeps_its_clock_stopped_while_paused() -> None:
+    """'svc' (class 4, 300 s, memory that fits beside 'high'): paused at 100 s for 'high'
+    (100-200), resumed at 200, stopped at 400: its pause did not count to its client."""
+    jobs = (request(0, "svc", "redis", 2048, GIB, 300.0, cls=4),
+            request(100, "high", "dl", 2048, GIB, 100.0, cls=1))
+    result = simulation(header(("h1", 2048, 4 * GIB)), jobs, BUSY_SERVICE, policy="energy",
+                        end_s=1000.0, allocation_s=0.0).run()
+    m = result.result.metrics
+    assert (m.kills, m.suspensions, m.resumes) == (0, 1, 1)
+    [svc] = [lv for lv in result.result.request_levels if lv.id == "svc"]
+    assert (svc.status, svc.availability) == (RequestStatus.STOPPED, pytest.approx(0.75))
 
 
 def test_a_victim_still_queued_when_the_run_ends_is_reported_as_waiting() -> None:

@@ -136,3 +136,41 @@ def test_the_slo_table_defaults_and_overrides() -> None:
         with pytest.raises(ValidationError) as error:
             SloTable.parse(bad)
         assert error.value.field == "slo"
+
+
+@pytest.mark.parametrize(("case", "checkpoint_s", "work_lost", "e", "p", "lost", "restarts"), [
+    # ran 0-250 s, killed at 250, waits 50 s, ends at 300
+    ("a job from scratch: its run moves to p", 0.0, True, 0.0, 300.0, 250.0, 0),
+    ("checkpoints every 100 s: 200 kept, 50 lost", 100.0, True, 200.0, 100.0, 50.0, 1),
+    ("a checkpoint interval longer than the run keeps nothing", 300.0, True, 0.0, 300.0,
+     250.0, 0),
+    ("a service keeps what it served", 0.0, False, 250.0, 50.0, 0.0, 0),
+])
+def test_a_kill_costs_the_run_since_the_last_start_or_checkpoint(
+    case: str, checkpoint_s: float, work_lost: bool, e: float, p: float, lost: float,
+    restarts: int,
+) -> None:
+    clock = ServiceClock(admitted_s=0.0, checkpoint_interval_s=checkpoint_s)
+    clock.placed(0.0, on_arrival=True, starts_after_s=0.0)
+    clock.stopped(250.0, work_lost=work_lost)
+    clock.ended(300.0)
+    level = clock.at(300.0, objective=0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (e, p, lost), case
+    assert clock.checkpoint_restarts == restarts, case
+
+
+def test_a_paused_request_accrues_p_and_loses_nothing_and_a_later_kill_only_its_runs() -> None:
+    """Runs 0-100, paused 100-160 (p), runs 160-200: e = 140, p = 60, nothing lost. Killed at
+    200 it loses its 140 s of running since its start (the pause is p already)."""
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(0.0, on_arrival=True, starts_after_s=0.0)
+    clock.suspended(100.0)
+    assert clock.at(130.0, 0.5).pending_s == 30.0
+    clock.resumed(160.0)
+    level = clock.at(200.0, 0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (140.0, 60.0, 0.0)
+    assert (clock.suspensions, clock.preemptions) == (1, 0)
+    clock.stopped(200.0)
+    level = clock.at(200.0, 0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (0.0, 200.0, 140.0)
+    assert clock.preemptions == 1
