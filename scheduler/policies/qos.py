@@ -211,9 +211,9 @@ class QosPolicy:
         remaining = list(tasks)
         chosen: list[Task] = []
         cpu_alloc, memory_alloc = host.cpu_allocated, host.memory_allocated
+        new_class = min([rc, *(t.cls for t in remaining)])
         for task in [None, *order]:
             if task is not None:
-                new_class = min([rc, *(t.cls for t in remaining)])
                 cpu_short = cpu_alloc + cpu > host.cpu_limits[new_class - 1]
                 mem_short = memory_alloc + memory > host.memory_limits[new_class - 1]
                 if not helps(task, cpu_short, mem_short):
@@ -226,7 +226,7 @@ class QosPolicy:
                 remaining.remove(task)
                 cpu_alloc -= task.cpu_shares
                 memory_alloc -= task.memory
-            new_class = min([rc, *(t.cls for t in remaining)])
+                new_class = min([rc, *(t.cls for t in remaining)])
             if (cpu_alloc + cpu <= host.cpu_limits[new_class - 1]
                     and memory_alloc + memory <= host.memory_limits[new_class - 1]):
                 # (with nothing chosen: a host the simple and cut passes do not walk, an EED
