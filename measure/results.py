@@ -216,6 +216,13 @@ class PolicyMetrics:
     preemptions_max: int | None = None
     work_lost_cpu_s: float | None = None  # killed jobs' runs x their requested cores
     work_lost_share: float | None = None  # of the CPU-seconds delivered (run time x cores)
+    # overload (DESIGN 3.13, 3.14): new requests refused at admission (SLO misses, and failed
+    # allocations), tasks paused instead of killed and resumed, and kills of checkpointable
+    # jobs that resumed from a checkpoint; None in results written before them
+    refused_at_admission: int | None = None
+    suspensions: int | None = None
+    resumes: int | None = None
+    checkpoint_restarts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -109,6 +109,10 @@ def _work_lost(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) ->
     return f"{num(0)(m.work_lost_cpu_s)} ({pct(m.work_lost_share)})"
 
 
+def _overload(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return " / ".join(num(0)(v) for v in (m.suspensions, m.resumes, m.checkpoint_restarts))
+
+
 def fulfilment_by_class(result: PolicyResult) -> str:
     """Per class, the share of its requests that met their SLO: "1: 100% 2: 97.3% ..."."""
     service = result.service_levels
@@ -123,6 +127,8 @@ _ROWS: tuple[tuple[str, _Cell], ...] = (
     ("preemptions per request mean / max", _preemptions),
     ("work lost to kills, CPU-s (of delivered)", _work_lost),
     ("cuts given back", _value(lambda m, s: m.restores, num(0))),
+    ("refused at admission (DESIGN 3.13)", _value(lambda m, s: m.refused_at_admission, num(0))),
+    ("suspended / resumed / checkpointed restarts (3.14)", _overload),
     ("requests", _value(lambda m, s: m.requests, num(0))),
     ("success rate", _success_rate),
     ("queued, still waiting at the end", _queued),
