@@ -17,6 +17,7 @@ from domain.settings import load_settings, secret_setting, shared_token
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.peers import OffloadMode, Peer, parse_peers
 from scheduler import registry
+from scheduler.admission import AdmissionMode
 from scheduler.plugin import (
     ClusterOptions,
     PlacedBy,
@@ -100,6 +101,9 @@ class ManagerSettings:
     offload: OffloadMode = OffloadMode.OFF
     peer_refresh_s: float = 10.0
     peer_timeout_s: float = 2.0
+    # Admission control (DESIGN 3.13) of the requests that would wait in the queue: slo (every
+    # request of qos, those that ask to queue otherwise) or none.
+    admission: AdmissionMode = AdmissionMode.SLO
 
     @property
     def classes(self) -> ClassTable:
@@ -169,6 +173,7 @@ class ManagerSettings:
         cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
         options = load_settings(plugin.options, env, ENV_PREFIX)
         options = replace(options, **_pairs(settings.policy_options, plugin))
+        options = _no_pause_yet(options, env, settings.policy_options)
         settings = replace(settings, cluster=cluster, options=options)
         settings.validate()
         return settings
@@ -208,6 +213,18 @@ class ManagerSettings:
             if self.plugin.placed_by is PlacedBy.SWARM:
                 raise ValidationError(f"{ENV_PREFIX}OFFLOAD", "needs a policy that decides "
                                       "(not 'swarm')")
+
+
+def _no_pause_yet(options: Any, env: Mapping[str, str], pairs: str) -> Any:
+    """A policy that would pause its victims (DESIGN 3.14) kills them here unless
+    GREENSWARM_SUSPEND (or ``suspend=`` in GREENSWARM_POLICY_OPTIONS) says otherwise: the
+    agent cannot pause a container yet (its docker pause and unpause are issue 30's live
+    half), and a pause booked but not carried out would leave the books wrong."""
+    if not hasattr(options, "suspend") or f"{ENV_PREFIX}SUSPEND" in env:
+        return options
+    if any(part.strip().lower().startswith("suspend=") for part in pairs.split(",")):
+        return options
+    return replace(options, suspend=False)
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:

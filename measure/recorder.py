@@ -105,6 +105,15 @@ Calls (all times in seconds, all sizes in shares and bytes)::
     rec.on_boot_wait(t, request_id, waited_s)
         A request held for a booting host (it was queued: ``on_queued``) is released after
         ``waited_s``; counted with its wait.
+    rec.on_admission_refused(t, request_id)
+        A submitted request was refused at admission (DESIGN 3.13): a failed allocation, an
+        SLO miss (availability 0), counted apart per class (``refused_at_admission``).
+
+    rec.on_suspended(t, task_id) / rec.on_resumed(t, task_id)
+        A running task was paused on its host instead of killed, and runs again there (DESIGN
+        3.14): its pause is p, it loses nothing; counted per class. A checkpointable job
+        (``on_submit(..., checkpoint_interval_s=...)``) that is killed loses only its run since
+        its last checkpoint; such kills are counted (``checkpoint_restarts``).
 
     rec.finish(t_end) -> PolicyResult
         Closes every host at ``t_end`` and computes everything. The recorder must not be used
@@ -260,6 +269,7 @@ class MetricsRecorder:
         expected_makespan_s: float | None = None,
         probe: bool = False,
         cpu_shares: int | None = None,
+        checkpoint_interval_s: float = 0.0,
     ) -> None:
         self._check_open()
         t = check_t(t)
@@ -272,6 +282,9 @@ class MetricsRecorder:
             task.cores = check_nonneg(cpu_shares, "cpu_shares") / SHARES_PER_CORE
         self._levels.tick(t)
         self._levels.admit(task, t)
+        if checkpoint_interval_s > 0 and task.clock is not None:
+            task.clock.checkpoint_interval_s = check_nonneg(checkpoint_interval_s,
+                                                            "checkpoint_interval_s")
         self._tasks[request_id] = task
         if probe:
             self._tallies.probes += 1
@@ -289,6 +302,7 @@ class MetricsRecorder:
             expected_makespan_s=request.makespan_s,
             probe=probe,
             cpu_shares=request.cpu_shares,
+            checkpoint_interval_s=request.checkpoint_interval_s,
         )
 
     def _apply_cuts_and_kills(
@@ -314,7 +328,7 @@ class MetricsRecorder:
                 self._tasks[victim_id] = task
             else:
                 self._tallies.by_class[task.request_class]["killed"] += 1
-                self._levels.stopped(task, t)
+                self._stopped(task, t)
             task.running = False
             task.awaiting = True
             self._remember_end(victim_id, EndStatus.KILLED)
@@ -548,7 +562,7 @@ class MetricsRecorder:
             self._tallies.victims.add(task_id)
             self._tallies.by_class[task.request_class]["killed"] += 1
             task.awaiting = True
-            self._levels.stopped(task, t)
+            self._stopped(task, t)
             return
         del self._tasks[task_id]
         self._levels.over(task_id, task, t, _END_STATUS[status])
@@ -593,6 +607,59 @@ class MetricsRecorder:
             self._tallies.ignored += 1
             return
         self._count_oom(host_id)
+
+    def _stopped(self, task: TaskRecord, t: float) -> None:
+        """Taken off its host: a checkpointed restart is counted (per class too)."""
+        if self._levels.stopped(task, t) and not task.probe:
+            self._tallies.checkpoint_restarts += 1
+            self._tallies.by_class[task.request_class]["checkpoint_restarts"] += 1
+
+    def on_admission_refused(self, t: float, request_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.pop(request_id, None)
+        if task is None or task.placed:
+            if task is not None:
+                self._tasks[request_id] = task
+            raise ValidationError("request_id", f"{request_id!r} is not a new request")
+        if task.probe:
+            return
+        tallies = self._tallies
+        tallies.submitted += 1
+        tallies.failed += 1
+        tallies.refused_admission += 1
+        counts = tallies.by_class[task.request_class]
+        counts["requests"] += 1
+        counts["failed"] += 1
+        counts["refused_at_admission"] += 1
+        self._levels.over(request_id, task, t, RequestStatus.REFUSED_AT_ADMISSION)
+
+    def on_suspended(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._tallies.ignored += 1
+            return
+        task.clock.suspended(t)
+        if not task.probe:
+            self._tallies.suspensions += 1
+            self._tallies.by_class[task.request_class]["suspended"] += 1
+
+    def on_resumed(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._tallies.ignored += 1
+            return
+        task.clock.resumed(t)
+        if not task.probe:
+            self._tallies.resumes += 1
+            self._tallies.by_class[task.request_class]["resumed"] += 1
 
     def on_restore(self, t: float, task_id: str, cpu_shares: int, memory: int) -> None:
         self._check_open()

@@ -228,6 +228,13 @@ class PolicyMetrics:
     moves: int | None = None
     boot_waits: int | None = None
     boot_wait_s: float | None = None
+    # overload (DESIGN 3.13, 3.14): new requests refused at admission (SLO misses, and failed
+    # allocations), tasks paused instead of killed and resumed, and kills of checkpointable
+    # jobs that resumed from a checkpoint; None in results written before them
+    refused_at_admission: int | None = None
+    suspensions: int | None = None
+    resumes: int | None = None
+    checkpoint_restarts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

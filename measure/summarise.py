@@ -44,6 +44,7 @@ class Tallies:
         "boot_wait_s",
         "boot_waits",
         "by_class",
+        "checkpoint_restarts",
         "cut_cpu",
         "cut_memory",
         "cuts",
@@ -60,14 +61,17 @@ class Tallies:
         "passes",
         "probes",
         "queued",
+        "refused_admission",
         "reschedule_attempts",
         "reschedules_placed",
         "responses",
         "restores",
+        "resumes",
         "services_stopped",
         "slowdowns",
         "submitted",
         "successful",
+        "suspensions",
         "switch_off",
         "switch_on",
         "tasks_failed",
@@ -82,9 +86,16 @@ class Tallies:
         self.failed = 0
         self.queued = 0
         self.by_class: dict[int, dict[str, int]] = {
-            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0}
+            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0,
+                "refused_at_admission": 0, "suspended": 0, "resumed": 0,
+                "checkpoint_restarts": 0}
             for c in range(MIN_CLASS, MAX_CLASS + 1)
         }
+        # overload (DESIGN 3.13, 3.14): refused at the door, paused, resumed, checkpointed
+        self.refused_admission = 0
+        self.suspensions = 0
+        self.resumes = 0
+        self.checkpoint_restarts = 0
         self.passes: dict[str, int] = {}  # placements per pass name
         # cuts, kills and reschedules
         self.cuts = 0
@@ -241,6 +252,7 @@ def summarise(
         **_energy(energy, run.duration_s, tallies.successful, service.met),
         **_service(service),
         **_power(tallies, energy, run.duration_s),
+        **_overload(tallies),
     )
     return PolicyResult(
         policy=run.policy,
@@ -367,6 +379,16 @@ def _service(service: ServiceSummary) -> dict[str, Any]:
         "preemptions_max": service.preemptions_max,
         "work_lost_cpu_s": service.work_lost_cpu_s,
         "work_lost_share": service.work_lost_share,
+    }
+
+
+def _overload(tallies: Tallies) -> dict[str, Any]:
+    """Refused at admission, suspensions and checkpointed restarts (DESIGN 3.13, 3.14)."""
+    return {
+        "refused_at_admission": tallies.refused_admission,
+        "suspensions": tallies.suspensions,
+        "resumes": tallies.resumes,
+        "checkpoint_restarts": tallies.checkpoint_restarts,
     }
 
 

@@ -200,10 +200,26 @@ def service_section(results: Sequence[PolicyResult]) -> list[str]:
         ["work lost to kills (CPU-s)", *(_f(0)(m.work_lost_cpu_s) for m in metrics)],
         ["work lost / CPU-s delivered", *(pct(m.work_lost_share) for m in metrics)],
         ["cuts given back", *(_int(m.restores) for m in metrics)],
+        # overload (DESIGN 3.13, 3.14): refusals at the door are SLO misses, counted apart
+        ["refused at admission (SLO misses)", *(_int(m.refused_at_admission) for m in metrics)],
+        ["suspended / resumed / checkpointed restarts",
+         *(" / ".join(_int(v) for v in (m.suspensions, m.resumes, m.checkpoint_restarts))
+           for m in metrics)],
     ]
+    for c in CLASSES:
+        rows.append([f"class {c}: refused at admission / suspended / resumed / checkpointed "
+                     "restarts", *(_overload_cell(r, c) for r in results)])
     parts.append(_table(["", *names], rows))
     parts.append("")
     return parts
+
+
+def _overload_cell(result: PolicyResult, cls: int) -> str:
+    counts = result.by_class.get(str(cls), {})
+    keys = ("refused_at_admission", "suspended", "resumed", "checkpoint_restarts")
+    if not any(key in counts for key in keys):
+        return NA  # a result recorded before them
+    return " / ".join(_int(counts.get(key, 0)) for key in keys)
 
 
 def _stats_cell(stats: Stats | None,

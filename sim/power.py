@@ -91,7 +91,8 @@ class SimPower:
         self.consolidator = (Consolidator(settings, scheduler.slo, scheduler.alpha_s, phi_s)
                              if consolidate and policy in CONSOLIDATING else None)
         self.idle_since: dict[str, float | None] = dict.fromkeys(host_ids, 0.0)
-        self.held_new: dict[str, Request] = {}  # held outside the scheduler's queue
+        # held outside the scheduler's queue, with how long each is expected to run
+        self.held_new: dict[str, tuple[Request, float | None]] = {}
         self.held_at: dict[str, float] = {}  # every held request: since when
         self.events: list[PowerSwitched | Moved] = []
         self._record_state = record_state
@@ -126,24 +127,29 @@ class SimPower:
 
     # -- new requests -----------------------------------------------------------------------
 
-    def submit(self, world: PowerWorld, request: Request, t: float,
-               queue: bool | None) -> Outcome | None:
+    def submit(self, world: PowerWorld, request: Request, t: float, queue: bool | None,
+               expected_s: float | None = None) -> Outcome | None:
         """Submit a new request, or hold it for a host not on (None: held; it is queued for
-        the recorder)."""
+        the recorder). A request admission control would refuse (DESIGN 3.13) is not held:
+        it is submitted, and refused at the door."""
         self.recent.record(t, request.cpu_shares, request.memory)
         scheduler = self.cluster.scheduler
         if len(self.book.closed()) == 0:  # every host on: nothing to wait for
-            return scheduler.submit(request, t, queue=queue)
+            return scheduler.submit(request, t, queue=queue, expected_s=expected_s)
         preview = scheduler.preview(request, t)
         decision = preview.decision
-        if decision.placed and not decision.kills:
-            return scheduler.submit(request, t, queue=queue, preview=preview)
-        hold = self.manager.hold(request, self.hosts(), t, exclude=self.excluded(request))
+        if decision.placed and not decision.kills and not decision.suspends:
+            return scheduler.submit(request, t, queue=queue, preview=preview,
+                                    expected_s=expected_s)
+        hold = None
+        if scheduler.admission_refusal(request, queue=True) is None:
+            hold = self.manager.hold(request, self.hosts(), t, exclude=self.excluded(request))
         if hold is None:
-            return scheduler.submit(request, t, queue=queue, preview=preview)
+            return scheduler.submit(request, t, queue=queue, preview=preview,
+                                    expected_s=expected_s)
         if hold.decision is not None:
             self._apply(world, [hold.decision], t)
-        self.held_new[request.id] = request
+        self.held_new[request.id] = (request, expected_s)
         self.held_at[request.id] = t
         self._queued(t, request.id)
         return None
@@ -184,22 +190,22 @@ class SimPower:
 
     def _place_held(self, world: PowerWorld, t: float) -> None:
         scheduler = self.cluster.scheduler
-        for request_id, request in list(self.held_new.items()):
+        for request_id, (request, _) in list(self.held_new.items()):
             preview = scheduler.preview(request, t)
             decision = preview.decision
-            if decision.placed and not decision.kills:
+            if decision.placed and not decision.kills and not decision.suspends:
                 self.manager.forget(request_id)
                 self._submit_held(world, request, t, preview)
 
     def _release(self, world: PowerWorld, request_ids: list[str], t: float) -> None:
         retry = False
         for request_id in request_ids:
-            request = self.held_new.get(request_id)
-            if request is None:
+            held = self.held_new.get(request_id)
+            if held is None:
                 retry = True  # it waits in the scheduler's queue
                 self._boot_waited(request_id, t)
                 continue
-            self._submit_held(world, request, t)
+            self._submit_held(world, held[0], t)
         if retry:
             cluster = self.cluster
             world.follow_outcome(cluster, cluster.scheduler.retry_pending(t), t)
@@ -207,10 +213,11 @@ class SimPower:
     def _submit_held(self, world: PowerWorld, request: Request, t: float,
                      preview: Preview | None = None) -> None:
         """Submit a held request, asking to queue (held, it was waiting already)."""
-        del self.held_new[request.id]
+        _, expected_s = self.held_new.pop(request.id)
         self._boot_waited(request.id, t)
         cluster = self.cluster
-        outcome = cluster.scheduler.submit(request, t, queue=True, preview=preview)
+        outcome = cluster.scheduler.submit(request, t, queue=True, preview=preview,
+                                           expected_s=expected_s)
         world.follow_outcome(cluster, outcome, t, request.id)
 
     def _boot_waited(self, request_id: str, t: float) -> None:

@@ -116,6 +116,8 @@ def _power(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str
 
 def _moves(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
     return f"{num(0)(m.moves)} / {num(0)(m.boot_waits)} ({num(0)(m.boot_wait_s)})"
+def _overload(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return " / ".join(num(0)(v) for v in (m.suspensions, m.resumes, m.checkpoint_restarts))
 
 
 def fulfilment_by_class(result: PolicyResult) -> str:
@@ -132,6 +134,8 @@ _ROWS: tuple[tuple[str, _Cell], ...] = (
     ("preemptions per request mean / max", _preemptions),
     ("work lost to kills, CPU-s (of delivered)", _work_lost),
     ("cuts given back", _value(lambda m, s: m.restores, num(0))),
+    ("refused at admission (DESIGN 3.13)", _value(lambda m, s: m.refused_at_admission, num(0))),
+    ("suspended / resumed / checkpointed restarts (3.14)", _overload),
     ("requests", _value(lambda m, s: m.requests, num(0))),
     ("success rate", _success_rate),
     ("queued, still waiting at the end", _queued),
