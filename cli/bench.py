@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 
 from cli.argtypes import non_negative_float, positive_float, positive_int
+from cli.load_options import add_load_arguments
 from cli.options import add_hosts_argument
 from cli.profile import add_profile
 from cli.replay import add_replay
@@ -72,10 +73,12 @@ def _add_generate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="thesis only: requests per second while sending (default: 2/s scaled with the "
         "cluster: 2 x hosts / 5 for thesis-sized hosts)",
     )
+    add_load_arguments(parser)
     parser.set_defaults(handler=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from cli.load_options import refuse_load_arguments, thesis_config
     from domain.errors import ValidationError
     from workloads.cluster import THESIS_HOSTS_SPEC, parse_hosts_spec
     from workloads.qos_validation import (
@@ -85,13 +88,14 @@ def _generate(args: argparse.Namespace) -> int:
         iter_qos_validation_requests,
         qos_validation_header,
     )
-    from workloads.thesis import ThesisWorkloadConfig, iter_thesis_requests, thesis_header
+    from workloads.thesis import iter_thesis_requests, thesis_header
     from workloads.trace_file import write_requests
 
     if args.workload != THESIS_WORKLOAD:
         if args.arrival_rate is not None:
             raise ValidationError("arrival-rate", "the validation tests submit one request per "
                                   "second")
+        refuse_load_arguments(args, "the validation tests submit one request per second")
         test = QosValidationConfig(QosValidationTest(args.workload),
                                    hosts=parse_hosts_spec(args.hosts or QOS_VALIDATION_HOSTS_SPEC),
                                    duration_s=args.duration_s)
@@ -100,11 +104,8 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"wrote {count} requests to {args.out} ({len(test.hosts)} hosts, "
               f"{test.duration_s:g} s, {args.workload}, seed {args.seed})")
         return 0
-    config = ThesisWorkloadConfig(
-        hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
-        duration_s=args.duration_s,
-        arrival_rate_per_s=args.arrival_rate,
-    )
+    config = thesis_config(args, parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
+                           args.duration_s, args.arrival_rate)
     header = thesis_header(config, args.seed)
     # The generator numbers its ids: no need to remember millions of them.
     count = write_requests(

@@ -40,6 +40,7 @@ from workloads.outfiles import out_directory
 from workloads.qos_validation import QOS_VALIDATION_HOSTS_SPEC, QosValidationTest
 
 if TYPE_CHECKING:
+    from domain.power import PowerSettings
     from measure.report import ReportFiles
     from sim.config import ClusterSetup, SimConfig, SimResult
     from sim.profiles import Profiles
@@ -115,12 +116,15 @@ def _new_requests(args: argparse.Namespace) -> str:
     """What becomes of a new request no pass places, for a report's settings line."""
     from scheduler import registry
 
+    door = ("; admission control (DESIGN 3.13) of those that would wait: "
+            f"{args.admission.value}")
     if args.queue_new:
-        return "wait in the queue"
+        return "wait in the queue" + door
     admitting = [p for p in args.policies if registry.plugin(p).admits_to_queue]
     if not admitting:
         return "are refused"
-    return f"are refused ({', '.join(admitting)}: wait in the queue, as the policy admits)"
+    return (f"are refused ({', '.join(admitting)}: wait in the queue, as the policy admits)"
+            + door)
 
 
 def default_jobs() -> int:
@@ -133,6 +137,7 @@ def default_jobs() -> int:
 
 def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from cli import policy_options
+    from cli.load_options import add_admission_argument, add_load_arguments
     from cli.options import add_power_table_argument, add_service_level_arguments
 
     parser = actions.add_parser(
@@ -146,6 +151,8 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         help="usage profiles (default: sim/profiles.json as shipped)")
     add_service_level_arguments(parser)
     policy_options.add_policy_options(parser)
+    add_load_arguments(parser)
+    add_admission_argument(parser)
     parser.add_argument("--queue-new", action="store_true",
                         help="new requests ask to queue (DESIGN 3.7): one that no pass places "
                         "waits in the pending queue instead of being refused, and counts as "
@@ -153,6 +160,7 @@ def add_simulate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "waiting at the end are undecided (not in the success rate: see "
                         "'queued, still waiting at the end')")
     _add_simulate_clusters(parser)
+    _add_simulate_power(parser)
     parser.add_argument("--no-probes", action="store_true",
                         help="do not add the probe jobs of known length every 5 minutes")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -231,6 +239,32 @@ def _add_simulate_clusters(parser: argparse.ArgumentParser) -> None:
                         "killing (default: unplaced)")
 
 
+def _add_simulate_power(parser: argparse.ArgumentParser) -> None:
+    """The power manager (DESIGN 3.15, sim/power.py)."""
+    parser.add_argument("--power-manager", choices=("on", "off"), default=None,
+                        help="on: hosts are switched off when idle and on when needed, every "
+                        "policy alike (energy as drawn in energy_kwh, all hosts on in "
+                        "energy_kwh_all_on); its knobs from GREENSWARM_POWER_IDLE_S, _BOOT_S, "
+                        "_SHUTDOWN_S, _MIN_ON, ... (default: $GREENSWARM_POWER, else off: "
+                        "every host on)")
+    parser.add_argument("--consolidate", choices=("on", "off"), default=None,
+                        help="with the power manager, energy and qos empty the least-allocated "
+                        "host of its services every 60 s, make-before-break (default: "
+                        "$GREENSWARM_POWER_CONSOLIDATE, else on)")
+
+
+def _power_settings(args: argparse.Namespace) -> PowerSettings:
+    """The power manager's settings: the environment's, and the command line's over them."""
+    from domain.power import power_settings_from_env
+
+    overrides: dict[str, object] = {}
+    if args.power_manager is not None:
+        overrides["enabled"] = args.power_manager == "on"
+    if args.consolidate is not None:
+        overrides["consolidate"] = args.consolidate == "on"
+    return power_settings_from_env(os.environ, overrides)
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from sim.profiles import load_shipped_profiles, read_profiles
     from workloads.cluster import parse_hosts_spec
@@ -239,6 +273,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise ValidationError("seed", f"--workload {args.workload} needs --seed N or --seeds LIST")
     if args.hosts is not None:
         parse_hosts_spec(args.hosts)  # a bad SPEC is refused before anything is written
+    if args.workload != THESIS_WORKLOAD:
+        from cli.load_options import refuse_load_arguments
+
+        refuse_load_arguments(args, "a trace file and the validation tests keep their own")
     if args.clusters is None and (args.federation != "none" or args.offload_when != "unplaced"):
         raise ValidationError("federation", "--federation and --offload-when need --clusters")
     profiles = read_profiles(args.profiles) if args.profiles else load_shipped_profiles()
@@ -301,16 +339,16 @@ def _simulate_seed(
 def _trace_input(args: argparse.Namespace, seed: int | None) -> tuple[TraceInput, int, str]:
     """The trace of --workload or --trace, its seed (``seed``, or the trace's own, or 0), and
     what to say of its hosts when --hosts replaced them."""
+    from cli.load_options import thesis_config
     from sim.runner import TraceInput, qos_validation_input, thesis_input
     from workloads.cluster import format_hosts_spec, parse_hosts_spec
     from workloads.qos_validation import QosValidationConfig
-    from workloads.thesis import ThesisWorkloadConfig
     from workloads.trace_file import open_trace
 
     if args.workload == THESIS_WORKLOAD:
         assert seed is not None  # run_simulate checked
-        config = ThesisWorkloadConfig(hosts=parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
-                                      duration_s=args.duration_s or 3600.0)
+        config = thesis_config(args, parse_hosts_spec(args.hosts or THESIS_HOSTS_SPEC),
+                               args.duration_s or 3600.0)
         return thesis_input(seed, config), seed, ""
     if args.workload is not None:
         assert seed is not None
@@ -358,9 +396,11 @@ def _sim_config(args: argparse.Namespace, seed: int, arrivals_s: float, hosts: i
         bounds=cluster.bounds(),
         freshness=cluster.freshness(),
         queue_new=True if args.queue_new else None,  # None: as each policy admits
+        admission=args.admission,
         slo=slo_table(args),
         allocation_s=args.allocation_s,
         clusters=setup,
+        power=_power_settings(args),
     )
 
 

@@ -18,9 +18,10 @@ def cut_target(task: Task, new_class: int, classes: ClassTable) -> tuple[Fractio
     """What task ``task`` becomes if its host class becomes ``new_class`` (DESIGN 3.5 step 3).
 
     Returns (total cut, new CPU shares, new memory), or None when the task may lose nothing more
-    (its allowance t(tk) - t(nc) - cut_received is <= 0) or rounding leaves it unchanged.
+    (its allowance t(tk) - t(nc) - cut_received is <= 0) or rounding leaves it unchanged, or
+    when it is suspended (paused: DESIGN 3.14; it books no CPU and is not cut).
     """
-    if task.cls <= new_class:
+    if task.cls <= new_class or task.suspended_cpu_shares > 0:
         return None
     sizes = _cut_sizes(task, new_class, classes)
     if sizes is None:
@@ -57,6 +58,8 @@ def contribution(task: Task, classes: ClassTable) -> tuple[int, ...]:
     if cls == 4 and task.type == "service":
         values[SVC4_CPU] = cpu_shares
         values[SVC4_MEM] = memory
+    if task.suspended_cpu_shares > 0:  # paused: never cut (DESIGN 3.14)
+        return tuple(values)
     for new_class in range(1, min(cls, 4)):  # only a stricter host class (1-3) cuts it
         sizes = _cut_sizes(task, new_class, classes)
         if sizes is not None:

@@ -55,7 +55,7 @@ class Decision:
     memory: int = 0
     cut_received: Fraction = Fraction(0)
     cuts: tuple[TaskCut, ...] = ()
-    kills: tuple[str, ...] = ()
+    kills: tuple[str, ...] = ()  # victims killed: taken off the host (DESIGN 3.6, 3.11)
     new_class: int | None = None  # the host's class once the decision is applied
     reason: str = ""  # for people: nothing parses it
     explain: tuple[str, ...] = field(default=(), compare=False)
@@ -63,6 +63,9 @@ class Decision:
     # How long the policy took to decide, in milliseconds (set by the scheduler); None for a
     # retry that was not decided because no host changed since its last try could take it.
     decision_ms: float | None = field(default=None, compare=False)
+    # Victims paused on the host instead of killed (DESIGN 3.14: only CPU was missing there):
+    # they keep their memory and place, book no CPU, and resume there (none is in ``kills``).
+    suspends: tuple[str, ...] = ()
 
     # By hand (init=False), as TaskCut's.
     def __init__(
@@ -71,6 +74,7 @@ class Decision:
         cut_received: Fraction = Fraction(0), cuts: tuple[TaskCut, ...] = (),
         kills: tuple[str, ...] = (), new_class: int | None = None, reason: str = "",
         explain: tuple[str, ...] = (), policy: str = "", decision_ms: float | None = None,
+        suspends: tuple[str, ...] = (),
     ) -> None:
         object.__setattr__(self, "request", request)
         object.__setattr__(self, "placed", placed)
@@ -86,6 +90,12 @@ class Decision:
         object.__setattr__(self, "explain", explain)
         object.__setattr__(self, "policy", policy)
         object.__setattr__(self, "decision_ms", decision_ms)
+        object.__setattr__(self, "suspends", suspends)
+
+    @property
+    def victims(self) -> tuple[str, ...]:
+        """Every task that gives way whole: the killed, then the suspended."""
+        return self.kills + self.suspends if self.suspends else self.kills
 
     @classmethod
     def refused(
@@ -98,7 +108,7 @@ class Decision:
         lookups: the scheduler times every decision)."""
         return Decision(self.request, self.placed, self.host, self.pass_, self.cpu_shares,
                         self.memory, self.cut_received, self.cuts, self.kills, self.new_class,
-                        self.reason, self.explain, self.policy, decision_ms)
+                        self.reason, self.explain, self.policy, decision_ms, self.suspends)
 
     def to_dict(self, *, with_explain: bool = False) -> dict[str, Any]:
         """The JSON form documented for ``greenswarm decide`` and ``POST /requests``."""
@@ -121,6 +131,7 @@ class Decision:
                 for cut in self.cuts
             ],
             "kills": list(self.kills),
+            "suspends": list(self.suspends),
             "reason": self.reason,
         }
         if with_explain:

@@ -66,6 +66,21 @@ class FencedError(UnavailableError):
     than the newest one given (DESIGN 13), so the write was refused and nothing changed."""
 
 
+class AdmissionRefused(UnavailableError):
+    """A new request not admitted (DESIGN 3.13): the cluster cannot promise its class's SLO
+    beside what it admitted. A 503 whose ``Retry-After`` is ``retry_after_s`` and whose body
+    names the class, the resource and the demand against the room (``details``)."""
+
+    def __init__(self, message: str, retry_after_s: float, **details: object) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.details = details
+
+    def to_dict(self) -> dict[str, object]:
+        return {"error": "unavailable", "message": str(self), "admission": dict(self.details),
+                "retry_after_s": self.retry_after_s}
+
+
 class AuthError(GreenSwarmError):
     """A call arrived without a valid bearer token."""
 
@@ -96,7 +111,7 @@ def http_status(exc: GreenSwarmError) -> int:
 def error_body(exc: GreenSwarmError) -> dict[str, object]:
     """The JSON body that goes with :func:`http_status`; a ValidationError names its field, a
     refused deployment its request and why."""
-    if isinstance(exc, DeploymentRefused):
+    if isinstance(exc, DeploymentRefused | AdmissionRefused):
         return exc.to_dict()
     if isinstance(exc, ValidationError):
         return {**exc.to_dict()}

@@ -61,6 +61,12 @@ class EventKind(StrEnum):
     SWITCHED_ON = "switched-on"
     SWITCH_FAILED = "switch-failed"
     SWITCH_ADVISED = "switch-advised"
+    MOVED = "moved"
+    # Overload (DESIGN 3.13, 3.14):
+    REFUSED_AT_ADMISSION = "refused-at-admission"
+    SUSPENDED = "suspended"
+    RESUMED = "resumed"
+    CHECKPOINT_RESTART = "checkpoint-restart"
     OTHER = "other"  # an entry whose kind is not known (never an error)
 
 
@@ -368,6 +374,56 @@ class SwitchAdvised(EventBase):
     power_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Moved(EventBase):
+    """A service moved make-before-break by consolidation (DESIGN 3.15): its new container ran
+    before the old one stopped; it never stopped."""
+
+    kind: ClassVar[Literal[EventKind.MOVED]] = EventKind.MOVED
+    host: str | None = None  # the host it runs on now
+    source: str | None = None  # the host it left
+    cpu_shares: int | None = None
+    memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefusedAtAdmission(EventBase):
+    """Not admitted (DESIGN 3.13): no record is made, the events stream says it. Its class's
+    SLO-weighted demand of ``resource`` (shares or bytes) against the room that class books."""
+
+    kind: ClassVar[Literal[EventKind.REFUSED_AT_ADMISSION]] = EventKind.REFUSED_AT_ADMISSION
+    resource: str | None = None  # "cpu" or "memory"
+    demand: float | None = None
+    room: float | None = None
+    retry_after_s: float | None = None  # the Retry-After it was given
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspended(EventBase):
+    """Paused on its host to make room (``docker pause``, DESIGN 3.14), its memory kept."""
+
+    kind: ClassVar[Literal[EventKind.SUSPENDED]] = EventKind.SUSPENDED
+    host: str | None = None
+    by: str | None = None  # the request it made room for
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed(EventBase):
+    """Runs again on the host it was paused on (``docker unpause``), its work kept."""
+
+    kind: ClassVar[Literal[EventKind.RESUMED]] = EventKind.RESUMED
+    host: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRestart(EventBase):
+    """Killed, it runs again from its last checkpoint (DESIGN 3.14)."""
+
+    kind: ClassVar[Literal[EventKind.CHECKPOINT_RESTART]] = EventKind.CHECKPOINT_RESTART
+    host: str | None = None
+    kept_s: float | None = None  # the running time its checkpoint kept
+
+
 @dataclass(frozen=True, slots=True)
 class Other:
     """An entry whose kind this version does not know (a later version's, or damaged), kept as
@@ -396,7 +452,8 @@ Event: TypeAlias = (
     Submitted | Queued | Placed | Started | Rejected | StartFailed | Cut | Restored | Killed
     | Preempted | HostLost | Exited | Ended | Stopped | Vanished | Swarm | Offloaded
     | NotOffloaded | SwitchingOff | SwitchedOff | SwitchingOn | SwitchedOn | SwitchFailed
-    | SwitchAdvised | Other
+    | SwitchAdvised | Moved | RefusedAtAdmission | Suspended | Resumed
+    | CheckpointRestart | Other
 )
 # The kinds of a host's power: host events, never in a request's history.
 PowerEvent: TypeAlias = (

@@ -7,6 +7,7 @@ request it runs, so a killed and rescheduled task keeps its identity.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -91,18 +92,23 @@ class Request:
     cpu_shares: int
     memory: int
     constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
+    # A job that saves its progress this often and resumes from it when restarted (DESIGN
+    # 3.14): a kill loses only the time since its last checkpoint. 0: it restarts from scratch.
+    checkpoint_interval_s: float = 0.0
 
     # Written by hand (init=False), as the generated one would be: compiled, it makes a
     # request several times faster (see native.loader; tests/unit/test_dataclass_inits.py
     # checks it against the fields).
     def __init__(self, id: str, cls: int, type: TaskType, cpu_shares: int, memory: int,
-                 constraints: tuple[Constraint, ...] = ()) -> None:
+                 constraints: tuple[Constraint, ...] = (),
+                 checkpoint_interval_s: float = 0.0) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "cls", cls)
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "cpu_shares", cpu_shares)
         object.__setattr__(self, "memory", memory)
         object.__setattr__(self, "constraints", constraints)
+        object.__setattr__(self, "checkpoint_interval_s", checkpoint_interval_s)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -110,6 +116,41 @@ class Request:
         check_class(self.cls)
         check_int(self.cpu_shares, "cpu_shares", MIN_CPU_SHARES)
         check_int(self.memory, "memory", 1)
+        if self.checkpoint_interval_s != 0.0:
+            check_checkpoint(self.checkpoint_interval_s, self.type)
+
+
+MAX_CHECKPOINT_INTERVAL_S = 86_400.0
+
+
+def check_checkpoint(value: object, task_type: TaskType,
+                     field_name: str = "checkpoint_interval_s") -> float:
+    """A checkpoint interval: seconds in (0, 1 day], and only for a job (a service keeps what
+    it served: it has no work to lose, DESIGN 3.10)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+        0 < value <= MAX_CHECKPOINT_INTERVAL_S
+    ):
+        raise ValidationError(field_name, f"must be a number of seconds in (0, "
+                              f"{MAX_CHECKPOINT_INTERVAL_S:g}]")
+    if task_type is not TaskType.JOB:
+        raise ValidationError(field_name, "only a job checkpoints (a service loses no work)")
+    return float(value)
+
+
+def checkpoint_of(obj: Mapping[str, object], task_type: TaskType) -> float:
+    """``"checkpoint": true`` with ``"checkpoint_interval_s"`` (a job's, DESIGN 3.14) as the
+    interval; 0 without them. The trace format's and ``POST /requests``' fields."""
+    checkpoint = obj.get("checkpoint", False)
+    if not isinstance(checkpoint, bool):
+        raise ValidationError("checkpoint", "must be true or false")
+    interval = obj.get("checkpoint_interval_s")
+    if not checkpoint:
+        if interval is not None:
+            raise ValidationError("checkpoint_interval_s", 'needs "checkpoint": true')
+        return 0.0
+    if interval is None:
+        raise ValidationError("checkpoint_interval_s", 'is required with "checkpoint": true')
+    return check_checkpoint(interval, task_type)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -138,6 +179,12 @@ class Task:
     pending_s: float = 0.0
     preemptions: int = 0  # times it was taken off a host before this placement
     constraints: tuple[Constraint, ...] = ()  # its request's, kept for rescheduling
+    checkpoint_interval_s: float = 0.0  # its request's (0: a job restarts from scratch)
+    # Suspended (DESIGN 3.14): paused on its host, keeping its memory and booking no CPU
+    # (``cpu_shares`` 0); the CPU shares it gets back when it resumes, and since when it is
+    # paused. 0: it runs.
+    suspended_cpu_shares: int = 0
+    suspended_at: float = 0.0
 
     # By hand (init=False) for compiled construction speed, as Request's.
     def __init__(self, id: str, host: str, cls: int, type: TaskType, cpu_shares: int,
@@ -145,7 +192,8 @@ class Task:
                  cut_received: Fraction = Fraction(0), cpu_util: float = 0.0,
                  memory_util: float = 0.0, started_at: float = 0.0, executed_s: float = 0.0,
                  pending_s: float = 0.0, preemptions: int = 0,
-                 constraints: tuple[Constraint, ...] = ()) -> None:
+                 constraints: tuple[Constraint, ...] = (), checkpoint_interval_s: float = 0.0,
+                 suspended_cpu_shares: int = 0, suspended_at: float = 0.0) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "host", host)
         object.__setattr__(self, "cls", cls)
@@ -162,15 +210,23 @@ class Task:
         object.__setattr__(self, "pending_s", pending_s)
         object.__setattr__(self, "preemptions", preemptions)
         object.__setattr__(self, "constraints", constraints)
+        object.__setattr__(self, "checkpoint_interval_s", checkpoint_interval_s)
+        object.__setattr__(self, "suspended_cpu_shares", suspended_cpu_shares)
+        object.__setattr__(self, "suspended_at", suspended_at)
 
     @property
     def util(self) -> float:
         return total_utilization(self.cpu_util, self.memory_util)
 
+    @property
+    def suspended(self) -> bool:
+        """Paused on its host (DESIGN 3.14): it keeps its memory and books no CPU."""
+        return self.suspended_cpu_shares > 0
+
     def as_request(self) -> Request:
         """The request that reschedules this task: its own class, its original resources."""
         return Request(self.id, self.cls, self.type, self.original_cpu_shares, self.original_memory,
-                       self.constraints)
+                       self.constraints, self.checkpoint_interval_s)
 
     def with_utilization(self, cpu_util: float, memory_util: float) -> Task:
         """This task with another utilization (``dataclasses.replace`` without its field
@@ -178,7 +234,8 @@ class Task:
         return Task(self.id, self.host, self.cls, self.type, self.cpu_shares, self.memory,
                     self.original_cpu_shares, self.original_memory, self.cut_received,
                     cpu_util, memory_util, self.started_at, self.executed_s, self.pending_s,
-                    self.preemptions, self.constraints)
+                    self.preemptions, self.constraints, self.checkpoint_interval_s,
+                    self.suspended_cpu_shares, self.suspended_at)
 
     def resized(self, cpu_shares: int, memory: int, cut_received: Fraction) -> Task:
         """This task with other resources and total cut (a cut, or one given back):
@@ -186,7 +243,8 @@ class Task:
         return Task(self.id, self.host, self.cls, self.type, cpu_shares, memory,
                     self.original_cpu_shares, self.original_memory, cut_received,
                     self.cpu_util, self.memory_util, self.started_at, self.executed_s,
-                    self.pending_s, self.preemptions, self.constraints)
+                    self.pending_s, self.preemptions, self.constraints,
+                    self.checkpoint_interval_s, self.suspended_cpu_shares, self.suspended_at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,9 @@ class PowerSettings:
     consolidate_every_s: float = 60.0
     move_pin_s: float = 1800.0  # a task moved is not moved again within this
     consolidate_tries: int = 4  # hosts tried, lowest allocation first, per consolidation round
+    # the share of the busiest boot_s window's demand the spare room keeps (DESIGN 3.15: all of
+    # it, 1; a lower share is an experiment: fewer hosts on, more boot waits)
+    spare_window_share: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("idle_s", "boot_s", "shutdown_s", "standby_w", "spare_horizon_s",
@@ -74,6 +77,11 @@ class PowerSettings:
             if isinstance(value, bool) or not isinstance(value, int | float) or not (
                     math.isfinite(value) and value >= 0):
                 raise ValidationError(name, f"must be a finite number >= 0, got {value!r}")
+        if not (isinstance(self.spare_window_share, int | float)
+                and not isinstance(self.spare_window_share, bool)
+                and 0 <= self.spare_window_share <= 1):
+            raise ValidationError("spare_window_share", f"must be in [0, 1], got "
+                                  f"{self.spare_window_share!r}")
         for name in ("min_on", "consolidate_tries"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -88,7 +96,8 @@ class PowerSettings:
                 "min_on": self.min_on, "spare_horizon_s": self.spare_horizon_s,
                 "consolidate": self.consolidate,
                 "consolidate_every_s": self.consolidate_every_s,
-                "move_pin_s": self.move_pin_s, "consolidate_tries": self.consolidate_tries}
+                "move_pin_s": self.move_pin_s, "consolidate_tries": self.consolidate_tries,
+                "spare_window_share": self.spare_window_share}
 
 
 POWER_ENV_PREFIX = "GREENSWARM_POWER_"
@@ -99,7 +108,8 @@ def power_settings_from_env(environ: Mapping[str, str],
                             overrides: Mapping[str, object] | None = None) -> PowerSettings:
     """``GREENSWARM_POWER`` (on|off) and ``GREENSWARM_POWER_IDLE_S``, ``_BOOT_S``,
     ``_SHUTDOWN_S``, ``_STANDBY_W``, ``_MIN_ON``, ``_SPARE_HORIZON_S``, ``_CONSOLIDATE``,
-    ``_CONSOLIDATE_EVERY_S``, ``_MOVE_PIN_S``, ``_CONSOLIDATE_TRIES``; ``overrides``
+    ``_CONSOLIDATE_EVERY_S``, ``_MOVE_PIN_S``, ``_CONSOLIDATE_TRIES``,
+    ``_SPARE_WINDOW_SHARE``; ``overrides``
     (command-line options) win."""
     return load_settings(PowerSettings, environ, POWER_ENV_PREFIX, overrides,
                          POWER_ENV_ALIASES)
@@ -317,15 +327,19 @@ class RecentRequests:
         _push_max(self._busy_cpu, t, self._window_cpu)
         _push_max(self._busy_memory, t, self._window_memory)
 
-    def spare_need(self, now: float) -> tuple[int, int]:
+    def spare_need(self, now: float, window_share: float = 1.0) -> tuple[int, int]:
         """(CPU shares, memory bytes) the hosts on should keep free at ``now``: the largest
-        request of the horizon plus its busiest window, in each dimension."""
+        request of the horizon plus its busiest window (``window_share`` of it), in each
+        dimension."""
         limit = now - self.horizon_s
         for queue in (self._big_cpu, self._big_memory, self._busy_cpu, self._busy_memory):
             while queue and queue[0][0] < limit:
                 queue.popleft()
-        return (_front(self._big_cpu) + _front(self._busy_cpu),
-                _front(self._big_memory) + _front(self._busy_memory))
+        if window_share == 1.0:
+            return (_front(self._big_cpu) + _front(self._busy_cpu),
+                    _front(self._big_memory) + _front(self._busy_memory))
+        return (_front(self._big_cpu) + math.ceil(window_share * _front(self._busy_cpu)),
+                _front(self._big_memory) + math.ceil(window_share * _front(self._busy_memory)))
 
 
 def _push_max(queue: deque[tuple[float, int]], t: float, value: int) -> None:

@@ -89,8 +89,10 @@ def plan_restores(
 ) -> tuple[TaskRestore, ...]:
     """The restorations to make on ``host`` (its books as they are now: ``tasks`` are all its
     tasks, and ``host.tally`` their sums), in order; empty when no cut task can take a step.
-    Only the cut tasks count, in no particular order: ``tasks`` may be just those."""
-    cut = [task for task in tasks if task.cut_received.numerator > 0]
+    Only the cut tasks count, in no particular order: ``tasks`` may be just those. A suspended
+    task is given nothing back while it is paused (DESIGN 3.14): it books no CPU."""
+    cut = [task for task in tasks
+           if task.cut_received.numerator > 0 and task.suspended_cpu_shares <= 0]
     host_class = host.host_class
     if not cut or host_class is None:
         return ()

@@ -8,13 +8,16 @@ through a :class:`domain.slo.ServiceClock` when asked. What each event means to 
   its host, DESIGN 12): a host booked for it; the first placement's
   allocation time is free, as for every request, and when it is placed on its arrival (no
   ``queued`` before), the decision's own time since ``submitted`` is part of it;
+* ``suspended``, ``resumed``: paused on its host and running again there (DESIGN 3.14): the
+  pause is p, nothing is lost;
 * ``started``: its container runs (the manager saw Swarm's task running, and dates the event
   when Swarm says it started): the allocation time is measured (DESIGN 3.11). A history with no
   ``started`` at all (written by a manager that did not report starts, or under the ``swarm``
   policy) takes each container to run ``alpha`` after its placement, or at the next event if
   one comes sooner;
 * ``killed``, ``preempted``, ``host-lost``: taken off its host, waiting again (a preemption;
-  a job loses the work of its run);
+  a job loses its run since its last start, which moves from e to p, DESIGN 3.10; a
+  checkpointable job only the part since its last checkpoint);
 * ``start-failed``: its service could not be created: waiting again, no preemption;
 * ``rejected``, ``ended``, ``stopped``, ``vanished``: over. A request refused at once received
   nothing: availability 0, an SLO miss (as in the reports);
@@ -28,8 +31,9 @@ Pure: the moment to evaluate at is given.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from domain.events import Event, EventKind, Offloaded, Placed, Queued, Swarm
 from domain.slo import Phase, ServiceClock, ServiceLevel
@@ -38,11 +42,22 @@ _STOPS = frozenset({EventKind.KILLED, EventKind.PREEMPTED, EventKind.HOST_LOST})
 _ENDS = frozenset({EventKind.REJECTED, EventKind.ENDED, EventKind.STOPPED, EventKind.VANISHED})
 
 
+def checkpoint_interval_of(spec: Mapping[str, Any]) -> float:
+    """A request spec's checkpoint interval (DESIGN 3.14), 0 when it does not checkpoint."""
+    value = spec.get("checkpoint_interval_s")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return 0.0
+    return float(value)
+
+
 def service_level(
     history: Sequence[Event], *, now: float, objective: float, alpha_s: float, is_job: bool,
+    checkpoint_interval_s: float = 0.0,
 ) -> ServiceLevel | None:
-    """The request's figures at ``now`` (or at its end); None without a dated ``submitted``."""
-    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job)
+    """The request's figures at ``now`` (or at its end); None without a dated ``submitted``.
+    ``checkpoint_interval_s``: a checkpointable job's (its spec's)."""
+    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job,
+                       checkpoint_interval_s=checkpoint_interval_s)
     if replayed is None:
         return None
     clock, refused, _ = replayed
@@ -70,11 +85,13 @@ class SloOutlook:
 
 def slo_outlook(
     history: Sequence[Event], *, objective: float, alpha_s: float, is_job: bool,
+    checkpoint_interval_s: float = 0.0,
 ) -> SloOutlook | None:
     """The request's verdict from its history (DESIGN 3.10: it met its SLO if A >= sigma when
     it ended; a request refused at once missed it); None without a dated ``submitted``.
     What :func:`service_level` says at any later moment, from its last event on."""
-    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job)
+    replayed = _replay(history, alpha_s=alpha_s, is_job=is_job,
+                       checkpoint_interval_s=checkpoint_interval_s)
     if replayed is None:
         return None
     clock, refused, last_t = replayed
@@ -112,14 +129,14 @@ def _rate(clock: ServiceClock, phase: Phase, objective: float) -> float:
     (and while a placement after its first allocates); nothing moves in its first allocation."""
     if phase is Phase.RUNNING:
         return 1.0 - objective
-    if phase in (Phase.NEW, Phase.WAITING) or (
+    if phase in (Phase.NEW, Phase.WAITING, Phase.SUSPENDED) or (
             phase is Phase.ALLOCATING and clock.placements > 1):
         return -objective
     return 0.0
 
 
 def _replay(
-    history: Sequence[Event], *, alpha_s: float, is_job: bool,
+    history: Sequence[Event], *, alpha_s: float, is_job: bool, checkpoint_interval_s: float = 0.0,
 ) -> tuple[ServiceClock, bool, float] | None:
     """The request's clock after its events (time order), whether it was refused at once, and
     its last event's moment; None without a dated ``submitted`` first."""
@@ -128,7 +145,7 @@ def _replay(
         return None
     first_t = events[0].t
     assert first_t is not None
-    clock = ServiceClock(first_t)
+    clock = ServiceClock(first_t, checkpoint_interval_s=checkpoint_interval_s if is_job else 0.0)
     measured = any(e.kind is EventKind.STARTED for e in events)
     placed_ever = False
     waited = False  # it waited in the queue (its first placement was not on its arrival)
@@ -147,6 +164,10 @@ def _replay(
             placed_ever = True
         elif kind is EventKind.STARTED:
             clock.running(t)
+        elif kind is EventKind.SUSPENDED:
+            clock.suspended(t)
+        elif kind is EventKind.RESUMED:
+            clock.resumed(t)
         elif kind in _STOPS or kind is EventKind.START_FAILED:
             clock.stopped(t, preempted=kind in _STOPS, work_lost=is_job)
         elif kind in _ENDS:

@@ -15,7 +15,10 @@ Every request, under every policy, live and simulated, is accounted from its adm
 * its preemption overhead C = (sum of its allocation times) / (e + that sum) (eq. 8), over the
   placements after the first;
 * its preemptions (times it was taken off a host), and the work it lost: a killed job restarts
-  from scratch, so what it had run since its last start is lost (times its CPU share).
+  from scratch, so what it had run since its last start is lost (times its CPU share) and that
+  time moves from e to p (it delivered nothing); a checkpointable job loses only the part since
+  its last checkpoint; a service keeps its running time in e (it served while it ran);
+* its suspensions (DESIGN 3.14): paused on its host, it accrues p, not e, and loses nothing.
 
 :class:`ServiceClock` keeps these for one request from the moments things happen to it; the
 recorder (simulator, replay) and the manager (from a request's typed history) both use it.
@@ -123,6 +126,7 @@ class Phase(StrEnum):
     NEW = "new"  # admitted, never placed: waiting, Q from 0
     ALLOCATING = "allocating"  # placed, its container not running yet
     RUNNING = "running"
+    SUSPENDED = "suspended"  # paused on its host (DESIGN 3.14): waiting, nothing lost
     WAITING = "waiting"  # taken off a host (or never started), waiting to run again
     DONE = "done"
 
@@ -133,10 +137,13 @@ class ServiceClock:
 
     Call, in time order: :meth:`placed` when a host is booked for it, :meth:`running` when its
     container runs, :meth:`stopped` when it leaves its host (killed, preempted, its host lost:
-    it waits again), :meth:`ended` when it is over (finished, failed, stopped by its client,
+    it waits again), :meth:`suspended` and :meth:`resumed` when it is paused on its host and
+    runs again there, :meth:`ended` when it is over (finished, failed, stopped by its client,
     refused). Where a start is not measured, :meth:`placed` says when the container is taken to
     run (``starts_after_s``); each call, and :meth:`settle`, applies that start once time has
     passed it. Ask :meth:`at` for the figures at any moment (after :meth:`settle`).
+    ``checkpoint_interval_s``: a job that saves its progress every that many seconds of its
+    running time since its last start (0: it restarts from scratch).
     """
 
     admitted_s: float
@@ -150,6 +157,11 @@ class ServiceClock:
     run_started_s: float | None = None  # its current run's start (work since it is lost on a kill)
     lost_s: float = 0.0  # run time lost to kills (a killed job restarts from scratch)
     starts_at_s: float | None = None  # when the current placement's container is taken to run
+    checkpoint_interval_s: float = 0.0  # a checkpointable job's interval (0: none)
+    ran_s: float = 0.0  # running time since its last start, up to since_s (pauses excluded)
+    suspensions: int = 0  # times it was paused on its host
+    checkpoint_restarts: int = 0  # kills after which it resumed from a checkpoint
+    kept_s: float = 0.0  # run time kills did not throw away thanks to checkpoints
 
     # Written by hand (init=False), as the generated one would be: compiled (see
     # native.loader), the dataclass's own __init__ stays interpreted and is several times
@@ -159,6 +171,8 @@ class ServiceClock:
         executed_s: float = 0.0, pending_s: float = 0.0, allocation_s: float = 0.0,
         placements: int = 0, preemptions: int = 0, run_started_s: float | None = None,
         lost_s: float = 0.0, starts_at_s: float | None = None,
+        checkpoint_interval_s: float = 0.0, ran_s: float = 0.0, suspensions: int = 0,
+        checkpoint_restarts: int = 0, kept_s: float = 0.0,
     ) -> None:
         self.admitted_s = admitted_s
         self.phase = phase
@@ -171,6 +185,11 @@ class ServiceClock:
         self.run_started_s = run_started_s
         self.lost_s = lost_s
         self.starts_at_s = starts_at_s
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.ran_s = ran_s
+        self.suspensions = suspensions
+        self.checkpoint_restarts = checkpoint_restarts
+        self.kept_s = kept_s
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -180,7 +199,8 @@ class ServiceClock:
         dt = max(0.0, t - self.since_s)
         if self.phase is Phase.RUNNING:
             self.executed_s += dt
-        elif self.phase in (Phase.NEW, Phase.WAITING):
+            self.ran_s += dt
+        elif self.phase in (Phase.NEW, Phase.WAITING, Phase.SUSPENDED):
             self.pending_s += dt
         elif self.phase is Phase.ALLOCATING and self.placements > 1:
             self.pending_s += dt
@@ -219,20 +239,57 @@ class ServiceClock:
         self._advance(t)
         self.phase = Phase.RUNNING
         self.run_started_s = t
+        self.ran_s = 0.0
 
     def stopped(self, t: float, *, preempted: bool = True, work_lost: bool = True) -> None:
-        """It left its host and waits to run again (a kill, a preemption, its host lost)."""
+        """It left its host and waits to run again (a kill, a preemption, its host lost).
+        ``work_lost``: a job, whose run since its last start was thrown away (but for what its
+        last checkpoint kept): that time moves from e to p and counts as lost; a service's
+        (False) stays in e."""
         self.settle(t)
         self.starts_at_s = None
         if self.phase is Phase.DONE:
             return
         self._advance(t)
-        if self.phase is Phase.RUNNING and work_lost and self.run_started_s is not None:
-            self.lost_s += t - self.run_started_s
-        if preempted and self.phase in (Phase.RUNNING, Phase.ALLOCATING):
+        ran = self.ran_s
+        if (self.phase in (Phase.RUNNING, Phase.SUSPENDED) and work_lost
+                and self.run_started_s is not None and ran > 0):
+            kept = 0.0
+            interval = self.checkpoint_interval_s
+            if interval > 0:
+                kept = math.floor(ran / interval) * interval
+                if kept > 0:
+                    self.checkpoint_restarts += 1
+                    self.kept_s += kept
+            lost = ran - kept
+            self.lost_s += lost
+            self.executed_s -= lost
+            self.pending_s += lost
+        if preempted and self.phase in (Phase.RUNNING, Phase.ALLOCATING, Phase.SUSPENDED):
             self.preemptions += 1
         self.phase = Phase.WAITING
         self.run_started_s = None
+        self.ran_s = 0.0
+
+    def suspended(self, t: float) -> None:
+        """Paused on its host (DESIGN 3.14): from ``t`` it waits (p) and loses nothing."""
+        self.settle(t)
+        if self.phase not in (Phase.RUNNING, Phase.ALLOCATING):
+            return
+        self.starts_at_s = None
+        self._advance(t)
+        if self.phase is Phase.ALLOCATING:  # paused before its container ran: it runs when
+            self.run_started_s = t  # resumed, its allocation over
+            self.ran_s = 0.0
+        self.phase = Phase.SUSPENDED
+        self.suspensions += 1
+
+    def resumed(self, t: float) -> None:
+        """Running again on the host it was paused on; its run goes on where it stopped."""
+        if self.phase is not Phase.SUSPENDED:
+            return
+        self._advance(t)
+        self.phase = Phase.RUNNING
 
     def ended(self, t: float) -> None:
         self.settle(t)
@@ -252,7 +309,7 @@ class ServiceClock:
             dt = t - self.since_s
             if self.phase is Phase.RUNNING:
                 executed += dt
-            elif self.phase in (Phase.NEW, Phase.WAITING):
+            elif self.phase in (Phase.NEW, Phase.WAITING, Phase.SUSPENDED):
                 pending += dt
             elif self.placements > 1:
                 pending += dt

@@ -18,6 +18,7 @@ from domain.pending import PendingEntry
 from domain.regions import Region, RegionBounds
 from domain.restore import TaskRestore
 from domain.rooms import RoomKey
+from domain.slo import SloTable
 
 
 class Segment(NamedTuple):
@@ -107,6 +108,12 @@ class ClusterStore(ClusterReader, Protocol):
         """Give the host's cut tasks resources back as far as its class allows
         (domain.restore.plan_restores), atomically; returns the restorations made, in order
         (none: nothing changed). Raises NotFoundError for an unknown host."""
+        ...
+
+    def resume_suspended(self, host_id: str, now: float, slo: SloTable) -> list[Task]:
+        """Resume the host's suspended tasks that its CPU room lets run again, the most urgent
+        first (domain.preemption.resume_on), atomically; returns them as they are now (none:
+        nothing changed). Raises NotFoundError for an unknown host."""
         ...
 
     def task(self, task_id: str) -> Task | None: ...

@@ -385,4 +385,5 @@ def should_offload(decision: Decision, when: OffloadWhen) -> bool:
     """Whether the home cluster's decision for a new request sends it to a peer."""
     if not decision.placed:
         return True
-    return when is OffloadWhen.KILLS and bool(decision.kills)
+    # placed only by taking a task off its CPU: killed, or paused (DESIGN 3.14)
+    return when is OffloadWhen.KILLS and bool(decision.victims)

@@ -152,6 +152,7 @@ def pending_to_hash(entry: PendingEntry) -> dict[str, str]:
         "pending_s": repr(entry.pending_s),
         "preemptions": str(entry.preemptions),
         "constraints": constraints_field(request.constraints),
+        "checkpoint_interval_s": repr(request.checkpoint_interval_s),
     }
 
 
@@ -163,6 +164,7 @@ def pending_from_hash(fields: Mapping[str, str]) -> PendingEntry:
         int(fields["cpu_shares"]),
         int(fields["memory"]),
         constraints_from_field(fields.get("constraints")),
+        float(fields.get("checkpoint_interval_s") or 0.0),  # absent from entries queued before
     )
     return PendingEntry(
         request=request,

@@ -22,9 +22,11 @@ from domain.errors import ConflictError, NotFoundError
 from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
+from domain.preemption import resume_on
 from domain.regions import Region, RegionBounds
 from domain.restore import TaskRestore, apply_restores, plan_restores
 from domain.rooms import ROOM_INDEX, ROOM_KEYS
+from domain.slo import SloTable
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 
@@ -194,6 +196,8 @@ class MemoryStore:
         # per host, the ids of its tasks that hold a cut (cut_received > 0): restore_cuts runs
         # after every event that frees room, and most hosts have nothing to give back
         self._cut_tasks: dict[str, set[str]] = {}
+        # per host, the ids of its suspended tasks (DESIGN 3.14), resumed when room grows
+        self._paused_tasks: dict[str, set[str]] = {}
         self._pending: dict[str, PendingEntry] = {}
         # The queue in order, as two parallel lists: the order keys (searched by bisection)
         # and the entries (so a read is one list copy, not an unpacking of pairs).
@@ -295,6 +299,7 @@ class MemoryStore:
         if old is None:
             self._host_tasks[spec.id] = {}
             self._cut_tasks[spec.id] = set()
+            self._paused_tasks[spec.id] = set()
         self._replace_view(old, view)
         return view
 
@@ -302,6 +307,7 @@ class MemoryStore:
         view = self.host(host_id)
         tasks = sorted(self._host_tasks.pop(host_id).values(), key=lambda t: t.id)
         del self._cut_tasks[host_id]
+        del self._paused_tasks[host_id]
         for task in tasks:
             del self._tasks[task.id]
         self._group(view).remove(view)
@@ -345,10 +351,12 @@ class MemoryStore:
         booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s,
                        preemptions)
         cut_tasks = self._cut_tasks[host.id]
+        paused = self._paused_tasks[host.id]
         for victim in booking.killed:
             del on_host[victim.id], self._tasks[victim.id]
             cut_tasks.discard(victim.id)
-        for task in (*booking.cut, booking.placed):
+            paused.discard(victim.id)
+        for task in (*booking.cut, *booking.suspended, booking.placed):
             on_host[task.id] = self._tasks[task.id] = task
             self._note_cut(task)
         self._replace_view(host, booking.host)
@@ -383,6 +391,7 @@ class MemoryStore:
             raise NotFoundError(f"no task {task_id!r}")
         del self._host_tasks[task.host][task_id]
         self._cut_tasks[task.host].discard(task_id)
+        self._paused_tasks[task.host].discard(task_id)
         host = self._views[task.host]
         tally = combine(host.tally, contribution(task, self._classes), -1)
         self._replace_view(host, host.with_tally(tally))
@@ -404,6 +413,22 @@ class MemoryStore:
             self._note_cut(task)
         self._replace_view(host, view)
         return list(restores)
+
+    def resume_suspended(self, host_id: str, now: float, slo: SloTable) -> list[Task]:
+        host = self.host(host_id)
+        paused_ids = self._paused_tasks[host_id]
+        if not paused_ids:
+            return []  # nothing paused here: no change, not even in the change log
+        on_host = self._host_tasks[host_id]
+        view, resumed = resume_on(host, [on_host[task_id] for task_id in paused_ids], now,
+                                  slo, self._classes)
+        if not resumed:
+            return []
+        for task in resumed:
+            on_host[task.id] = self._tasks[task.id] = task
+            self._note_cut(task)
+        self._replace_view(host, view)
+        return list(resumed)
 
     def update_task_utilization(self, task_id: str, cpu_util: float, memory_util: float) -> Task:
         task = self._tasks.get(task_id)
@@ -442,11 +467,16 @@ class MemoryStore:
     # -- internals --------------------------------------------------------------------------
 
     def _note_cut(self, task: Task) -> None:
-        """Keep ``task`` in its host's set of cut tasks exactly when it holds a cut."""
+        """Keep ``task`` in its host's set of cut tasks exactly when it holds a cut, and in its
+        set of suspended tasks exactly when it is paused."""
         if task.cut_received.numerator > 0:
             self._cut_tasks[task.host].add(task.id)
         else:
             self._cut_tasks[task.host].discard(task.id)
+        if task.suspended_cpu_shares > 0:
+            self._paused_tasks[task.host].add(task.id)
+        else:
+            self._paused_tasks[task.host].discard(task.id)
 
     def _group(self, view: HostView) -> _Group:
         key = (view.region, view.host_class)

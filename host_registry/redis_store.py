@@ -29,8 +29,10 @@ from domain.errors import ConflictError, FencedError, NotFoundError, Unavailable
 from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
+from domain.preemption import resume_on
 from domain.regions import Region, RegionBounds
 from domain.restore import TaskRestore, apply_restores, plan_restores
+from domain.slo import SloTable
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.connection import WAIT_TIMEOUT_MS, RedisEndpoint
@@ -329,7 +331,8 @@ class RedisStore:
         preemptions: int = 0,
     ) -> list[Task]:
         host_id = decision.host or ""
-        touched = sorted({*decision.kills, *(cut.task for cut in decision.cuts)})
+        touched = sorted({*decision.kills, *decision.suspends,
+                          *(cut.task for cut in decision.cuts)})
         host_key = self.host_keys.host(host_id)
         new_key = self.task_keys.task(decision.request.id)
         touched_keys = [self.task_keys.task(task_id) for task_id in touched]
@@ -355,7 +358,7 @@ class RedisStore:
                        preemptions)
             for victim in booking.killed:
                 self._stage_task_removal(batch, victim)
-            for task in (*booking.cut, booking.placed):
+            for task in (*booking.cut, *booking.suspended, booking.placed):
                 self._stage_task(batch, task)
             self._stage_host(batch, host, booking.host, host_fields)
             return list(booking.killed), batch
@@ -461,6 +464,40 @@ class RedisStore:
                 self._stage_task(batch, task)
             self._stage_host(batch, host, view, host_fields)
             return list(restores), batch
+
+        return self._optimistic(attempt)
+
+    def resume_suspended(self, host_id: str, now: float, slo: SloTable) -> list[Task]:
+        host_key = self.host_keys.host(host_id)
+        class_keys = [self.task_keys.by_class(host_id, c) for c in (1, 2, 3, 4)]
+
+        def attempt() -> tuple[list[Task], Batch | None]:
+            with redis_errors():
+                pipe = self._redis.pipeline(transaction=False)
+                pipe.hgetall(host_key)
+                for class_key in class_keys:
+                    pipe.zrange(class_key, 0, -1)
+                host_fields, *id_lists = pipe.execute()
+            if not host_fields:
+                raise NotFoundError(f"no host {host_id!r}")
+            task_keys = [self.task_keys.task(i) for ids in id_lists for i in ids]
+            read = {
+                task.id: (key, fields, task)
+                for key, fields in zip(task_keys, self._read_hashes(task_keys), strict=True)
+                if fields and (task := task_from_hash(fields)).host == host_id
+            }
+            host = host_from_hash(host_fields)
+            view, resumed = resume_on(host, [task for _, _, task in read.values()], now, slo,
+                                      self._classes)
+            if not resumed:
+                return [], None
+            batch = Batch().check(host_key, host_fields)
+            for task in resumed:
+                key, fields, _ = read[task.id]
+                batch.check(key, fields)
+                self._stage_task(batch, task)
+            self._stage_host(batch, host, view, host_fields)
+            return list(resumed), batch
 
         return self._optimistic(attempt)
 

@@ -51,6 +51,9 @@ def task_to_hash(task: Task) -> dict[str, str]:
         "pending_s": repr(task.pending_s),
         "preemptions": str(task.preemptions),
         "constraints": constraints_field(task.constraints),
+        "checkpoint_interval_s": repr(task.checkpoint_interval_s),
+        "suspended_cpu_shares": str(task.suspended_cpu_shares),
+        "suspended_at": repr(task.suspended_at),
     }
 
 
@@ -84,4 +87,8 @@ def task_from_hash(fields: Mapping[str, str]) -> Task:
         pending_s=float(fields["pending_s"]),
         preemptions=int(fields.get("preemptions") or 0),  # absent from tasks booked before
         constraints=constraints_from_field(fields.get("constraints")),
+        # absent from tasks booked before checkpoints and suspensions (DESIGN 3.14)
+        checkpoint_interval_s=float(fields.get("checkpoint_interval_s") or 0.0),
+        suspended_cpu_shares=int(fields.get("suspended_cpu_shares") or 0),
+        suspended_at=float(fields.get("suspended_at") or 0.0),
     )

@@ -78,7 +78,10 @@ DECISION = Named("Decision", _open(
     {"placed": BOOL, "host": Nullable(TEXT),
      "pass": Nullable(Choice(tuple(p.value for p in Pass))),
      "request": _open({"cpu_shares": INT, "memory": INT, "cut_received": NUMBER}),
-     "cuts": Items(_CUT), "kills": Items(TEXT), "reason": TEXT, "decision_ms": NUMBER,
+     "cuts": Items(_CUT), "kills": Items(TEXT),
+     "suspends": Items(TEXT, description="victims paused on the host instead of killed "
+                       "(DESIGN 3.14): they keep their memory and resume there"),
+     "reason": TEXT, "decision_ms": NUMBER,
      "cluster": Text(description="the peer cluster that placed it (offloaded)")},
     "placed", "host", "pass", "cuts", "kills"))
 SUBMITTED = _open({"request": REQUEST, "decision": Nullable(DECISION)}, "request", "decision")

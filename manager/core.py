@@ -93,7 +93,8 @@ class Manager:
         self.scheduler = Scheduler(store, plugin.make(settings.options, settings.seed),
                                    admits_to_queue=plugin.admits_to_queue,
                                    freshness=settings.cluster.freshness(),
-                                   slo=slo, alpha_s=settings.allocation_s)
+                                   slo=slo, alpha_s=settings.allocation_s,
+                                   admission=settings.admission)
         self.loop = SchedulingLoop()
         self.power = PowerView(settings.power_model, store.sibling(RedisPowerReadings),
                                clock(), stale_after_s=settings.cluster.stale_after_s)
@@ -125,7 +126,8 @@ class Manager:
         self.offloading = Offloading(settings, records, self.loop, self.peering)
         self.submissions = Submissions(settings, store, records, self.scheduler, self.swarm,
                                        self.effects, self.loop, self.peering, self.offloading,
-                                       clock, by_swarm=by_swarm)
+                                       clock, by_swarm=by_swarm,
+                                       refused_at_admission=self.metrics.refused_at_admission)
         self.endings = Endings(store, records, self.scheduler, backend, self.swarm,
                                self.effects, self.loop, self.offloading, clock)
         self.deployments = Deployments(settings, store, records, self.loop, self.peering,

@@ -213,6 +213,15 @@ class ManagerMetrics:
         self.leader = Gauge("greenswarm_manager_leader",
                             "1 while this manager holds the lease and schedules, 0 on a "
                             "standby (DESIGN 13)", registry=r)
+        self.suspensions = Counter("greenswarm_suspensions",
+                                   "tasks paused on their hosts to make room (DESIGN 3.14)",
+                                   ["pass"], registry=r)
+        self.resumes = Counter("greenswarm_resumes", "paused tasks running again (DESIGN 3.14)",
+                               registry=r)
+        self.admission_refusals = Counter(
+            "greenswarm_admission_refusals",
+            "new requests not admitted (DESIGN 3.13), by class and the resource short",
+            ["class", "resource"], registry=r)
         if state is not None:
             r.register(state)
 
@@ -232,8 +241,15 @@ class ManagerMetrics:
                 self.cuts.inc(len(decision.cuts))
                 if decision.kills:
                     self.kills.labels(pass_).inc(len(decision.kills))
+                if decision.suspends:
+                    self.suspensions.labels(pass_).inc(len(decision.suspends))
         if outcome.restored:
             self.restores.inc(len(outcome.restored))
+        if outcome.resumed:
+            self.resumes.inc(len(outcome.resumed))
+
+    def refused_at_admission(self, cls: int, resource: str) -> None:
+        self.admission_refusals.labels(str(cls), resource).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -47,7 +47,9 @@ ERRORS = {
     "409": "conflicts with the current state",
     "413": "the body is larger than MAX_BODY_BYTES (JSON); one over four times that is refused "
            "by the HTTP server itself, before the application reads it (text/plain)",
-    "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached",
+    "503": "Redis, the Docker engine, an agent or a peer cluster cannot be reached; or (POST "
+           "/requests) the request is not admitted (DESIGN 3.13): a Retry-After header, and "
+           "'admission' in the body (class, resource, demand against the room)",
 }
 BODY_METHODS = ("post", "put", "delete")  # the edge reads a body sent with any of these
 # The spec of each path parameter, by its name in the path.
@@ -239,14 +241,18 @@ def _operation(operation: Operation, bounds: Bounds, refs: Components) -> dict[s
 
 
 def _special(paths: dict[str, Any]) -> None:
-    """The two answers that are not a JSON object of success: /healthz's 503 (its checks say
-    which backend failed) and /metrics's text exposition."""
+    """The answers that are not a JSON object of success: /healthz's 503 (its checks say
+    which backend failed) and /metrics's text exposition; and POST /requests' 503 carries
+    Retry-After when the request is not admitted (DESIGN 3.13: whole seconds)."""
     health = paths["/healthz"]["get"]["responses"]
     health["503"] = {"description": "Redis or the Docker engine does not answer (the checks "
                                     "say which)", "content": health["200"]["content"]}
     paths["/metrics"]["get"]["responses"]["200"] = {
         "description": "the text exposition format 0.0.4",
         "content": {"text/plain": {"schema": {"type": "string"}}}}
+    submit = paths["/requests"]["post"]["responses"]
+    submit["503"] = {**submit["503"], "headers": {
+        "Retry-After": {"required": False, "schema": {"type": "string", "pattern": "^[0-9]+$"}}}}
 
 
 def document(bounds: Bounds | None = None) -> dict[str, Any]:

@@ -260,6 +260,15 @@ class RequestRecords:
                 out[-1]["host"] = fields_["host"]
         return out, (raw[-1][0] if raw else since)
 
+    def note(self, request_id: str, event: Event) -> None:
+        """An event of a request that has no record (refused at admission, DESIGN 3.13): into
+        the events stream only, so ``GET /events`` shows it."""
+        moment = time.time() if event.t is None else event.t
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            self._stream(pipe, request_id, json.dumps(with_changes(event, moment, {}).to_json()))
+            pipe.execute()
+
     def update(
         self,
         request_id: str,

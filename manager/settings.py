@@ -21,6 +21,7 @@ from federation.peers import OffloadMode, Peer, parse_peers
 from host_registry.connection import RedisEndpoint
 from manager.power_backends import PowerBackendSettings, backend_settings_from_env
 from scheduler import registry
+from scheduler.admission import AdmissionMode
 from scheduler.plugin import (
     ClusterOptions,
     PlacedBy,
@@ -121,6 +122,9 @@ class ManagerSettings:
     # settings (manager/power_backends.py); read by from_env (the backend's only when on).
     power_settings: PowerSettings = field(default_factory=PowerSettings)
     power_backend_settings: PowerBackendSettings = field(default_factory=PowerBackendSettings)
+    # Admission control (DESIGN 3.13) of the requests that would wait in the queue: slo (every
+    # request of qos, those that ask to queue otherwise) or none.
+    admission: AdmissionMode = AdmissionMode.SLO
 
     @property
     def classes(self) -> ClassTable:
@@ -205,6 +209,7 @@ class ManagerSettings:
         cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
         options = load_settings(plugin.options, env, ENV_PREFIX)
         options = replace(options, **_pairs(settings.policy_options, plugin))
+        options = _no_pause_yet(options, env, settings.policy_options)
         settings = replace(settings, cluster=cluster, options=options)
         power = power_settings_from_env(env)
         backend = backend_settings_from_env(env) if power.enabled else PowerBackendSettings()
@@ -255,6 +260,18 @@ class ManagerSettings:
             if self.plugin.placed_by is PlacedBy.SWARM:
                 raise ValidationError(f"{ENV_PREFIX}OFFLOAD", "needs a policy that decides "
                                       "(not 'swarm')")
+
+
+def _no_pause_yet(options: Any, env: Mapping[str, str], pairs: str) -> Any:
+    """A policy that would pause its victims (DESIGN 3.14) kills them here unless
+    GREENSWARM_SUSPEND (or ``suspend=`` in GREENSWARM_POLICY_OPTIONS) says otherwise: the
+    agent cannot pause a container yet (its docker pause and unpause are issue 30's live
+    half), and a pause booked but not carried out would leave the books wrong."""
+    if not hasattr(options, "suspend") or f"{ENV_PREFIX}SUSPEND" in env:
+        return options
+    if any(part.strip().lower().startswith("suspend=") for part in pairs.split(",")):
+        return options
+    return replace(options, suspend=False)
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:

@@ -33,7 +33,7 @@ from typing import Any
 from domain.classes import CLASSES
 from domain.events import Event
 from domain.model import TaskType
-from domain.service_history import SloOutlook, slo_outlook
+from domain.service_history import SloOutlook, checkpoint_interval_of, slo_outlook
 from domain.slo import SloTable
 
 TALLY_VERSION = 1
@@ -123,7 +123,8 @@ class SloTally:
             return None
         outlook: SloOutlook | None = slo_outlook(
             list(history), objective=self.slo.objective(cls), alpha_s=self.alpha_s,
-            is_job=spec.get("type") == TaskType.JOB.value)
+            is_job=spec.get("type") == TaskType.JOB.value,
+            checkpoint_interval_s=checkpoint_interval_of(spec))
         if outlook is None:
             return None
         if outlook.final:

@@ -37,7 +37,16 @@ from domain.fields import (
 )
 from domain.images import IMAGE
 from domain.lifecycle import RequestStatus
-from domain.model import ID, MIN_CPU_SHARES, TASK_ID, TASK_TYPE, Request, TaskType
+from domain.model import (
+    ID,
+    MAX_CHECKPOINT_INTERVAL_S,
+    MIN_CPU_SHARES,
+    TASK_ID,
+    TASK_TYPE,
+    Request,
+    TaskType,
+    checkpoint_of,
+)
 from domain.units import MIN_MEMORY_BYTES, int_range, memory_field
 from federation.deploy import MAX_LINKS, MAX_MEMBERS, DeploymentSpec, Member, request_id
 from federation.placement import JobLink
@@ -122,6 +131,12 @@ def request_body(max_cpu_shares: int | None = None, max_memory: int | None = Non
             "type": TASK_TYPE,
             "class": CLASS,
             "queue": Bool(description="wait in the pending queue if nothing fits"),
+            "checkpoint": Bool(description="a job that saves its progress in /checkpoint and "
+                               "resumes from it when restarted (DESIGN 3.14): a kill loses "
+                               "only its run since its last checkpoint"),
+            "checkpoint_interval_s": Num(0, MAX_CHECKPOINT_INTERVAL_S, above=True,
+                                         description="how often it checkpoints; required with "
+                                         "checkpoint: true, refused without it (a job's only)"),
             "constraints": CONSTRAINTS,
             "forwarded_from": ID.but_described(
                 "set by a peer cluster that forwards the request (DESIGN 12): it is placed "
@@ -140,6 +155,8 @@ def parse_spec(
     request_id = read.get("name") or f"r-{uuid.uuid4().hex[:12]}"
     kind = TaskType(read["type"])
     constraints = tuple(dict.fromkeys(read.get("constraints", ())))  # twice is once
+    # a checkpointable job (DESIGN 3.14): a kill loses only its run since its last checkpoint
+    checkpoint_s = checkpoint_of(read, kind)
     spec: dict[str, Any] = {
         "image": read["image"],
         "command": read.get("command", []),
@@ -153,13 +170,16 @@ def parse_spec(
         "class": read["class"],
         "constraints": constraint_texts(constraints),
     }
+    if checkpoint_s > 0:
+        spec["checkpoint"] = True
+        spec["checkpoint_interval_s"] = checkpoint_s
     size = len(json.dumps(spec).encode())
     if size > MAX_SPEC_BYTES:
         raise ValidationError(
             "body", f"the request is {size} bytes as JSON; at most {MAX_SPEC_BYTES} are taken"
         )
     request = Request(request_id, read["class"], kind, read["cpu_shares"], read["memory"],
-                      constraints)
+                      constraints, checkpoint_s)
     return request, spec, read.get("queue")  # no queue: the policy's habit (qos admits all)
 
 

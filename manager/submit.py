@@ -4,10 +4,12 @@ The steps, in order, each its own function:
 
 1. ``_read``: the body against the spec (400 naming the field), as large as the largest host
    may take (or an up peer's room, when it may be offloaded); on the caller's thread.
-2. On the scheduling loop (``_on_loop``): ``_check_new`` (409 for a known id), ``_record``
-   (its record), then the Swarm takes it (the 'swarm' policy), or ``_preview`` asks the
-   scheduler what it would decide when offloading may take it (DESIGN 12), and either the
-   loop lets go of it (an ``Offer``) or ``place_here`` applies that same decision.
+2. On the scheduling loop (``_on_loop``): ``_check_new`` (409 for a known id), ``_admit``
+   (admission control of a request that would wait, DESIGN 3.13: 503 with Retry-After, and no
+   record), ``_record`` (its record), then the Swarm takes it (the 'swarm' policy), or
+   ``_preview`` asks the scheduler what it would decide when offloading may take it (DESIGN
+   12), and either the loop lets go of it (an ``Offer``) or ``place_here`` applies that same
+   decision.
 3. An offer is forwarded to the peers on the caller's thread (manager/offload.py); when none
    takes it, ``_not_offloaded`` notes why and decides it here after all.
 
@@ -22,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from domain.errors import ConflictError, UnavailableError
-from domain.events import NotOffloaded
+from domain.errors import AdmissionRefused, ConflictError, UnavailableError
+from domain.events import NotOffloaded, RefusedAtAdmission
 from domain.lifecycle import FINAL
 from domain.model import Request, check_id
 from federation.peers import OffloadMode, request_bounds, wants_offload
@@ -46,7 +48,9 @@ class Submissions:
     def __init__(self, settings: ManagerSettings, store: RedisStore, records: RequestRecords,
                  scheduler: Scheduler, swarm: SwarmSync, effects: Effects, loop: SchedulingLoop,
                  peering: Peering, offloading: Offloading, clock: Callable[[], float],
-                 *, by_swarm: bool) -> None:
+                 *, by_swarm: bool,
+                 refused_at_admission: Callable[[int, str], None] = lambda cls, resource: None,
+                 ) -> None:
         self.settings = settings
         self.store = store
         self.records = records
@@ -58,6 +62,7 @@ class Submissions:
         self.offloading = offloading
         self.clock = clock
         self.by_swarm = by_swarm  # the 'swarm' policy: Swarm places, the scheduler only books
+        self.refused_at_admission = refused_at_admission  # counted (class, resource)
 
     def submit(self, body: Any) -> Submitted:
         """Decide a new request here, or offload it to a peer (DESIGN 12): the peer HTTP calls
@@ -109,6 +114,8 @@ class Submissions:
         forwarded_from: str | None,
     ) -> Submitted | Offer:
         self._check_new(request)
+        if not self.by_swarm:
+            self._admit(request, queue)
         self._record(request, spec, forwarded_from)
         if self.by_swarm:
             self.swarm.hand_to_swarm(request, spec)
@@ -123,6 +130,29 @@ class Submissions:
     def _check_new(self, request: Request) -> None:
         if self.records.exists(request.id):
             raise ConflictError(f"a request named {request.id!r} already exists")
+
+    def _admit(self, request: Request, queue: bool | None) -> None:
+        """Admission control (DESIGN 3.13) of a request that would wait, against the books as
+        they are (other paths change them too: read again first). Refused: nothing is recorded
+        but a typed event in the events stream, it is counted, and AdmissionRefused (503 with
+        Retry-After) says why."""
+        ledger = self.scheduler.ledger
+        waits = self.scheduler.admits_to_queue if queue is None else queue
+        if ledger is None or not waits:
+            return
+        self.scheduler.resync_admission(self.store.tasks())
+        refusal = self.scheduler.admission_refusal(request, queue=queue)
+        if refusal is None:
+            return
+        # no admitted request says when it ends: the queue's next retry is the next chance
+        retry_after_s = ledger.retry_after_s(refusal.cls, self.clock(),
+                                             self.settings.retry_interval_s)
+        self.records.note(request.id, RefusedAtAdmission(
+            refusal.reason, resource=refusal.resource.value, demand=refusal.demand,
+            room=refusal.room, retry_after_s=retry_after_s))
+        self.refused_at_admission(refusal.cls, refusal.resource.value)
+        raise AdmissionRefused(refusal.reason, retry_after_s, request=request.id,
+                               **refusal.to_dict())
 
     def _record(self, request: Request, spec: dict[str, Any],
                 forwarded_from: str | None) -> None:

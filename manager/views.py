@@ -17,7 +17,7 @@ from domain.errors import GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import EventKind, event_from_json, in_cluster
 from domain.lifecycle import FINAL, RequestStatus
 from domain.model import HostView, Task, TaskType
-from domain.service_history import service_level
+from domain.service_history import checkpoint_interval_of, service_level
 from federation.offload import advertise
 from host_registry.redis_store import RedisStore
 from manager.leadership import LeaderView
@@ -114,7 +114,8 @@ class Views:
         level = service_level(record.history, now=self.clock(),
                               objective=self.scheduler.slo.objective(cls),
                               alpha_s=self.settings.allocation_s,
-                              is_job=record.spec.get("type") == TaskType.JOB.value)
+                              is_job=record.spec.get("type") == TaskType.JOB.value,
+                              checkpoint_interval_s=checkpoint_interval_of(record.spec))
         return None if level is None else level.to_json()
 
     def record_json(self, record: RequestRecord) -> dict[str, Any]:

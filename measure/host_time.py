@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from domain.energy import EnergyMeter, PowerModel
+from domain.energy import DEFAULT_STANDBY_W, EnergyMeter, PowerModel
 from domain.errors import ValidationError
 from domain.model import HostSpec
 from domain.regions import Region, RegionBounds
@@ -157,6 +157,7 @@ class HostBook:
         t0_s: float,
         step_s: float,
         duration_hint_s: float | None,
+        standby_w: float = DEFAULT_STANDBY_W,
     ) -> None:
         self.bounds = bounds
         self.t0_s = t0_s
@@ -170,7 +171,8 @@ class HostBook:
             if spec.id in self.hosts:
                 raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
             self.hosts[spec.id] = HostTime(spec, self.models[spec.id], t0_s, bins)
-        self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s)
+        self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s,
+                                  standby_w=standby_w)
 
     def host(self, host_id: str) -> HostTime:
         host = self.hosts.get(host_id)

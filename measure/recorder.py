@@ -19,6 +19,7 @@ Calls (all times in seconds, all sizes in shares and bytes)::
         0.392 W per GiB in use), a PowerModel for every host, or {host_id: PowerModel}.
         ``region_bounds``: domain.regions.RegionBounds (default 0.50 / 0.85).
         ``series_step_s``: width of the plot bins (default duration_hint_s / 360, >= 1 s).
+        ``standby_w``: what a host switched off draws (``on_power_state``; default 5 W).
     rec = MetricsRecorder.for_trace(policy, trace.header, **same_options)
         The same, with the hosts, duration hint and trace description from a trace header.
 
@@ -93,6 +94,27 @@ Calls (all times in seconds, all sizes in shares and bytes)::
         A cut task got resources back (DESIGN 3.8): ``cpu_shares`` and ``memory`` are what it
         has now. Counted (``restores``).
 
+    rec.on_power_state(t, host_id, state)
+        The power manager (DESIGN 3.15) put the host in power ``state`` (a domain.power
+        PowerState) from ``t``: the energy as drawn charges that state's power; switches on
+        and off are counted. Never called: every host is on (as drawn = all on).
+
+    rec.on_moved(t, task_id, source, target)
+        Consolidation moved a running service make-before-break (it never stopped); counted.
+
+    rec.on_boot_wait(t, request_id, waited_s)
+        A request held for a booting host (it was queued: ``on_queued``) is released after
+        ``waited_s``; counted with its wait.
+    rec.on_admission_refused(t, request_id)
+        A submitted request was refused at admission (DESIGN 3.13): a failed allocation, an
+        SLO miss (availability 0), counted apart per class (``refused_at_admission``).
+
+    rec.on_suspended(t, task_id) / rec.on_resumed(t, task_id)
+        A running task was paused on its host instead of killed, and runs again there (DESIGN
+        3.14): its pause is p, it loses nothing; counted per class. A checkpointable job
+        (``on_submit(..., checkpoint_interval_s=...)``) that is killed loses only its run since
+        its last checkpoint; such kills are counted (``checkpoint_restarts``).
+
     rec.finish(t_end) -> PolicyResult
         Closes every host at ``t_end`` and computes everything. The recorder must not be used
         afterwards.
@@ -114,10 +136,11 @@ from typing import Any, NamedTuple
 
 from domain.classes import MAX_CLASS
 from domain.decision import Decision
-from domain.energy import PowerModel
+from domain.energy import DEFAULT_STANDBY_W, PowerModel
 from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import HostSpec, TaskType
+from domain.power import PowerState
 from domain.regions import RegionBounds
 from domain.slo import SloTable
 from measure.checks import check_class, check_nonneg, check_t
@@ -189,6 +212,7 @@ class MetricsRecorder:
         slo: SloTable | None = None,
         allocation_s: float = 0.0,
         keep_requests: bool = True,
+        standby_w: float = DEFAULT_STANDBY_W,
     ) -> None:
         if not isinstance(policy, str) or not policy.strip():
             raise ValidationError("policy", "must be a non-empty name")
@@ -203,7 +227,7 @@ class MetricsRecorder:
         self.series_step_s = _series_step(series_step_s, duration_hint_s)
         self.trace_info = dict(trace_info or {})
         self._hosts = HostBook(hosts, power_model, self.bounds, self.t_start_s,
-                               self.series_step_s, duration_hint_s)
+                               self.series_step_s, duration_hint_s, standby_w)
         self._tasks: dict[str, TaskRecord] = {}
         self._recent_ends: OrderedDict[str, EndStatus] = OrderedDict()
         self._lost: set[str] = set()
@@ -245,6 +269,7 @@ class MetricsRecorder:
         expected_makespan_s: float | None = None,
         probe: bool = False,
         cpu_shares: int | None = None,
+        checkpoint_interval_s: float = 0.0,
     ) -> None:
         self._check_open()
         t = check_t(t)
@@ -257,6 +282,9 @@ class MetricsRecorder:
             task.cores = check_nonneg(cpu_shares, "cpu_shares") / SHARES_PER_CORE
         self._levels.tick(t)
         self._levels.admit(task, t)
+        if checkpoint_interval_s > 0 and task.clock is not None:
+            task.clock.checkpoint_interval_s = check_nonneg(checkpoint_interval_s,
+                                                            "checkpoint_interval_s")
         self._tasks[request_id] = task
         if probe:
             self._tallies.probes += 1
@@ -274,6 +302,7 @@ class MetricsRecorder:
             expected_makespan_s=request.makespan_s,
             probe=probe,
             cpu_shares=request.cpu_shares,
+            checkpoint_interval_s=request.checkpoint_interval_s,
         )
 
     def _apply_cuts_and_kills(
@@ -299,7 +328,7 @@ class MetricsRecorder:
                 self._tasks[victim_id] = task
             else:
                 self._tallies.by_class[task.request_class]["killed"] += 1
-                self._levels.stopped(task, t)
+                self._stopped(task, t)
             task.running = False
             task.awaiting = True
             self._remember_end(victim_id, EndStatus.KILLED)
@@ -533,7 +562,7 @@ class MetricsRecorder:
             self._tallies.victims.add(task_id)
             self._tallies.by_class[task.request_class]["killed"] += 1
             task.awaiting = True
-            self._levels.stopped(task, t)
+            self._stopped(task, t)
             return
         del self._tasks[task_id]
         self._levels.over(task_id, task, t, _END_STATUS[status])
@@ -579,12 +608,101 @@ class MetricsRecorder:
             return
         self._count_oom(host_id)
 
+    def _stopped(self, task: TaskRecord, t: float) -> None:
+        """Taken off its host: a checkpointed restart is counted (per class too)."""
+        if self._levels.stopped(task, t) and not task.probe:
+            self._tallies.checkpoint_restarts += 1
+            self._tallies.by_class[task.request_class]["checkpoint_restarts"] += 1
+
+    def on_admission_refused(self, t: float, request_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.pop(request_id, None)
+        if task is None or task.placed:
+            if task is not None:
+                self._tasks[request_id] = task
+            raise ValidationError("request_id", f"{request_id!r} is not a new request")
+        if task.probe:
+            return
+        tallies = self._tallies
+        tallies.submitted += 1
+        tallies.failed += 1
+        tallies.refused_admission += 1
+        counts = tallies.by_class[task.request_class]
+        counts["requests"] += 1
+        counts["failed"] += 1
+        counts["refused_at_admission"] += 1
+        self._levels.over(request_id, task, t, RequestStatus.REFUSED_AT_ADMISSION)
+
+    def on_suspended(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._tallies.ignored += 1
+            return
+        task.clock.suspended(t)
+        if not task.probe:
+            self._tallies.suspensions += 1
+            self._tallies.by_class[task.request_class]["suspended"] += 1
+
+    def on_resumed(self, t: float, task_id: str) -> None:
+        self._check_open()
+        t = check_t(t)
+        self._levels.tick(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running or task.clock is None:
+            self._tallies.ignored += 1
+            return
+        task.clock.resumed(t)
+        if not task.probe:
+            self._tallies.resumes += 1
+            self._tallies.by_class[task.request_class]["resumed"] += 1
+
     def on_restore(self, t: float, task_id: str, cpu_shares: int, memory: int) -> None:
         self._check_open()
         check_t(t)
         check_nonneg(cpu_shares, "cpu_shares")
         check_nonneg(memory, "memory")
         self._tallies.restores += 1
+
+    # ------------------------------------------------------------------ power (DESIGN 3.15)
+
+    def on_power_state(self, t: float, host_id: str, state: PowerState) -> None:
+        """The host is in power ``state`` from ``t`` (the power manager switched it, or a
+        switch ended): the energy as drawn charges that state's power from ``t``. A switch on
+        (to ``booting``) and a switch off (to ``shutting-down``) are counted."""
+        self._check_open()
+        t = check_t(t)
+        state = PowerState(state)
+        self._hosts.energy.set_power_state(t, host_id, state)
+        if state is PowerState.BOOTING:
+            self._tallies.switch_on += 1
+        elif state is PowerState.SHUTTING_DOWN:
+            self._tallies.switch_off += 1
+
+    def on_moved(self, t: float, task_id: str, source: str, target: str) -> None:
+        """A service moved from ``source`` to ``target`` make-before-break (consolidation): it
+        kept running, so its service level is unchanged; counted."""
+        self._check_open()
+        check_t(t)
+        task = self._tasks.get(task_id)
+        if task is None or not task.running:
+            raise ValidationError("task_id", f"{task_id!r} is not a running task")
+        self._hosts.host(target)
+        task.host_id = target
+        self._tallies.moves += 1
+
+    def on_boot_wait(self, t: float, request_id: str, waited_s: float) -> None:
+        """A request waited ``waited_s`` for a booting host (held for it, DESIGN 3.15) and is
+        released at ``t``; its wait is pending time in its availability already (it was
+        queued, ``on_queued``). Counted, with the wait."""
+        self._check_open()
+        check_t(t)
+        self._tallies.boot_waits += 1
+        self._tallies.boot_wait_s += check_nonneg(waited_s, "waited_s")
 
     def on_service_response(
         self, t: float, task_id: str, request_rate: int, response_ms: float

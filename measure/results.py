@@ -216,6 +216,25 @@ class PolicyMetrics:
     preemptions_max: int | None = None
     work_lost_cpu_s: float | None = None  # killed jobs' runs x their requested cores
     work_lost_share: float | None = None  # of the CPU-seconds delivered (run time x cores)
+    # the power manager (DESIGN 3.15): ``energy_kwh`` is what the hosts drew as switched, this
+    # the same run with every host on (equal when no host was switched); the time-average
+    # number of hosts not on; hosts switched on and off; services moved by consolidation;
+    # requests that waited for a booting host, and their waits (s). None in results written
+    # before them.
+    energy_kwh_all_on: float | None = None
+    hosts_off_mean: float | None = None
+    switches_on: int | None = None
+    switches_off: int | None = None
+    moves: int | None = None
+    boot_waits: int | None = None
+    boot_wait_s: float | None = None
+    # overload (DESIGN 3.13, 3.14): new requests refused at admission (SLO misses, and failed
+    # allocations), tasks paused instead of killed and resumed, and kills of checkpointable
+    # jobs that resumed from a checkpoint; None in results written before them
+    refused_at_admission: int | None = None
+    suspensions: int | None = None
+    resumes: int | None = None
+    checkpoint_restarts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

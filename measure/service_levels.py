@@ -47,6 +47,7 @@ class RequestStatus(StrEnum):
     FAILED = "failed"  # its run failed
     OOM = "oom"  # killed for lack of memory (not rescheduled)
     REFUSED = "refused"  # refused at once: it never ran (an SLO miss)
+    REFUSED_AT_ADMISSION = "refused-at-admission"  # not admitted (DESIGN 3.13): an SLO miss
     LOST = "lost"  # a victim the driver gave up on
     RUNNING = "running"  # still running (or starting) when the run ended
     WAITING = "waiting"  # still waiting (queued, or a victim) when the run ended

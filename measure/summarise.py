@@ -40,11 +40,43 @@ _MEAN = ("mean",)
 class Tallies:
     """What a run counted and sampled as it went: the recorder adds, :func:`summarise` reads."""
 
-    __slots__ = ("by_class", "cut_cpu", "cut_memory", "cuts", "decision_ms", "delay_windows",
-                 "delays", "failed", "ignored", "jobs_finished", "kills", "makespans", "oom",
-                 "passes", "probes", "queued", "reschedule_attempts", "reschedules_placed",
-                 "responses", "restores", "services_stopped", "slowdowns", "submitted",
-                 "successful", "tasks_failed", "victims")
+    __slots__ = (
+        "boot_wait_s",
+        "boot_waits",
+        "by_class",
+        "checkpoint_restarts",
+        "cut_cpu",
+        "cut_memory",
+        "cuts",
+        "decision_ms",
+        "delay_windows",
+        "delays",
+        "failed",
+        "ignored",
+        "jobs_finished",
+        "kills",
+        "makespans",
+        "moves",
+        "oom",
+        "passes",
+        "probes",
+        "queued",
+        "refused_admission",
+        "reschedule_attempts",
+        "reschedules_placed",
+        "responses",
+        "restores",
+        "resumes",
+        "services_stopped",
+        "slowdowns",
+        "submitted",
+        "successful",
+        "suspensions",
+        "switch_off",
+        "switch_on",
+        "tasks_failed",
+        "victims",
+    )
 
     def __init__(self) -> None:
         # new requests (probes apart) and their first decisions
@@ -54,9 +86,16 @@ class Tallies:
         self.failed = 0
         self.queued = 0
         self.by_class: dict[int, dict[str, int]] = {
-            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0}
+            c: {"requests": 0, "successful": 0, "failed": 0, "cut": 0, "killed": 0,
+                "refused_at_admission": 0, "suspended": 0, "resumed": 0,
+                "checkpoint_restarts": 0}
             for c in range(MIN_CLASS, MAX_CLASS + 1)
         }
+        # overload (DESIGN 3.13, 3.14): refused at the door, paused, resumed, checkpointed
+        self.refused_admission = 0
+        self.suspensions = 0
+        self.resumes = 0
+        self.checkpoint_restarts = 0
         self.passes: dict[str, int] = {}  # placements per pass name
         # cuts, kills and reschedules
         self.cuts = 0
@@ -67,6 +106,13 @@ class Tallies:
         self.victims: set[str] = set()  # distinct tasks killed at least once
         self.reschedule_attempts = 0
         self.reschedules_placed = 0
+        # hosts switched on and off, services moved, requests that waited for a booting host
+        # (DESIGN 3.15)
+        self.switch_on = 0
+        self.switch_off = 0
+        self.moves = 0
+        self.boot_waits = 0
+        self.boot_wait_s = 0.0
         # task ends
         self.oom = 0
         self.jobs_finished = 0
@@ -205,6 +251,8 @@ def summarise(
         **_host_time(hosts.values(), run.duration_s),
         **_energy(energy, run.duration_s, tallies.successful, service.met),
         **_service(service),
+        **_power(tallies, energy, run.duration_s),
+        **_overload(tallies),
     )
     return PolicyResult(
         policy=run.policy,
@@ -307,6 +355,21 @@ def _energy(
     }
 
 
+def _power(tallies: Tallies, energy: EnergyReport, duration_s: float) -> dict[str, Any]:
+    """The power manager's part (DESIGN 3.15): the energy with every host on beside the energy
+    as drawn (``energy_kwh``; the same when no host was ever switched), switches, moves, and
+    the requests that waited for a booting host."""
+    return {
+        "energy_kwh_all_on": energy.energy_kwh_all_on,
+        "hosts_off_mean": ratio(math.fsum(h.off_s for h in energy.hosts), duration_s) or 0.0,
+        "switches_on": tallies.switch_on,
+        "switches_off": tallies.switch_off,
+        "moves": tallies.moves,
+        "boot_waits": tallies.boot_waits,
+        "boot_wait_s": tallies.boot_wait_s,
+    }
+
+
 def _service(service: ServiceSummary) -> dict[str, Any]:
     """Service levels over every request but probes (DESIGN 3.10)."""
     return {
@@ -316,6 +379,16 @@ def _service(service: ServiceSummary) -> dict[str, Any]:
         "preemptions_max": service.preemptions_max,
         "work_lost_cpu_s": service.work_lost_cpu_s,
         "work_lost_share": service.work_lost_share,
+    }
+
+
+def _overload(tallies: Tallies) -> dict[str, Any]:
+    """Refused at admission, suspensions and checkpointed restarts (DESIGN 3.13, 3.14)."""
+    return {
+        "refused_at_admission": tallies.refused_admission,
+        "suspensions": tallies.suspensions,
+        "resumes": tallies.resumes,
+        "checkpoint_restarts": tallies.checkpoint_restarts,
     }
 
 

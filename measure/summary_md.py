@@ -81,9 +81,16 @@ _SECTIONS: tuple[tuple[str, tuple[_Row, ...]], ...] = (
         ("hosts never used", "hosts_never_used", _int),
     )),
     ("Energy (DESIGN 7.4)", (
-        ("energy, all hosts on (kWh)", "energy_kwh", _f(3)),
+        ("energy as drawn (kWh)", "energy_kwh", _f(3)),
+        ("energy, all hosts on (kWh)", "energy_kwh_all_on", _f(3)),
         ("energy, empty hosts off (kWh)", "energy_kwh_switch_off", _f(3)),
-        ("average power, all on (W)", "avg_power_w", _f(1)),
+        ("hosts off (mean, DESIGN 3.15)", "hosts_off_mean", _f(2)),
+        ("hosts switched on", "switches_on", _int),
+        ("hosts switched off", "switches_off", _int),
+        ("services moved (consolidation)", "moves", _int),
+        ("requests that waited for a boot", "boot_waits", _int),
+        ("their waits (s, in all)", "boot_wait_s", _f(0)),
+        ("average power, as drawn (W)", "avg_power_w", _f(1)),
         ("average power, empty off (W)", "avg_power_w_switch_off", _f(1)),
         ("successful allocations per kWh", "successful_per_kwh", _f(1)),
         ("successful allocations per kWh, empty off", "successful_per_kwh_switch_off", _f(1)),
@@ -176,7 +183,7 @@ def service_section(results: Sequence[PolicyResult]) -> list[str]:
     metrics = [r.metrics for r in results]
     rows: list[list[str]] = [
         ["requests meeting their SLO", *(pct(m.slo_fulfilment) for m in metrics)],
-        ["SLO met per kWh (all on)", *(_f(1)(m.slo_met_per_kwh) for m in metrics)],
+        ["SLO met per kWh (as drawn)", *(_f(1)(m.slo_met_per_kwh) for m in metrics)],
         ["SLO met per kWh (empty off)",
          *(_f(1)(m.slo_met_per_kwh_switch_off) for m in metrics)],
     ]
@@ -193,10 +200,26 @@ def service_section(results: Sequence[PolicyResult]) -> list[str]:
         ["work lost to kills (CPU-s)", *(_f(0)(m.work_lost_cpu_s) for m in metrics)],
         ["work lost / CPU-s delivered", *(pct(m.work_lost_share) for m in metrics)],
         ["cuts given back", *(_int(m.restores) for m in metrics)],
+        # overload (DESIGN 3.13, 3.14): refusals at the door are SLO misses, counted apart
+        ["refused at admission (SLO misses)", *(_int(m.refused_at_admission) for m in metrics)],
+        ["suspended / resumed / checkpointed restarts",
+         *(" / ".join(_int(v) for v in (m.suspensions, m.resumes, m.checkpoint_restarts))
+           for m in metrics)],
     ]
+    for c in CLASSES:
+        rows.append([f"class {c}: refused at admission / suspended / resumed / checkpointed "
+                     "restarts", *(_overload_cell(r, c) for r in results)])
     parts.append(_table(["", *names], rows))
     parts.append("")
     return parts
+
+
+def _overload_cell(result: PolicyResult, cls: int) -> str:
+    counts = result.by_class.get(str(cls), {})
+    keys = ("refused_at_admission", "suspended", "resumed", "checkpoint_restarts")
+    if not any(key in counts for key in keys):
+        return NA  # a result recorded before them
+    return " / ".join(_int(counts.get(key, 0)) for key in keys)
 
 
 def _stats_cell(stats: Stats | None,

@@ -118,11 +118,16 @@ class LevelBook:
         task.clock.running(max(t, task.clock.since_s))
 
     @staticmethod
-    def stopped(task: TaskRecord, t: float) -> None:
-        """Taken off its host (a kill, a preemption): it waits again; a job's run is lost."""
-        if task.clock is None:
-            return
-        task.clock.stopped(t, work_lost=task.type is TaskType.JOB)
+    def stopped(task: TaskRecord, t: float) -> bool:
+        """Taken off its host (a kill, a preemption): it waits again; a job's run is lost but
+        for what its last checkpoint kept. True when a checkpoint kept some (a checkpointed
+        restart)."""
+        clock = task.clock
+        if clock is None:
+            return False
+        before = clock.checkpoint_restarts
+        clock.stopped(t, work_lost=task.type is TaskType.JOB)
+        return clock.checkpoint_restarts > before
 
     def over(self, request_id: str, task: TaskRecord, t: float, status: RequestStatus) -> None:
         """Its accounting ends at ``t``."""
@@ -138,11 +143,15 @@ class LevelBook:
         assert task.clock is not None
         cls = task.request_class
         level = task.clock.at(t, self.slo.objective(cls))
-        # refused at once: it received nothing (e = p = 0 would read as availability 1)
-        availability = 0.0 if status is RequestStatus.REFUSED else level.availability
+        # refused at once or at the door: it received nothing (e = p = 0 would read as
+        # availability 1)
+        refused = status in (RequestStatus.REFUSED, RequestStatus.REFUSED_AT_ADMISSION)
+        availability = 0.0 if refused else level.availability
         met = self._service.add(cls, availability, level.preemptions)
-        self._service.add_work(level.executed_s * task.cores, level.lost_s * task.cores)
-        if status is not RequestStatus.REFUSED:
+        # delivered: every run, those a kill threw away included (their time is in p now)
+        self._service.add_work((level.executed_s + level.lost_s) * task.cores,
+                               level.lost_s * task.cores)
+        if not refused:
             self._interval_ended[cls].append(availability)
         if self.keep_requests:
             self._levels.append((task.seq, RequestLevel(

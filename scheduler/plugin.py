@@ -79,6 +79,23 @@ class RoundPolicy(Protocol):
 
 
 @runtime_checkable
+class TimeAware(Protocol):
+    """A policy whose decision depends on the moment (the energy policy's kill pass weighs the
+    work each victim would lose, DESIGN 3.6): the scheduler calls ``decide_at`` with it instead
+    of ``decide``."""
+
+    def decide_at(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        now: float,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision: ...
+
+
+@runtime_checkable
 class LoadAware(Protocol):
     """A policy that reads utilization and wants it as expected now (DESIGN 3.12): with the
     predicted use of tasks placed since each host's last measurement, and by allocation where

@@ -284,7 +284,7 @@ class PowerManager:
                 holds.append(hold)
                 if hold.decision is not None:
                     decisions.append(hold.decision)
-        need = recent.spare_need(now)
+        need = recent.spare_need(now, self.settings.spare_window_share)
         decisions += self._switch_on_for_room(work, need)
         decisions += self._switch_off_idle(work, need, now)
         free_cpu, free_memory = self._free(work)
@@ -360,11 +360,12 @@ class PowerManager:
                 continue
             on -= 1
             free_cpu, free_memory = left_cpu, left_memory
+            idle_since = host.idle_since if host.idle_since is not None else now
             work.hosts[host.id] = PowerHost(host.view, HostPower(PowerState.SHUTTING_DOWN, now),
                                             None, host.model)
             decisions.append(PowerDecision(
                 host.id, PowerAction.SWITCH_OFF, PowerReason.IDLE,
-                f"empty for {now - (host.idle_since or now):.0f} s (idle_s {idle_s:g}); the "
+                f"empty for {now - idle_since:.0f} s (idle_s {idle_s:g}); the "
                 f"{on} host(s) left on keep {left_cpu} CPU shares and {left_memory} bytes "
                 f"free, the spare room being {need[0]} and {need[1]}"))
         return decisions

@@ -13,6 +13,11 @@ come first: a waiting request is not running and loses availability every second
 pass cut the same tasks again at once, two live updates for nothing. A placement that kills
 nothing never triggers it (it only takes room: the cut pass cuts what it needs, DESIGN 3.5);
 one that kills does, on the host its victims left.
+
+Paused tasks resumed (DESIGN 3.14): at the same moments and on the same hosts, just before the
+cuts are given back, a host's suspended tasks run again as far as its CPU room allows, the most
+urgent first. Admission control (3.13): a new request that would wait in the queue is admitted
+first (``scheduler.admission``); the scheduler keeps the admitted requests' demand.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
 from domain.model import Request, Task, TaskType
 from domain.pending import PendingEntry, PendingReason, violation_deadline
+from domain.preemption import times_after_kill
 from domain.restore import TaskRestore
 from domain.slo import SloTable
 from domain.store import ChangeLog, ClusterReader, ClusterStore
+from scheduler.admission import AdmissionLedger, AdmissionMode, Refusal
 from scheduler.constraints import JUST_LEFT, PAUSED, merged, name_constraints, ruled_out
 from scheduler.load import Freshness, LoadView, RecentPlacements
-from scheduler.plugin import LoadAware, Policy, RoundPolicy
+from scheduler.plugin import LoadAware, Policy, RoundPolicy, TimeAware
 from scheduler.preview import Preview, Stamp
 
 
@@ -76,6 +83,12 @@ class Outcome:
     waiting: list[Decision] = field(default_factory=list)
     # cuts given back once the decisions were applied, in order (DESIGN 3.8)
     restored: list[TaskRestore] = field(default_factory=list)
+    # tasks paused by those decisions, as they are now (DESIGN 3.14), and tasks resumed on
+    # their hosts, as they are now, in order
+    suspended: list[Task] = field(default_factory=list)
+    resumed: list[Task] = field(default_factory=list)
+    # a new request refused at admission (DESIGN 3.13): why; nothing else was done for it
+    admission: Refusal | None = None
 
     # Written by hand (init=False), as the generated one would be but for a default
     # factory's parameter, None here: compiled (see native.loader), the dataclass's own
@@ -85,7 +98,8 @@ class Outcome:
         self, decisions: list[Decision] | None = None, applied: list[Decision] | None = None,
         killed: list[Task] | None = None, queued: list[PendingEntry] | None = None,
         refused: list[Decision] | None = None, waiting: list[Decision] | None = None,
-        restored: list[TaskRestore] | None = None,
+        restored: list[TaskRestore] | None = None, suspended: list[Task] | None = None,
+        resumed: list[Task] | None = None, admission: Refusal | None = None,
     ) -> None:
         self.decisions = [] if decisions is None else decisions
         self.applied = [] if applied is None else applied
@@ -94,6 +108,9 @@ class Outcome:
         self.refused = [] if refused is None else refused
         self.waiting = [] if waiting is None else waiting
         self.restored = [] if restored is None else restored
+        self.suspended = [] if suspended is None else suspended
+        self.resumed = [] if resumed is None else resumed
+        self.admission = admission
 
     def decision_for(self, request_id: str) -> Decision | None:
         for decision in (*self.applied, *self.refused, *self.waiting):
@@ -115,6 +132,7 @@ class Scheduler:
         admits_to_queue: bool = False,
         freshness: Freshness | None = None,
         recent: RecentPlacements | None = None,
+        admission: AdmissionMode = AdmissionMode.NONE,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -126,9 +144,16 @@ class Scheduler:
         # A new request waits in the queue unless its client says otherwise (the QoS-driven
         # policy's admission, DESIGN 3.11).
         self.admits_to_queue = admits_to_queue
+        # Admission control (DESIGN 3.13) for requests that would wait: the admitted requests
+        # (running, suspended, queued) and their demand per class; None when it is off.
+        self.admission = admission
+        self.ledger: AdmissionLedger | None = (
+            AdmissionLedger() if admission is AdmissionMode.SLO else None)
         # A policy that decides in rounds over the queue (DESIGN 3.11): it sees every waiting
         # request in Q order, and victims go back to the queue instead of a cascade.
         self._rounds: RoundPolicy | None = policy if isinstance(policy, RoundPolicy) else None
+        # A policy that decides at a moment (the kill pass weighs the work victims would lose).
+        self._timed: TimeAware | None = policy if isinstance(policy, TimeAware) else None
         # A load-aware policy sees each host's expected utilization (DESIGN 3.12): the tasks
         # placed since its last measurement are remembered for it.
         self.freshness = freshness or Freshness()
@@ -181,29 +206,38 @@ class Scheduler:
 
     def submit(
         self, request: Request, now: float, *, queue: bool | None = None,
-        preview: Preview | None = None,
+        preview: Preview | None = None, expected_s: float | None = None,
     ) -> Outcome:
         """Place a new request; refuse it, or queue it when ``queue`` and nothing takes it.
         ``queue`` None: the policy's habit (``admits_to_queue``). A round policy queues the
         request first, with Q = 0, then runs a round: the most urgent waiting request first.
-        ``preview``: its ``preview``, applied while it stands (scheduler/preview.py)."""
+        ``preview``: its ``preview``, applied while it stands (scheduler/preview.py).
+        With admission control, a request that would wait is admitted first (DESIGN 3.13):
+        refused, ``Outcome.admission`` says why and nothing else happens. ``expected_s``: how
+        long it is expected to run, where known (the admission's Retry-After)."""
         if self.store.task(request.id) is not None or self.store.is_pending(request.id):
             raise ConflictError(f"request {request.id!r} is already known")
         wait = self.admits_to_queue if queue is None else queue
         outcome = Outcome()
+        ledger = self.ledger
+        if ledger is not None:
+            outcome.admission = self.admission_refusal(request, queue=wait)
+            if outcome.admission is not None:
+                return outcome
+            ledger.admit(request, None if expected_s is None else now + expected_s)
         if self.power is not None:
             self.power.arrived(request, now)
         if self._rounds is not None and wait:
             self._changes += 1
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
-            self._round(now, outcome)
+            self._round(now, outcome, arrival=request.id)
             if not any(d.request.id == request.id for d in outcome.applied):
                 tried = [d for d in outcome.decisions if d.request.id == request.id]
                 outcome.waiting.append(
                     tried[-1] if tried else Decision.refused(
                         request, "waiting in the queue behind more urgent requests",
                         policy=self.policy.name))
-            self._restore(outcome)
+            self._restore(outcome, (), now)
             return outcome
         decision = self._previewed(preview, request, now, outcome)
         if decision is None:
@@ -220,8 +254,38 @@ class Scheduler:
             self._enqueue(request, PendingReason.QUEUED, now, 0.0, 0.0, outcome)
         else:
             outcome.refused.append(decision)
-        self._restore(outcome)
+            if ledger is not None:
+                ledger.release(request.id)  # refused at once: never admitted
+        self._restore(outcome, (), now)
         return outcome
+
+    # -- admission control (DESIGN 3.13) ----------------------------------------------------
+
+    def admission_refusal(self, request: Request, *, queue: bool | None = None) -> Refusal | None:
+        """Why ``submit`` would refuse ``request`` at admission now (None: it would admit it,
+        or admission control does not apply to it), with nothing changed."""
+        wait = self.admits_to_queue if queue is None else queue
+        if self.ledger is None or not wait:
+            return None
+        if not self.ledger.has_room:
+            self.ledger.hosts_changed(self.store.all_hosts())
+        return self.ledger.check(request, self.slo)
+
+    def hosts_changed(self) -> None:
+        """Hosts joined or left: the room admission control books against is read again."""
+        if self.ledger is not None:
+            self.ledger.hosts_changed(self.store.all_hosts())
+
+    def resync_admission(self, tasks: Iterable[Task]) -> None:
+        """The admitted requests are exactly ``tasks`` (the store's: running or suspended) and
+        the queue's, and the room is the hosts' as they are (a live manager, whose books other
+        paths change too, calls this before it admits)."""
+        if self.ledger is None:
+            return
+        requests = [task.as_request() for task in tasks]
+        requests += [entry.request for entry in self.store.pending()]
+        self.ledger.reset(requests)
+        self.ledger.hosts_changed(self.store.all_hosts())
 
     def preview(self, request: Request, now: float) -> Preview:
         """The decision the policy takes for ``request`` now, applied nowhere (the store is
@@ -262,10 +326,10 @@ class Scheduler:
             for task in tasks:
                 self._requeue(task, reason, now, outcome)
             self._round(now, outcome)
-            self._restore(outcome, (task.host for task in tasks))
+            self._restore(outcome, [task.host for task in tasks], now)
             return outcome
         self._cascade(deque((task, reason) for task in tasks), now, outcome)
-        self._restore(outcome, (task.host for task in tasks))
+        self._restore(outcome, [task.host for task in tasks], now)
         return outcome
 
     def host_lost(self, host_id: str, now: float, skip: Collection[str] = ()) -> Outcome:
@@ -273,41 +337,60 @@ class Scheduler:
         caller knows nothing could start them elsewhere)."""
         self._changes += 1
         tasks = self.store.remove_host(host_id)
+        self.hosts_changed()
         return self.reschedule([t for t in tasks if t.id not in skip], now,
                                PendingReason.HOST_LOST)
 
     def task_ended(self, task_id: str, now: float) -> tuple[Task, Outcome]:
-        """A task finished, failed, or was stopped: free its room, retry the queue, then give
-        cuts back on its host."""
+        """A task finished, failed, or was stopped: free its room, resume what is paused on
+        its host, retry the queue, then give cuts back on its host."""
         self._changes += 1
         task = self.store.end_task(task_id)
+        if self.ledger is not None:
+            self.ledger.release(task_id)
         return task, self.retry_pending(now, freed=(task.host,))
+
+    def request_gone(self, request_id: str) -> None:
+        """A request left otherwise (a queued one stopped by its client): no longer admitted."""
+        if self.ledger is not None:
+            self.ledger.release(request_id)
 
     # -- pending queue --------------------------------------------------------------------
 
     def retry_pending(self, now: float, freed: Iterable[str] = ()) -> Outcome:
-        """Retry the queue (a round, under a round policy), then give cuts back on the hosts
-        of ``freed`` (room grew there: a task left) and those where a retry killed."""
+        """Retry the queue (a round, under a round policy), then resume what is paused and
+        give cuts back on the hosts of ``freed`` (room grew there: a task left) and those
+        where a retry killed."""
         self._changes += 1
+        outcome = Outcome()
         if self._rounds is not None:
-            outcome = Outcome()
             self._round(now, outcome)
-            self._restore(outcome, freed)
-            return outcome
-        return self._retry_in_order(now, freed)
+        else:
+            self._retry_in_order(now, outcome)
+        self._restore(outcome, freed, now)
+        return outcome
 
-    def _round(self, now: float, outcome: Outcome) -> None:
+    def _round(self, now: float, outcome: Outcome, arrival: str | None = None) -> None:
         """One round of a round policy (DESIGN 3.11): every waiting request once, the lowest Q
         first (the queue's order); a placement's victims join the queue with their own Q and
         may be placed again in the same round, never on the host they just left. The round
         stops after ``retry_limit`` requests in a row found no host (the paper's own heuristic:
-        the rest of the queue is no more urgent, and the next round comes soon)."""
+        the rest of the queue is no more urgent, and the next round comes soon), but the
+        ``arrival`` that started it is always tried in it: a new request starts at Q = 0, and
+        one of an objective of 1 that waits for the next round has missed it already."""
         assert self._rounds is not None
         tried: set[str] = set()
         left: dict[str, str] = {}  # victim -> the host it left in this round
         failures = 0
-        while failures < self.retry_limit:
-            entry = next((e for e in self.store.pending() if e.request.id not in tried), None)
+        while True:
+            if failures < self.retry_limit:
+                entry = next((e for e in self.store.pending() if e.request.id not in tried),
+                             None)
+            elif arrival is not None and arrival not in tried:
+                entry = next((e for e in self.store.pending() if e.request.id == arrival),
+                             None)
+            else:
+                return
             if entry is None:
                 return
             request = entry.request
@@ -326,20 +409,20 @@ class Scheduler:
             self._placed(decision, now)
             outcome.applied.append(decision)
             outcome.killed += killed
+            self._suspended(decision, outcome)
             for victim in killed:
                 self._requeue(victim, PendingReason.VICTIM, now, outcome)
                 left[victim.id] = victim.host
 
     def _requeue(self, task: Task, reason: PendingReason, now: float, outcome: Outcome) -> None:
-        """A task taken off its host waits with its history and one preemption more."""
-        executed = task.executed_s + max(0.0, now - task.started_at)
-        self._enqueue(task.as_request(), reason, now, executed, task.pending_s, outcome,
+        """A task taken off its host waits with its history and one preemption more (the run
+        a kill threw away in p, DESIGN 3.10)."""
+        executed, pending = times_after_kill(task, now)
+        self._enqueue(task.as_request(), reason, now, executed, pending, outcome,
                       task.preemptions + 1)
 
-    def _retry_in_order(self, now: float, freed: Iterable[str] = ()) -> Outcome:
+    def _retry_in_order(self, now: float, outcome: Outcome) -> None:
         """Try waiting requests in time-to-violate order; the placed ones leave the queue.
-        Then the hosts of ``freed`` (room grew there: a task left) and those where a retry
-        killed give cuts back.
 
         An entry is skipped when one at least as small, of the same class and type, already
         failed in this round (every pass is monotone in the request size); at most
@@ -351,7 +434,6 @@ class Scheduler:
         alone, so the other hosts would refuse it again. Such an entry counts as tried and
         failed, exactly as if it had been decided: the outcome is the same either way.
         """
-        outcome = Outcome()
         # (class, whether a job) -> sizes (cpu, memory) that failed in this round
         failed: dict[tuple[int, bool], list[tuple[int, int]]] = {}
         attempts = 0
@@ -393,20 +475,38 @@ class Scheduler:
         if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
             waiting = {entry.request.id for entry in entries}
             self._failed_at = {rid: mark for rid, mark in marks.items() if rid in waiting}
-        self._restore(outcome, freed)
-        return outcome
 
-    # -- cuts given back ------------------------------------------------------------------
+    # -- cuts given back, paused tasks resumed ----------------------------------------------
 
-    def _restore(self, outcome: Outcome, freed: Iterable[str] = ()) -> None:
-        """Give cuts back on every host of ``freed`` and every host a kill of ``outcome``
-        took a task from, by host id; a host that left meanwhile is skipped."""
-        hosts = {*freed, *(victim.host for victim in outcome.killed)}
-        for host_id in sorted(hosts):
+    def _restore(self, outcome: Outcome, freed: Iterable[str], now: float) -> None:
+        """Resume paused tasks, then give cuts back, on every host of ``freed`` and every
+        host a kill of ``outcome`` took a task from, by host id; a host that left meanwhile
+        is skipped. Both come after every decision of the event: the queue's requests are
+        decided first (a resume only ever takes the CPU room left on the task's own host),
+        and an outcome lists its decisions, then its resumes, then its restorations, in the
+        order they were made."""
+        hosts = sorted({*freed, *(victim.host for victim in outcome.killed)})
+        self._resume(hosts, now, outcome)
+        for host_id in hosts:
             try:
                 outcome.restored += self.store.restore_cuts(host_id)
             except NotFoundError:
                 continue  # the host left (host_lost): nothing to give back there
+
+    def _resume(self, hosts: Iterable[str], now: float, outcome: Outcome) -> None:
+        """Paused tasks run again where their hosts' CPU room allows (DESIGN 3.14)."""
+        for host_id in hosts:
+            try:
+                outcome.resumed += self.store.resume_suspended(host_id, now, self.slo)
+            except NotFoundError:
+                continue
+
+    def _suspended(self, decision: Decision, outcome: Outcome) -> None:
+        """The tasks ``decision`` paused, as the store holds them now."""
+        for task_id in decision.suspends:
+            task = self.store.task(task_id)
+            if task is not None and task.suspended:
+                outcome.suspended.append(task)
 
     def _may_place_now(self, request: Request, failed_at: int | None, now: float) -> bool:
         """False when ``request`` failed at mark ``failed_at`` and no host changed since
@@ -464,6 +564,9 @@ class Scheduler:
             decision = self._rounds.decide_waiting(
                 request, view, q_s=q_s, now=now, slo=self.slo, alpha_s=self.alpha_s,
                 exclude=excluded, explain=explain)
+        elif self._timed is not None:
+            decision = self._timed.decide_at(request, view, now=now, exclude=excluded,
+                                             explain=explain)
         else:
             decision = self.policy.decide(request, view, exclude=excluded, explain=explain)
         if constrained:
@@ -496,6 +599,8 @@ class Scheduler:
         killed = self.store.apply(decision, now, executed_s, pending_s, preemptions)
         self._placed(decision, now)
         outcome.applied.append(decision)
+        if decision.suspends:
+            self._suspended(decision, outcome)
         if killed:
             outcome.killed += killed
             self._cascade(deque((task, PendingReason.VICTIM) for task in killed), now, outcome)
@@ -509,18 +614,20 @@ class Scheduler:
             if steps > MAX_CHAIN:
                 raise RuntimeError("kill chain did not end: class invariant broken")
             victim, reason = victims.popleft()
-            executed = victim.executed_s + max(0.0, now - victim.started_at)
+            # the run a kill threw away moves to p (DESIGN 3.10)
+            executed, pending = times_after_kill(victim, now)
             preemptions = victim.preemptions + 1  # taken off its host: a kill, or a lost host
             request = victim.as_request()
             decision = self._decide(request, outcome, exclude=(victim.host,), now=now)
             if not decision.placed or self._held(decision, now) is not None:
-                self._enqueue(request, reason, now, executed, victim.pending_s, outcome,
-                              preemptions)
+                self._enqueue(request, reason, now, executed, pending, outcome, preemptions)
                 continue
-            killed = self.store.apply(decision, now, executed, victim.pending_s, preemptions)
+            killed = self.store.apply(decision, now, executed, pending, preemptions)
             self._placed(decision, now)
             outcome.applied.append(decision)
             outcome.killed += killed
+            if decision.suspends:
+                self._suspended(decision, outcome)
             victims.extend((task, PendingReason.VICTIM) for task in killed)
 
     def _enqueue(

@@ -11,10 +11,12 @@ from typing import Any
 from domain.classes import ClassTable
 from domain.energy import PowerModel
 from domain.errors import ValidationError
+from domain.power import PowerSettings
 from domain.regions import RegionBounds
 from domain.slo import DEFAULT_ALLOCATION_S, SloTable
 from federation.offload import OffloadWhen
 from measure.results import PolicyResult
+from scheduler.admission import AdmissionMode
 from scheduler.load import Freshness
 from sim.monitor_model import MonitorModelConfig
 
@@ -84,6 +86,9 @@ class SimConfig:
     # New requests ask to queue (DESIGN 3.7): one no pass places waits in the pending queue
     # and is retried like a victim, instead of being refused (the thesis behaviour).
     queue_new: bool | None = None  # None: as the policy admits (the qos policy queues)
+    # Admission control (DESIGN 3.13) of the requests that would wait in the queue: slo, the
+    # rule of scheduler.admission; none, every such request waits.
+    admission: AdmissionMode = AdmissionMode.SLO
     # Retries skip waiting requests no changed host could take (scheduler.service);
     # False decides every retry in full (same outcome, slower: for comparisons).
     skip_unchanged_retries: bool = True
@@ -97,6 +102,13 @@ class SimConfig:
     keep_requests: bool = True
     # Several clusters over the trace's hosts (DESIGN 12); None: one cluster, as always.
     clusters: ClusterSetup | None = None
+    # The power manager (DESIGN 3.15, sim/power.py): hosts switched off and on, consolidation
+    # for energy and qos; None or not enabled: every host on, as always.
+    power: PowerSettings | None = None
+
+    @property
+    def power_on(self) -> bool:
+        return self.power is not None and self.power.enabled
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ def share_cpu(capacity_cores: float, demands: Sequence[float],
         return list(demands)
     # Water level L (cores per share): task i gets min(demand_i, L x weight_i). Tasks are
     # satisfied in order of demand / weight; the rest split what is left by weight.
-    order = sorted(range(len(demands)), key=lambda i: demands[i] / weights[i])
+    # (a paused task weighs nothing and wants nothing: it comes first, served 0)
+    order = sorted(range(len(demands)),
+                   key=lambda i: demands[i] / weights[i] if weights[i] else 0.0)
     served = [0.0] * len(demands)
     left = capacity_cores
     weight_left = 0

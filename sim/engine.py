@@ -10,8 +10,9 @@ The simulator only plays the world around it:
   count as successful once placed); the scheduler reschedules kill victims itself and queues
   those that find no host;
 * tasks: every placed decision starts a run on its host. A job has ``makespan_s`` seconds of
-  work at full speed and restarts from the beginning after a kill (the thesis behaviour); a
-  service runs ``makespan_s`` seconds of wall time from each start, then its client stops it;
+  work at full speed and restarts from the beginning after a kill (the thesis behaviour), or
+  from its last checkpoint; a service runs until its runs add up to ``makespan_s`` seconds of
+  wall time, then its client stops it; a paused run makes no progress (sim/preempt.py);
 * the world (sim/model.py): usage profiles, CPU contention, memory limits and out-of-memory
   kills, the monitors' windows;
 * clusters (sim/routing.py): one, or several under one clock, federated or not;
@@ -35,15 +36,19 @@ from dataclasses import replace
 from typing import Any
 
 from domain.decision import Decision
+from domain.energy import PowerModel
+from domain.errors import ValidationError
 from domain.lifecycle import EndStatus
 from domain.model import Request
 from measure.recorder import MetricsRecorder, cuts_of
 from scheduler.plugin import LoadAware, RoundPolicy
 from scheduler.service import Outcome
+from sim import preempt
 from sim.books import check_books
 from sim.config import SimConfig, SimResult, SimStats
 from sim.model import Host, Memory, Monitors, Run, contended_s, next_step, place, reshare, take_off
 from sim.monitor_model import WindowAccumulator
+from sim.power import POWER_ROUND_S, SimPower
 from sim.profiles import Profiles
 from sim.routing import Cluster, Clusters
 from workloads.trace import TraceHeader, TraceRequest
@@ -58,6 +63,7 @@ _STEP = 2  # a run moves to the next step of its usage profile
 _TASK_WINDOW = 3  # a host's task monitor closes a 45 s window
 _HOST_WINDOW = 4  # a host's monitor closes a 30 s window
 _ROUND = 5  # a round policy's watchdog: a round over the queue
+_POWER = 6  # the power manager: a round (obj None), or a switch ends (sim/power.py)
 _INF = math.inf
 # The run pauses Python's cyclic garbage collector and, every this many events, collects what
 # was allocated since the last time and freezes the survivors (see Simulation.run).
@@ -105,6 +111,7 @@ class Simulation:
             config.policy, header, power_model=config.power_model,
             region_bounds=config.bounds, slo=config.slo, allocation_s=config.allocation_s,
             keep_requests=config.keep_requests,
+            **({"standby_w": config.power.standby_w} if config.power is not None else {}),
         )
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
@@ -124,8 +131,31 @@ class Simulation:
         self._events = 0
         self._decisions = 0
         self._monitors = Monitors()
+        # checkpointable requests placed so far: the progress their checkpoints saved
+        # (sim/preempt.py)
+        self._ckpt_saved: dict[str, float] = {}
+        # services taken off their hosts: how long they ran before (sim/preempt.py)
+        self._service_ran: dict[str, float] = {}
         self._pending_max = 0
         self._ran = False
+        self._power = self._power_manager()
+
+    def _power_manager(self) -> SimPower | None:
+        """The power manager (DESIGN 3.15), when the configuration switches it on."""
+        config = self.config
+        if config.power is None or not config.power.enabled:
+            return None
+        if len(self._clusters.all) > 1:
+            raise ValidationError("power", "the power manager runs with one cluster only")
+        model = config.power_model or PowerModel.named()
+        power = SimPower(config.power, self._clusters.all[0], dict.fromkeys(self._hosts, model),
+                         policy=config.policy, consolidate=config.power.consolidate,
+                         record_state=self.recorder.on_power_state,
+                         record_move=self.recorder.on_moved,
+                         record_boot_wait=self.recorder.on_boot_wait,
+                         queued=self._held)
+        self._push(POWER_ROUND_S, _POWER, None)
+        return power
 
     def _add_hosts(self, rng: random.Random) -> None:
         """Every host of the trace, in its cluster's store and in the world, with its
@@ -212,7 +242,8 @@ class Simulation:
         if kind == _END:
             self._on_job_end(t, obj)
         elif kind == _STOP:
-            if obj.alive:
+            # (a stop moved by a pause, or of a paused service, is not this one)
+            if obj.alive and not obj.paused and obj.stop_t == t:
                 self._end_run(t, obj, EndStatus.STOPPED)
         elif kind == _STEP:
             if obj.alive:
@@ -221,10 +252,12 @@ class Simulation:
             self._on_task_window(t, obj)
         elif kind == _HOST_WINDOW:
             self._on_host_window(t, obj)
-        else:
+        elif kind == _ROUND:
             for cluster in self._clusters.all:
                 self._follow(cluster, cluster.scheduler.retry_pending(t), t)
             self._push(t + self._watchdog_s, _ROUND, None)
+        else:
+            self._on_power(t, obj)
 
     # ------------------------------------------------------------------ requests
 
@@ -234,7 +267,18 @@ class Simulation:
         new = Request(request.id, request.request_class, request.type, request.cpu_shares,
                       request.memory_bytes, request.constraints)
         home, cluster = self._clusters.submit_to(new, t)
-        outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new)
+        if self._power is not None:  # it may be held for a host not on yet
+            held = self._power.submit(self, new, t, self.config.queue_new, request.makespan_s)
+            if held is None:
+                return
+            outcome = held
+        else:
+            outcome = cluster.scheduler.submit(new, t, queue=self.config.queue_new,
+                                               expected_s=request.makespan_s)
+        if outcome.admission is not None:  # refused at the door (DESIGN 3.13): nothing ran
+            self._requests.pop(request.id, None)
+            self.recorder.on_admission_refused(t, request.id)
+            return
         if cluster is not home and not any(d.request.id == new.id for d in outcome.applied):
             cluster.offloaded_in_unplaced += 1
         self._follow(cluster, outcome, t, request.id)
@@ -276,6 +320,8 @@ class Simulation:
                         t, request_id, True, decision_ms=ms, pass_name=pass_name,
                         host_id=decision.host, cuts=cuts, kills=decision.kills,
                     )
+                for victim_id in decision.suspends:  # paused instead of killed (3.14)
+                    recorder.on_suspended(t, victim_id)
             elif request_id in queued or (request_id == new_id and self._queue_new):
                 queued.add(request_id)  # in the queue: outcome.queued has it
                 recorder.on_queued(t, request_id, decision_ms=ms)
@@ -300,6 +346,8 @@ class Simulation:
             recorder.on_queued(t, new_id)
         waiting = len(pending) if len(self._clusters.all) == 1 else self._clusters.waiting()
         self._pending_max = max(self._pending_max, waiting)
+        for task in outcome.resumed:  # after every decision, as the scheduler made them
+            self._resume(task.id, task.cpu_shares, t)
         for restore in outcome.restored:  # after every decision, as the scheduler made them
             run = self._runs[restore.task]
             self._memory.restore(run, restore.cpu_shares, restore.memory)
@@ -313,28 +361,67 @@ class Simulation:
         for victim_id in decision.kills:
             victim = self._runs.get(victim_id)
             if victim is not None:
+                if victim.ckpt_s > 0:  # what its last checkpoint saved carries over
+                    self._ckpt_saved[victim_id] += preempt.saved_on_kill(victim, t)
+                elif not victim.is_job:  # what it served counts to its client
+                    self._service_ran[victim_id] = (self._service_ran.get(victim_id, 0.0)
+                                                    + preempt.service_ran_s(victim, t))
                 self._remove(victim)  # the request stays known: the victim is rescheduled
+        for victim_id in decision.suspends:  # paused on the host (DESIGN 3.14)
+            victim = self._runs.get(victim_id)
+            if victim is not None:
+                preempt.pause(victim, t)
+                self._touch(host, victim)
         for cut in decision.cuts:
-            if cut.task not in decision.kills:
+            if cut.task not in decision.kills and cut.task not in decision.suspends:
                 run = self._runs[cut.task]
                 self._memory.cut(run, cut.cpu_shares, cut.memory)
                 self._touch(run.host, run)
         self._start(host, decision, t)
+
+    def _resume(self, run_id: str, cpu_shares: int, t: float) -> None:
+        """A paused run thawed on its host (DESIGN 3.14)."""
+        run = self._runs.get(run_id)
+        if run is None or not run.paused:
+            return
+        preempt.resume(run, t, cpu_shares)
+        if not run.is_job:
+            self._push(run.stop_t, _STOP, run)
+        self.recorder.on_resumed(t, run_id)
+        if self._memory.over_limit(run):
+            self._oom_limit.append(run)
+        self._touch(run.host, run)
 
     def _start(self, host: Host, decision: Decision, t: float) -> None:
         request = self._requests[decision.request.id]
         profile = self.profiles[request.workload]
         acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
         run = Run(request, host, profile, t, decision.cpu_shares, decision.memory, acc)
+        if run.ckpt_s > 0:
+            self._checkpointed_start(run)
         place(run)
         self._runs[run.id] = run
         if len(profile.steps) > 1:
             self._push(t + profile.steps[1].at_s, _STEP, run)
-        if not run.is_job:
-            self._push(t + request.makespan_s, _STOP, run)
+        if not run.is_job:  # its client stops it once it ran its makespan in all
+            run.stop_t = t + max(0.0, request.makespan_s - self._service_ran.get(run.id, 0.0))
+            self._push(run.stop_t, _STOP, run)
         if self._memory.over_limit(run):
             self._oom_limit.append(run)
         self._touch(host, run)
+
+    def _checkpointed_start(self, run: Run) -> None:
+        """A checkpointable job starts with the work its checkpoints left (sim/preempt.py);
+        on a placement after its first, its checkpoints count from alpha on, as its run does in
+        the accounting."""
+        saved = self._ckpt_saved.get(run.id)
+        if saved is None:
+            self._ckpt_saved[run.id] = 0.0
+            return
+        run.ckpt_origin = self.config.allocation_s
+        run.work_left = max(0.0, run.request.makespan_s - saved)
+        run.work0 = run.work_left
+        run.finish_t = run.start_t + run.work_left
 
     def _remove(self, run: Run) -> None:
         """Take a run off its host (it ended, was killed, or was killed for memory)."""
@@ -345,8 +432,13 @@ class Simulation:
     # ------------------------------------------------------------------ task events
 
     def _on_step(self, t: float, run: Run) -> None:
-        next_step(run)
         steps = run.profile.steps
+        if run.paused:  # frozen: the step passes without effect (sim/preempt.py)
+            run.step += 1
+            if run.step + 1 < len(steps):
+                self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
+            return
+        next_step(run)
         if run.step + 1 < len(steps):
             self._push(run.start_t + steps[run.step + 1].at_s, _STEP, run)
         if self._memory.over_limit(run):
@@ -368,6 +460,8 @@ class Simulation:
     def _end_run(self, t: float, run: Run, status: EndStatus) -> None:
         self._remove(run)
         self._requests.pop(run.id, None)
+        self._ckpt_saved.pop(run.id, None)
+        self._service_ran.pop(run.id, None)
         self.recorder.on_task_end(
             t, run.id, status, makespan_s=t - run.start_t,
             expected_makespan_s=run.request.makespan_s if run.is_job else None,
@@ -378,6 +472,8 @@ class Simulation:
         self._memory.killed(run)
         self._remove(run)
         self._requests.pop(run.id, None)
+        self._ckpt_saved.pop(run.id, None)
+        self._service_ran.pop(run.id, None)
         self.recorder.on_oom_kill(t, run.host.id, run.id)
         self._task_ended(t, run)
 
@@ -398,6 +494,53 @@ class Simulation:
     def _on_task_window(self, t: float, host: Host) -> None:
         self._push(t + self._monitor.task_window_s, _TASK_WINDOW, host)
         self._monitors.task_window(host, self._clusters.of_host[host.id].store, t)
+
+    # ------------------------------------------------------------------ power (sim/power.py)
+
+    def _on_power(self, t: float, round_: Any) -> None:
+        power = self._power
+        assert power is not None
+        if round_ is None:
+            power.round(self, t)
+            self._push(t + POWER_ROUND_S, _POWER, None)
+        else:
+            power.tick(self, t)
+
+    def _held(self, t: float, request_id: str) -> None:
+        """A new request is held for a host not on yet: it waits as a queued new request."""
+        self._queued_new.add(request_id)
+        self.recorder.on_queued(t, request_id)
+
+    def follow_outcome(self, cluster: Cluster, outcome: Outcome, t: float,
+                       new_id: str | None = None) -> None:
+        if new_id is not None and outcome.admission is not None:  # held, then refused
+            self._queued_new.discard(new_id)
+            self._requests.pop(new_id, None)
+            self.recorder.on_admission_refused(t, new_id)
+            return
+        self._follow(cluster, outcome, t, new_id)
+
+    def wake_at(self, t: float) -> None:
+        self._push(t, _POWER, True)
+
+    def move_run(self, task_id: str, target: str, cpu_shares: int, memory: int,
+                 t: float) -> None:
+        """Consolidation moved a service (make-before-break): its run goes on, on ``target``,
+        with these resources; its usage profile and its client's stop time are unchanged."""
+        run = self._runs[task_id]
+        take_off(run)
+        self._touch(run.host)
+        host = self._hosts[target]
+        run.host = host
+        run.cpu_shares = cpu_shares
+        run.memory = memory
+        run.limit = memory
+        run.acc = WindowAccumulator(host.phase, self._monitor.interval_s, t)
+        run.alive = True
+        place(run)
+        if self._memory.over_limit(run):
+            self._oom_limit.append(run)
+        self._touch(host, run)
 
     # ------------------------------------------------------------------ hosts
 
@@ -437,8 +580,12 @@ class Simulation:
         self._dirty[host.id] = host
 
     def _flush(self, t: float) -> None:
-        """Tell the recorder the true state of every host that changed at ``t``."""
+        """Tell the recorder (and the power manager) the true state of every host that changed
+        at ``t``."""
         recorder = self.recorder
+        if self._power is not None:
+            for host in self._dirty.values():
+                self._power.note_host(t, host.id, len(host.runs))
         for host in self._dirty.values():
             # numbers the engine keeps finite and >= 0: the recorder need not check them
             recorder.on_host_state_unchecked(

@@ -43,9 +43,11 @@ _INF = math.inf
 class Run:
     """One run of a task on a host (a rescheduled task gets a new run)."""
 
-    __slots__ = ("acc", "alive", "alloc_cores", "cpu_shares", "demand", "finish_t", "host",
-                 "id", "is_job", "limit", "mem_use", "memory", "original_memory", "profile",
-                 "rate", "request", "served", "start_t", "step", "work_left", "work_t")
+    __slots__ = ("acc", "alive", "alloc_cores", "ckpt_origin", "ckpt_s", "cpu_shares",
+                 "demand", "finish_t", "host", "id", "is_job", "limit", "mem_use", "memory",
+                 "original_memory", "paused", "paused_at", "paused_s", "profile", "rate",
+                 "request", "run_wall", "saved", "served", "start_t", "step", "stop_t",
+                 "work0", "work_left", "work_t")
 
     def __init__(self, request: TraceRequest, host: Host, profile: UsageProfile, t: float,
                  cpu_shares: int, memory: int, acc: WindowAccumulator) -> None:
@@ -71,6 +73,20 @@ class Run:
         self.work_t = t
         self.finish_t = t + self.work_left if self.is_job else _INF
         self.acc = acc
+        # preemption that keeps work (sim/preempt.py, DESIGN 3.14): paused on its host; a
+        # checkpointable job's interval, the running time before its first checkpoint counts,
+        # its running time at work_t, the progress its last checkpoint saved in this run, and
+        # the work it had left when this run started
+        self.paused = False
+        self.paused_at = 0.0  # since when it is paused
+        self.paused_s = 0.0  # its pauses before, in all
+        # a service: when its client stops it (sim/preempt.py; inf for a job)
+        self.stop_t = _INF
+        self.ckpt_s = request.checkpoint_interval_s
+        self.ckpt_origin = 0.0
+        self.run_wall = 0.0
+        self.saved = 0.0
+        self.work0 = self.work_left
 
 
 class Host:
@@ -123,7 +139,8 @@ def serve(run: Run, served: float, t: float) -> None:
     """``run`` is served ``served`` cores from ``t``: what its monitor window sees."""
     run.served = served
     allocation = run.cpu_shares / SHARES_PER_CORE
-    cpu_util = served / allocation if served < allocation else 1.0
+    # (paused, sim/preempt.py: nothing booked, nothing used)
+    cpu_util = 0.0 if allocation <= 0 else served / allocation if served < allocation else 1.0
     mem_util = run.mem_use / run.limit if run.mem_use < run.limit else 1.0
     acc = run.acc
     if cpu_util != acc.cpu or mem_util != acc.memory:
@@ -240,6 +257,37 @@ class Memory:
         self.oom_by_workload[key] = self.oom_by_workload.get(key, 0) + 1
 
 
+# ------------------------------------------------------------------ progress
+
+
+def note_checkpoints(run: Run, t: float) -> None:
+    """The segment of ``run`` from ``run.work_t`` to ``t`` at its current rate is over: note the
+    last checkpoint inside it (call it before the engine moves ``work_t`` to ``t``)."""
+    if run.ckpt_s <= 0 or run.paused or not run.is_job:
+        return
+    dt = t - run.work_t
+    if dt <= 0:
+        return
+    before = run.run_wall
+    after = before + dt
+    k = math.floor((after - run.ckpt_origin) / run.ckpt_s)
+    if k >= 1:
+        at = run.ckpt_origin + k * run.ckpt_s
+        if at > before:  # a checkpoint inside this segment
+            done = run.work0 - run.work_left  # progress at work_t, in full-speed seconds
+            run.saved = done + run.rate * (at - before)
+    run.run_wall = after
+
+
+def advance(run: Run, t: float) -> None:
+    """A job's progress brought to ``t`` at its current rate (its checkpoints noted)."""
+    if not run.is_job or t <= run.work_t:
+        return
+    note_checkpoints(run, t)
+    run.work_left -= run.rate * (t - run.work_t)
+    run.work_t = t
+
+
 # ------------------------------------------------------------------ CPU
 
 
@@ -269,11 +317,10 @@ def reshare(host: Host, t: float) -> tuple[float, float]:
     for run, served in zip(runs, served_all, strict=True):
         total += served
         serve(run, served, t)
-        if run.is_job:
+        if run.is_job and not run.paused:
             rate = served / run.demand if served < run.demand else 1.0
             if rate != run.rate:
-                run.work_left -= run.rate * (t - run.work_t)
-                run.work_t = t
+                advance(run, t)
                 run.rate = rate
                 run.finish_t = t + max(0.0, run.work_left) / rate
             if run.finish_t < next_t:

@@ -67,7 +67,7 @@ class Clusters:
                 store, plugin.make(config.options.get(config.policy), config.seed + index),
                 skip_unchanged=config.skip_unchanged_retries,
                 admits_to_queue=plugin.admits_to_queue, freshness=config.freshness,
-                slo=config.slo, alpha_s=config.allocation_s,
+                slo=config.slo, alpha_s=config.allocation_s, admission=config.admission,
             )
             self.all.append(Cluster(name, store, scheduler))
         self._by_name = {cluster.name: cluster for cluster in self.all}

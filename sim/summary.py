@@ -109,6 +109,17 @@ def _work_lost(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) ->
     return f"{num(0)(m.work_lost_cpu_s)} ({pct(m.work_lost_share)})"
 
 
+def _power(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return (f"{num(2)(m.hosts_off_mean)} / {num(0)(m.switches_on)} / "
+            f"{num(0)(m.switches_off)}")
+
+
+def _moves(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return f"{num(0)(m.moves)} / {num(0)(m.boot_waits)} ({num(0)(m.boot_wait_s)})"
+def _overload(m: PolicyMetrics, s: SimStats, reference: ThesisResult | None) -> str:
+    return " / ".join(num(0)(v) for v in (m.suspensions, m.resumes, m.checkpoint_restarts))
+
+
 def fulfilment_by_class(result: PolicyResult) -> str:
     """Per class, the share of its requests that met their SLO: "1: 100% 2: 97.3% ..."."""
     service = result.service_levels
@@ -119,10 +130,12 @@ def fulfilment_by_class(result: PolicyResult) -> str:
 
 _ROWS: tuple[tuple[str, _Cell], ...] = (
     ("requests meeting their SLO (DESIGN 3.10)", _value(lambda m, s: m.slo_fulfilment, pct)),
-    ("SLO met per kWh (all on)", _value(lambda m, s: m.slo_met_per_kwh, num(0))),
+    ("SLO met per kWh (as drawn)", _value(lambda m, s: m.slo_met_per_kwh, num(0))),
     ("preemptions per request mean / max", _preemptions),
     ("work lost to kills, CPU-s (of delivered)", _work_lost),
     ("cuts given back", _value(lambda m, s: m.restores, num(0))),
+    ("refused at admission (DESIGN 3.13)", _value(lambda m, s: m.refused_at_admission, num(0))),
+    ("suspended / resumed / checkpointed restarts (3.14)", _overload),
     ("requests", _value(lambda m, s: m.requests, num(0))),
     ("success rate", _success_rate),
     ("queued, still waiting at the end", _queued),
@@ -135,12 +148,15 @@ _ROWS: tuple[tuple[str, _Cell], ...] = (
     ("kills", _value(lambda m, s: m.kills, num(0))),
     ("victims never rescheduled", _victims),
     ("OOM kills (host full / own limit)", _oom),
-    ("energy, all hosts on (kWh)", _value(lambda m, s: m.energy_kwh, num(3))),
+    ("energy as drawn (kWh)", _value(lambda m, s: m.energy_kwh, num(3))),
+    ("energy, all hosts on (kWh)", _value(lambda m, s: m.energy_kwh_all_on, num(3))),
     ("energy, empty hosts off (kWh)", _value(lambda m, s: m.energy_kwh_switch_off, num(3))),
-    ("successful requests per kWh (all on)",
+    ("successful requests per kWh (as drawn)",
      _value(lambda m, s: m.successful_per_kwh, num(0))),
     ("successful requests per kWh (empty off)",
      _value(lambda m, s: m.successful_per_kwh_switch_off, num(0))),
+    ("hosts off (mean) / switched on / off (DESIGN 3.15)", _power),
+    ("services moved / boot waits (s in all)", _moves),
     ("decision p50 (ms)", _value(lambda m, s: m.decision_ms_p50, _ms)),
     ("decision p99 (ms)", _value(lambda m, s: m.decision_ms_p99, _ms)),
     ("job slowdown mean / p99", _slowdown),

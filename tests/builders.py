@@ -83,7 +83,10 @@ def outcome_key(outcome: Outcome) -> object:
             [t.id for t in outcome.killed],
             [(e.request.id, e.reason, e.deadline) for e in outcome.queued],
             [d.to_dict() for d in outcome.refused],
-            list(outcome.restored))
+            list(outcome.restored),
+            [(t.id, t.host, t.suspended_cpu_shares) for t in outcome.suspended],
+            [(t.id, t.host, t.cpu_shares, t.started_at, t.pending_s) for t in outcome.resumed],
+            None if outcome.admission is None else outcome.admission.to_dict())
 
 
 # One host's tasks drawn by hypothesis (property tests of a single host's rooms and passes).

@@ -17,6 +17,7 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,14 @@ from typing import Any
 from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from domain.errors import AuthError, GreenSwarmError, ValidationError, error_body, http_status
+from domain.errors import (
+    AdmissionRefused,
+    AuthError,
+    GreenSwarmError,
+    ValidationError,
+    error_body,
+    http_status,
+)
 from web import access
 
 log = logging.getLogger(__name__)
@@ -151,6 +159,9 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
         response = jsonify(error_body(exc))
         if status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
+        # when to ask again (RFC 9110: whole seconds)
+        if isinstance(exc, AdmissionRefused) and exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
         return response, status
 
     @app.errorhandler(HTTPException)

@@ -40,6 +40,13 @@ What the thesis leaves open, and how it is decided here:
 * Draw order per request (fixed, for reproducibility): workload, class, CPU, memory, makespan.
 * Ids are ``r000001``, ``r000002``, ... in arrival order.
 
+Load as a knob (DESIGN 7.1): ``burst_limit_fraction`` is the peak F at which arrivals pause
+(``--peak``, default 1.5: the thesis's 150 %); with ``diurnal`` the level follows a day,
+F x (0.2 + 0.8 x (1 - cos(2 pi t / 24 h)) / 2), lowest at midnight (t = 0), F at noon; the
+level of a request is the one at its own moment. ``checkpoint_share`` makes that share of the
+jobs checkpointable (DESIGN 3.14), each saving its progress every ``checkpoint_interval_s``,
+drawn from a random stream of their own: with a share of 0 the trace is the same as without.
+
 Scaling to larger clusters: the limit is always 150 % of the configured cluster, and the
 arrival rate, unless given, is ``2/s x cluster_scale`` where ``cluster_scale`` is the mean of
 the cluster's CPU and memory capacity relative to the thesis cluster (40,960 shares, 60 GiB):
@@ -58,7 +65,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from domain.errors import ValidationError
-from domain.model import HostSpec, TaskType
+from domain.model import HostSpec, TaskType, check_checkpoint
 from workloads.cluster import GIB, MIB, thesis_hosts
 from workloads.trace import WORKLOAD_TYPE, Trace, TraceHeader, TraceRequest, TraceSource, Workload
 
@@ -91,6 +98,7 @@ THESIS_CLUSTER_CPU_SHARES = 5 * 8192
 THESIS_CLUSTER_MEMORY_BYTES = 5 * 12 * GIB
 THESIS_ARRIVAL_RATE_PER_S = 2.0
 THESIS_DURATION_S = 3600.0
+DAY_S = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +157,9 @@ class ThesisWorkloadConfig:
         (1 * GIB, 40),
     )
     request_rate_above: int = 80
+    diurnal: bool = False  # the pause level follows a day (see the module docstring)
+    checkpoint_share: float = 0.0  # of the jobs, checkpointable (DESIGN 3.14)
+    checkpoint_interval_s: float = 300.0
 
     def __post_init__(self) -> None:
         if not self.hosts:
@@ -158,8 +169,12 @@ class ThesisWorkloadConfig:
         rate = self.arrival_rate_per_s
         if rate is not None and not (math.isfinite(rate) and rate > 0):
             raise ValidationError("arrival_rate_per_s", f"must be > 0, got {rate}")
-        if not self.burst_limit_fraction > 0:
-            raise ValidationError("burst_limit_fraction", "must be > 0")
+        if not (math.isfinite(self.burst_limit_fraction) and self.burst_limit_fraction > 0):
+            raise ValidationError("peak", "must be a number > 0")
+        if not (math.isfinite(self.checkpoint_share) and 0 <= self.checkpoint_share <= 1):
+            raise ValidationError("checkpoint_share", "must be in [0, 1]")
+        if self.checkpoint_share > 0:
+            check_checkpoint(self.checkpoint_interval_s, TaskType.JOB, "checkpoint_interval_s")
         if len(self.class_weights) != 4 or any(w < 0 for w in self.class_weights) or not sum(
             self.class_weights
         ):
@@ -186,6 +201,13 @@ class ThesisWorkloadConfig:
     def memory_limit_bytes(self) -> float:
         return self.burst_limit_fraction * sum(h.memory_capacity for h in self.hosts)
 
+    def level_at(self, t_s: float) -> float:
+        """The fraction of the cluster requested at which arrivals pause, at ``t_s``."""
+        if not self.diurnal:
+            return self.burst_limit_fraction
+        day = (1 - math.cos(2 * math.pi * t_s / DAY_S)) / 2
+        return self.burst_limit_fraction * (0.2 + 0.8 * day)
+
     def request_rate_for(self, memory_bytes: int) -> int:
         for bound, rate in self.request_rate_by_memory:
             if memory_bytes < bound:
@@ -195,13 +217,18 @@ class ThesisWorkloadConfig:
 
 def thesis_header(config: ThesisWorkloadConfig, seed: int) -> TraceHeader:
     rate = config.effective_arrival_rate_per_s
+    level = f"{config.burst_limit_fraction:.0%}"
+    if config.diurnal:
+        level += " x (0.2 + 0.8 x (1 - cos(2 pi t / 24 h)) / 2)"
     notes = (
         "DESIGN 7.1 thesis workload; "
-        f"{rate:g} requests/s until {config.burst_limit_fraction:.0%} of the cluster's CPU or "
+        f"{rate:g} requests/s until {level} of the cluster's CPU or "
         "memory is requested, then a pause of the mean makespan; "
         f"CPU scale {config.job_cpu_shares.scale:g}/{config.service_cpu_shares.scale:g} shares "
         f"(job/service), memory scale {config.memory_mib.scale:g} MiB, makespan scale "
         f"{config.makespan_s.scale:g} s"
+        + (f"; {config.checkpoint_share:.0%} of the jobs checkpoint every "
+           f"{config.checkpoint_interval_s:g} s" if config.checkpoint_share > 0 else "")
     )
     return TraceHeader(
         source=TraceSource.THESIS.value,
@@ -218,7 +245,11 @@ def iter_thesis_requests(
     """The requests of the thesis workload, lazily, in time order (see the module docstring)."""
     config = config or ThesisWorkloadConfig()
     rng = random.Random(seed)
+    # checkpointable jobs come from a stream of their own: the trace's draws stay the same
+    checkpoints = random.Random(f"checkpoint-{seed}") if config.checkpoint_share > 0 else None
     interval_s = 1.0 / config.effective_arrival_rate_per_s
+    cpu_capacity = sum(h.cpu_capacity for h in config.hosts)
+    memory_capacity = sum(h.memory_capacity for h in config.hosts)
     cpu_limit = config.cpu_limit_shares
     memory_limit = config.memory_limit_bytes
     classes = (1, 2, 3, 4)
@@ -248,6 +279,10 @@ def iter_thesis_requests(
         cpu_shares = max(2, round(cpu_range.draw(rng)))
         memory_bytes = round(config.memory_mib.draw(rng)) * MIB
         makespan_s = round(config.makespan_s.draw(rng), 3)
+        checkpoint_s = 0.0
+        if (checkpoints is not None and task_type is TaskType.JOB
+                and checkpoints.random() < config.checkpoint_share):
+            checkpoint_s = config.checkpoint_interval_s
         number += 1
         yield TraceRequest(
             t_s=round(t, 6),
@@ -261,12 +296,16 @@ def iter_thesis_requests(
             request_rate=(
                 config.request_rate_for(memory_bytes) if task_type is TaskType.SERVICE else None
             ),
+            checkpoint_interval_s=checkpoint_s,
         )
         cpu_sum += cpu_shares
         memory_sum += memory_bytes
         makespan_sum += makespan_s
         burst_count += 1
         k += 1
+        if config.diurnal:
+            level = config.level_at(t)
+            cpu_limit, memory_limit = level * cpu_capacity, level * memory_capacity
         if cpu_sum >= cpu_limit or memory_sum >= memory_limit:
             pause_s = makespan_sum / burst_count
             burst_start = t + interval_s + pause_s

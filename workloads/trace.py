@@ -19,7 +19,13 @@ from typing import Any
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.constraints import Constraint, check_constraints, constraint_texts
 from domain.errors import ValidationError
-from domain.model import HostSpec, TaskType, check_labels  # shared with the scheduler
+from domain.model import (  # shared with the scheduler
+    HostSpec,
+    TaskType,
+    check_checkpoint,
+    check_labels,
+    checkpoint_of,
+)
 
 TRACE_VERSION = 1
 MIN_CPU_SHARES = 2
@@ -135,6 +141,10 @@ class TraceRequest:
     makespan_s: float
     request_rate: int | None = None
     constraints: tuple[Constraint, ...] = ()  # placement constraints (DESIGN 4)
+    # A checkpointable job (DESIGN 3.14): it saves its progress this often and resumes from it
+    # when restarted; 0: it restarts from scratch. JSON: "checkpoint": true and
+    # "checkpoint_interval_s", written only for such a job.
+    checkpoint_interval_s: float = 0.0
 
     # Written by hand (init=False), as the generated one would be: compiled (see
     # native.loader), the dataclass's own __init__ stays interpreted and is several times
@@ -142,7 +152,8 @@ class TraceRequest:
     def __init__(self, t_s: float, id: str, request_class: int, type: TaskType,
                  workload: Workload, cpu_shares: int, memory_bytes: int, makespan_s: float,
                  request_rate: int | None = None,
-                 constraints: tuple[Constraint, ...] = ()) -> None:
+                 constraints: tuple[Constraint, ...] = (),
+                 checkpoint_interval_s: float = 0.0) -> None:
         object.__setattr__(self, "t_s", t_s)
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "request_class", request_class)
@@ -153,6 +164,7 @@ class TraceRequest:
         object.__setattr__(self, "makespan_s", makespan_s)
         object.__setattr__(self, "request_rate", request_rate)
         object.__setattr__(self, "constraints", constraints)
+        object.__setattr__(self, "checkpoint_interval_s", checkpoint_interval_s)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -179,6 +191,9 @@ class TraceRequest:
             _check_int(self.request_rate, "request_rate", minimum=0)
             if self.type is TaskType.JOB:
                 raise ValidationError("request_rate", "must be null for a job")
+        if self.checkpoint_interval_s != 0.0:
+            object.__setattr__(self, "checkpoint_interval_s",
+                               check_checkpoint(self.checkpoint_interval_s, self.type))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -195,6 +210,9 @@ class TraceRequest:
         }
         if self.constraints:
             out["constraints"] = constraint_texts(self.constraints)
+        if self.checkpoint_interval_s > 0:
+            out["checkpoint"] = True
+            out["checkpoint_interval_s"] = float(self.checkpoint_interval_s)
         return out
 
 
@@ -294,7 +312,7 @@ _HEADER_REQUIRED = ("kind", "version", "source", "seed", "duration_s", "hosts")
 _HOST_KEYS = {"id", "cpu_capacity", "memory_capacity", "labels"}
 _REQUEST_KEYS = {
     "kind", "t", "id", "class", "type", "workload", "cpu_shares", "memory", "makespan_s",
-    "request_rate", "constraints",
+    "request_rate", "constraints", "checkpoint", "checkpoint_interval_s",
 }
 _REQUEST_REQUIRED = (
     "kind", "t", "id", "class", "type", "workload", "cpu_shares", "memory", "makespan_s",
@@ -380,4 +398,5 @@ def request_from_json(obj: object) -> TraceRequest:
         makespan_s=obj["makespan_s"],
         request_rate=obj.get("request_rate"),
         constraints=check_constraints(obj.get("constraints"), "constraints"),
+        checkpoint_interval_s=checkpoint_of(obj, task_type),
     )

@@ -22,6 +22,7 @@ from domain.rooms import CUT_INDEX, KILL_INDEX, SIMPLE_INDEX, SIMPLE_ROOM, RoomK
 from domain.store import ClusterReader, Segment
 from scheduler.explain import Notes, why_excluded
 from scheduler.plugin import PolicyPlugin
+from scheduler.victims import VictimOrder, helps, in_kill_order, split
 
 
 class EmptyHosts(StrEnum):
@@ -44,6 +45,17 @@ class EnergyOptions:
                           "since it was measured, and judge hosts measured too long ago by "
                           "allocation (DESIGN 3.12)"},
     )
+    victims: VictimOrder = field(
+        default=VictimOrder.LOSS,
+        metadata={"help": "the kill pass's victims within a class: loss, the work their kill "
+                          "would lose ascending, then utilization (DESIGN 3.6); thesis, "
+                          "utilization ascending"},
+    )
+    suspend: bool = field(
+        default=True,
+        metadata={"help": "pause a job victim (or a class-4 service) instead of killing it "
+                          "where only CPU is missing (DESIGN 3.14)"},
+    )
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,8 @@ class EnergyPolicy:
     empty_hosts: EmptyHosts = EmptyHosts.LAST
     name: str = "energy"
     predict_recent: bool = False
+    victims: VictimOrder = VictimOrder.LOSS
+    suspend: bool = True
 
     @property
     def predicts_recent(self) -> bool:
@@ -64,7 +78,21 @@ class EnergyPolicy:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        run = Passes(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE)
+        """The decision at moment 0 of the tasks' clocks (their work lost: since then)."""
+        return self.decide_at(request, view, now=0.0, exclude=exclude, explain=explain)
+
+    def decide_at(
+        self,
+        request: Request,
+        view: ClusterReader,
+        *,
+        now: float,
+        exclude: Collection[str] = (),
+        explain: bool = False,
+    ) -> Decision:
+        """The decision at ``now``: the kill pass weighs the work each victim would lose."""
+        run = Passes(request, view, exclude, Notes(explain), self.empty_hosts is EmptyHosts.LEE,
+                     now=now, victims=self.victims, suspend=self.suspend)
         decision = run.simple() or run.cut() or run.kill()
         if decision is not None:
             return decision
@@ -131,9 +159,16 @@ class Passes:
         notes: Notes,
         empties_in_lee: bool,
         policy: str = "energy",
+        *,
+        now: float = 0.0,
+        victims: VictimOrder = VictimOrder.LOSS,
+        suspend: bool = True,
     ) -> None:
         self.request = request
         self.policy = policy
+        self.now = now
+        self.victim_order = victims
+        self.suspend = suspend
         self.empties_in_lee = empties_in_lee
         self.view = view
         self.exclude = exclude
@@ -164,6 +199,7 @@ class Passes:
         cut: Fraction = Fraction(0),
         cuts: tuple[TaskCut, ...] = (),
         kills: tuple[str, ...] = (),
+        suspends: tuple[str, ...] = (),
     ) -> Decision:
         request = self.request
         self.notes.host(pass_.value, host, f"takes it: {reason}")
@@ -182,6 +218,7 @@ class Passes:
             f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
             explain=tuple(self.notes.lines),
             policy=self.policy,
+            suspends=suspends,
         )
 
     # -- simple pass (3.4) ------------------------------------------------------------------
@@ -300,16 +337,13 @@ class Passes:
             if host.host_class is None:
                 continue
             nc = min(host.host_class, rc)
-            victims = self._select_victims(host, nc)
-            if victims is None:
+            selected = self._select_victims(host, nc)
+            if selected is None:
                 self.notes.host("kill", host, "does not fit even without every victim")
                 continue
-            if victims:
-                names = ", ".join(v.id for v in victims)
-                reason = f"fits once {names} {'is' if len(victims) == 1 else 'are'} killed"
-            else:
-                reason = "fits without killing anything"
-            return self._placed(host, Pass.KILL, nc, reason, kills=tuple(v.id for v in victims))
+            kills, suspends = selected
+            return self._placed(host, Pass.KILL, nc, _victims_reason(kills, suspends),
+                                kills=kills, suspends=suspends)
         return None
 
     def _is_victim(self, task: Task) -> bool:
@@ -318,24 +352,38 @@ class Passes:
             return task.cls > rc
         return self.request.type is TaskType.JOB and task.cls == 4 and task.type is TaskType.SERVICE
 
-    def _select_victims(self, host: HostView, nc: int) -> list[Task] | None:
+    def _select_victims(
+        self, host: HostView, nc: int
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The victims that make room on ``host`` (DESIGN 3.6), as (killed, suspended) ids;
+        None when even all of them are not enough."""
         cpu, memory = self.need
         if cpu > host.cpu_capacity or memory > host.memory_capacity:
             return None
         free_cpu = host.cpu_limits[nc - 1] - host.cpu_allocated
         free_memory = host.memory_limits[nc - 1] - host.memory_allocated
-        chosen: list[Task] = []
         if free_cpu >= cpu and free_memory >= memory:
-            return chosen
-        for task in self.view.tasks_on(host.id):
-            if not self._is_victim(task):
-                continue
+            return (), ()
+        memory_short = memory - free_memory  # what victims must free of memory (if > 0)
+        chosen: list[Task] = []
+        candidates = [task for task in self.view.tasks_on(host.id) if self._is_victim(task)]
+        for task in in_kill_order(candidates, self.victim_order, self.now):
+            if not helps(task, free_cpu < cpu, free_memory < memory):
+                continue  # a paused task holds memory only: taken while memory is short
             chosen.append(task)
             free_cpu += task.cpu_shares
             free_memory += task.memory
             if free_cpu >= cpu and free_memory >= memory:
-                return chosen
+                return split(chosen, memory_short, self.suspend)
         return None
+
+
+def _victims_reason(kills: tuple[str, ...], suspends: tuple[str, ...]) -> str:
+    parts = []
+    for names, verb in ((kills, "killed"), (suspends, "suspended")):
+        if names:
+            parts.append(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {verb}")
+    return f"fits once {' and '.join(parts)}" if parts else "fits without killing anything"
 
 
 PLUGIN = PolicyPlugin(
@@ -344,6 +392,7 @@ PLUGIN = PolicyPlugin(
             "DEE and EED hosts",
     options=EnergyOptions,
     build=lambda options, seed: EnergyPolicy(empty_hosts=options.empty_hosts,
-                                             predict_recent=options.predict_recent),
+                                             predict_recent=options.predict_recent,
+                                             victims=options.victims, suspend=options.suspend),
     passes=(Pass.SIMPLE, Pass.CUT, Pass.KILL),
 )

@@ -34,14 +34,17 @@ from dataclasses import dataclass, field
 from domain.classes import ClassTable
 from domain.decision import Decision, Pass
 from domain.model import HostView, Request, Task
+from domain.preemption import restarts_from_scratch, suspendable, times_after_kill, times_now
 from domain.regions import Region
 from domain.slo import SloTable, preemption_overhead, qos_metric
 from domain.store import ClusterReader
 from scheduler.explain import Notes, why_excluded
 from scheduler.plugin import PolicyPlugin
 from scheduler.policies.energy import Passes
+from scheduler.victims import helps, split
 
 NO_SLACK_COST = 1 / 0.001  # s+ when the other victims' slack sums to 0 (1 / 1 ms)
+Victims = tuple[tuple[str, ...], tuple[str, ...]]  # (killed, suspended) task ids
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class QosOptions:
         metadata={"help": "a round over the queue at least this often (the simulator's; live "
                           "it is GREENSWARM_RETRY_INTERVAL_S)", "metavar": "S"},
     )
+    suspend: bool = field(
+        default=True,
+        metadata={"help": "pause a job victim (or a class-4 service) instead of killing it "
+                          "where only CPU is missing (DESIGN 3.14)"},
+    )
 
 
 @dataclass
@@ -71,7 +79,7 @@ class QosPolicy:
     # Running tasks' Q at one moment: a round decides many requests at the same ``now`` (a
     # task placed meanwhile carries the same e and p, so its Q is the same).
     _q_at: float = field(default=float("nan"), repr=False)
-    _q: dict[str, float] = field(default_factory=dict, repr=False)
+    _q: dict[tuple[str, bool], float] = field(default_factory=dict, repr=False)
 
     # -- the Policy protocol ------------------------------------------------------------
 
@@ -115,11 +123,12 @@ class QosPolicy:
     ) -> Decision:
         """The decision for a request of QoS metric ``q_s`` at ``now`` (a round's)."""
         notes = Notes(explain)
-        passes = Passes(request, view, exclude, notes, False, policy=self.name)
+        passes = Passes(request, view, exclude, notes, False, policy=self.name, now=now,
+                        suspend=self.options.suspend)
         decision = passes.simple() or passes.cut()
         if decision is not None:
             return decision
-        ranked: list[tuple[tuple[float, ...], tuple[object, ...], HostView, list[Task], int]] = []
+        ranked: list[tuple[tuple[float, ...], tuple[object, ...], HostView, Victims, int]] = []
         for host in view.all_hosts():
             if host.id in exclude:
                 notes.host("preempt", host, why_excluded(exclude, host.id))
@@ -138,10 +147,12 @@ class QosPolicy:
                 policy=self.name,
             )
         cost, _, host, victims, new_class = min(ranked, key=lambda item: (item[0], item[1]))
-        names = ", ".join(v.id for v in victims)
+        kills, suspends = victims
+        names = ", ".join([*kills, *(f"{v} (suspended)" for v in suspends)])
+        count = len(kills) + len(suspends)
         reason = (f"preempt pass: {host.region.value} host {host.id} "
                   f"(class {host.host_class or 'empty'}, U={host.util:.2f}): fits once "
-                  f"{names} {'is' if len(victims) == 1 else 'are'} preempted "
+                  f"{names} {'is' if count == 1 else 'are'} preempted "
                   f"(Q = {q_s:.1f} s, cost {_format_cost(cost)})")
         notes.host("preempt", host, f"takes it: {reason}")
         return Decision(
@@ -151,11 +162,12 @@ class QosPolicy:
             pass_=Pass.PREEMPT,
             cpu_shares=request.cpu_shares,
             memory=request.memory,
-            kills=tuple(v.id for v in victims),
+            kills=kills,
             new_class=new_class,
             reason=reason,
             explain=tuple(notes.lines),
             policy=self.name,
+            suspends=suspends,
         )
 
     def _victims(
@@ -168,43 +180,60 @@ class QosPolicy:
         slo: SloTable,
         alpha_s: float,
         notes: Notes,
-    ) -> tuple[list[Task], int, tuple[float, ...]] | None:
-        """The eligible tasks that make room for ``request`` on ``host``, the host's class
-        after, and the cost of preempting them; None when the host is infeasible."""
+    ) -> tuple[Victims, int, tuple[float, ...]] | None:
+        """The eligible tasks that make room for ``request`` on ``host`` as (killed,
+        suspended) ids, the host's class after, and the cost of preempting them; None when
+        the host is infeasible. Each candidate is judged by its Q right after the preemption
+        (DESIGN 3.11): a job that restarts from scratch loses its run to p when killed; one
+        that would be suspended (only CPU missing here, DESIGN 3.14) loses nothing."""
         cpu, memory = request.cpu_shares, request.memory
         if cpu > host.cpu_capacity or memory > host.memory_capacity:
             notes.host("preempt", host, "the request exceeds the machine")
             return None
         phi = self.options.safety_margin_s
         tasks = view.tasks_on(host.id)
+        rc = request.cls
+        strictest = min(rc, host.host_class or rc)
+        # memory short even beside every task: victims must be killed to free it
+        memory_short = host.memory_allocated + memory > host.memory_limits[strictest - 1]
+        suspending = self.options.suspend and not memory_short
         if now != self._q_at:
             self._q_at, self._q = now, {}
         known = self._q
         qs = {}
         for t in tasks:
-            q = known.get(t.id)
+            key = (t.id, suspending and suspendable(t))
+            q = known.get(key)
             if q is None:
-                q = known[t.id] = task_q(t, now, slo, alpha_s)
+                q = known[key] = task_q_after(t, now, slo, alpha_s, paused=key[1])
             qs[t.id] = q
         order = sorted(tasks, key=lambda t: (-qs[t.id], -t.cls, t.util, t.id))
         remaining = list(tasks)
         chosen: list[Task] = []
         cpu_alloc, memory_alloc = host.cpu_allocated, host.memory_allocated
-        rc = request.cls
+        new_class = min([rc, *(t.cls for t in remaining)])
         for task in [None, *order]:
             if task is not None:
-                if not self._eligible(request, task, q_j, qs[task.id], now, slo, alpha_s, phi):
+                cpu_short = cpu_alloc + cpu > host.cpu_limits[new_class - 1]
+                mem_short = memory_alloc + memory > host.memory_limits[new_class - 1]
+                if not helps(task, cpu_short, mem_short):
+                    continue  # a paused task holds memory only: taken while memory is short
+                killed = not (suspending and suspendable(task))
+                if not self._eligible(request, task, q_j, qs[task.id], now, slo, alpha_s, phi,
+                                      killed=killed):
                     continue
                 chosen.append(task)
                 remaining.remove(task)
                 cpu_alloc -= task.cpu_shares
                 memory_alloc -= task.memory
-            new_class = min([rc, *(t.cls for t in remaining)])
+                new_class = min([rc, *(t.cls for t in remaining)])
             if (cpu_alloc + cpu <= host.cpu_limits[new_class - 1]
                     and memory_alloc + memory <= host.memory_limits[new_class - 1]):
                 # (with nothing chosen: a host the simple and cut passes do not walk, an EED
                 # one, takes the request as it is)
-                return chosen, new_class, _cost(chosen, qs, phi)
+                short = host.memory_allocated + memory - host.memory_limits[new_class - 1]
+                victims = split(chosen, short, self.options.suspend)
+                return victims, new_class, _cost(chosen, qs, phi)
         notes.host("preempt", host, "does not fit even without every eligible task")
         return None
 
@@ -218,12 +247,18 @@ class QosPolicy:
         slo: SloTable,
         alpha_s: float,
         phi: float,
+        *,
+        killed: bool = True,
     ) -> bool:
         if (
             self.options.overhead_cap
             and task.cls == request.cls
             and task_overhead(task, now, alpha_s) > 1 - slo.objective(task.cls)
         ):
+            return False
+        if killed and request.cls >= task.cls and restarts_from_scratch(task):
+            # killing it only destroys work: never for a request of its own or a less
+            # important class (DESIGN 3.11); a more important class may take its place
             return False
         if q_k >= phi:
             return q_j < q_k
@@ -235,14 +270,24 @@ class QosPolicy:
 
 
 def task_q(task: Task, now: float, slo: SloTable, alpha_s: float) -> float:
-    """A running task's QoS metric at ``now``: what it ran before plus its current run."""
-    executed = task.executed_s + max(0.0, now - task.started_at)
-    return qos_metric(executed, task.pending_s, slo.objective(task.cls), alpha_s)
+    """A running task's QoS metric at ``now``: what it ran before plus its current run (a
+    paused task's pause is p)."""
+    executed, pending = times_now(task, now)
+    return qos_metric(executed, pending, slo.objective(task.cls), alpha_s)
+
+
+def task_q_after(
+    task: Task, now: float, slo: SloTable, alpha_s: float, *, paused: bool = False
+) -> float:
+    """A task's QoS metric right after it is preempted at ``now`` (DESIGN 3.11): killed, the
+    run it throws away moves from e to p (3.10); ``paused``, it keeps everything."""
+    executed, pending = times_now(task, now) if paused else times_after_kill(task, now)
+    return qos_metric(executed, pending, slo.objective(task.cls), alpha_s)
 
 
 def task_overhead(task: Task, now: float, alpha_s: float) -> float:
     """C_k: its allocation times (one per preemption, each alpha) over its run time and them."""
-    executed = task.executed_s + max(0.0, now - task.started_at)
+    executed, _ = times_now(task, now)
     return preemption_overhead(task.preemptions * alpha_s, executed)
 
 

@@ -226,7 +226,9 @@ def test_unplaceable_request_is_refused_or_queued_until_room_frees(live: Live) -
     assert refused["request"]["status"] == "rejected"
     assert refused["decision"]["placed"] is False and refused["decision"]["reason"]
     assert not live.containers("late")
-    queued = live.submit("patient", 1, "job", 100, "16m", ["sleep", "30"], queue=True)
+    # class 2: admitted (DESIGN 3.13: 2000 + 5/6 x 100 of the 2389 shares class 2 books; a
+    # class-1 request would be refused at the door, see the admission test below)
+    queued = live.submit("patient", 2, "job", 100, "16m", ["sleep", "30"], queue=True)
     assert queued["request"]["status"] == "pending"
     assert queued["decision"]["placed"] is False and queued["decision"]["reason"]
     assert live.get("/healthz")["pending"] == 1
@@ -776,3 +778,43 @@ def test_a_request_killed_and_placed_again_is_running_in_status_and_metrics(
     states = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith('greenswarm_slo_requests{class="2"')}
     assert sum(states.values()) == 1.0, states  # counted once, in one state
+
+
+def test_a_request_refused_at_admission_gets_503_retry_after_and_leaves_nothing(
+    live: Live,
+) -> None:
+    """DESIGN 3.13 under qos (admission control on by default): the node books 2048 shares for
+    class 1. Two class-1 services of 1024 are admitted and run; a third (512) would bring the
+    class-1 demand to 2560: 503, Retry-After (no admitted request says when it ends: the
+    retry interval, at least 5 s), a body naming class, resource and demand against the room,
+    no record, a typed event in the stream, a count in the metrics. A class-4 request is still
+    admitted beside them (it waits: less important classes never block the more important),
+    and a request that does not ask to queue is not subject to the door."""
+    live.stop_manager()
+    live.settings.update({"GREENSWARM_POLICY": "qos"})
+    live.start_manager()
+    for name in ("g1", "g2"):
+        assert live.submit(name, 1, "service", 1024, "32m")["decision"]["placed"]
+    body = {"image": "greenswarm/busybox:latest", "name": "g3", "class": 1,
+            "type": "service", "cpu_shares": 512, "memory": "32m", "command": ["sleep", "60"]}
+    refused = live.post("/requests", body)
+    assert refused.status_code == 503, refused.text
+    assert int(refused.headers["Retry-After"]) >= 5
+    answer = refused.json()
+    assert answer["error"] == "unavailable"
+    assert answer["message"] == "admission: class-1 CPU demand 1.25 x the bookable room"
+    assert {k: answer["admission"][k] for k in ("class", "resource", "demand", "room")} == {
+        "class": 1, "resource": "cpu", "demand": 2560.0, "room": 2048.0}
+    assert requests.get(f"{live.url}/requests/g3", headers=live.headers(),
+                        timeout=30).status_code == 404  # nothing recorded
+    events = [e for e in live.get("/events?since=0")["events"] if e["request"] == "g3"]
+    assert [e["kind"] for e in events] == ["refused-at-admission"]
+    assert (events[0]["resource"], events[0]["demand"], events[0]["room"]) == (
+        "cpu", 2560.0, 2048.0)
+    metrics = requests.get(f"{live.url}/metrics", headers=live.headers(), timeout=30).text
+    assert 'greenswarm_admission_refusals_total{class="1",resource="cpu"} 1.0' in metrics
+    # the same name may come again (nothing was recorded), here without asking to queue
+    later = live.post("/requests", {**body, "queue": False})
+    assert later.status_code == 201 and not later.json()["decision"]["placed"]
+    waiting = live.submit("low", 4, "job", 1024, "32m")
+    assert waiting["request"]["status"] == "pending"  # admitted: it waits for room

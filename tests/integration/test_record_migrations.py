@@ -294,7 +294,7 @@ def test_a_fresh_database_is_at_the_current_version_and_an_unknown_kind_is_kept(
     assert client.get(f"{prefix}:schema") == str(SCHEMA_VERSION)
     records = RequestRecords(client, prefix)
     records.create("r", {"cpu_shares": 1, "memory": 1, "class": 1, "type": "job"})
-    later = {"t": 2.0, "kind": "suspended", "reason": "a later version's", "host": "n1"}
+    later = {"t": 2.0, "kind": "hibernated", "reason": "a later version's", "host": "n1"}
     client.rpush(f"{prefix}:request:r:history", json.dumps(later))
     client.delete(f"{prefix}:schema")
     assert RecordMigration(client, prefix).run().records == 0

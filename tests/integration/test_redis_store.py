@@ -28,6 +28,7 @@ from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore
 from host_registry.redis_tx import CAS_LUA, Batch
 from lab.processes import RedisServer
+from scheduler.policies.energy import EnergyPolicy
 from scheduler.registry import make_policy
 from scheduler.service import Scheduler
 from tests.builders import H, T, build, outcome_key, req
@@ -108,7 +109,8 @@ def test_kill_removes_victims_and_reschedules(store: RedisStore) -> None:
                          T("victim", 4, cpu=300, mem=50, orig_cpu=600, orig_mem=100,
                            cut=Fraction(1, 2))]),
           H("spare", 0.2, [T("other", 4, cpu=100, mem=900)]), store=store)
-    outcome = Scheduler(store, make_policy("energy")).submit(
+    # (only CPU is missing: victims are killed here, as the thesis did; paused below)
+    outcome = Scheduler(store, EnergyPolicy(suspend=False)).submit(
         req(2, cpu=500, mem=1000, id="big"), now=100.0)
     assert [d.request.id for d in outcome.applied] == ["big", "victim"]
     moved = store.task("victim")
@@ -223,7 +225,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
         util = rng.random()
         for scheduler in schedulers:
             scheduler.store.add_host(spec, util, util / 2)
-    steps = restores = 0
+    steps = restores = paused = 0
     passes: set[str] = set()
     for index, (step, args) in enumerate(random_steps(seed=11, count=3000)):
         results = [run_step(s, step, args, now=float(index)) for s in schedulers]
@@ -232,6 +234,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
         if isinstance(results[0], tuple):  # an outcome: which passes placed something
             passes.update(str(applied["pass"]) for applied, _ in results[0][0])
             restores += len(results[0][4])  # the cuts it gave back
+            paused += len(results[0][5])  # the tasks it paused (DESIGN 3.14)
         if index % 500 == 0:
             assert list(memory.all_hosts()) == list(store.all_hosts())
     assert steps == 3000
@@ -243,6 +246,7 @@ def test_differential_memory_and_redis_decide_identically(store: RedisStore) -> 
     assert_books(store)
     assert passes == {"simple", "cut", "kill"}, "the sequence must exercise every pass"
     assert restores > 10, "the sequence must give cuts back"
+    assert paused > 0, "the sequence must pause victims"
 
 
 # -- concurrency ------------------------------------------------------------------------------
@@ -335,7 +339,7 @@ def test_preemptions_travel_with_tasks_and_pending_entries(store: RedisStore) ->
     agree: the memory store's twin gives the same figures)."""
     for target in (store, MemoryStore()):
         build(H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]), store=target)
-        scheduler = Scheduler(target, make_policy("energy"))
+        scheduler = Scheduler(target, EnergyPolicy(suspend=False))  # killed, not paused
         queued = scheduler.submit(req(3, cpu=1000, mem=10, id="big"), now=10.0).queued
         assert [(e.request.id, e.preemptions) for e in target.pending()] == [("victim", 1)]
         assert queued[0].preemptions == 1
@@ -343,7 +347,33 @@ def test_preemptions_travel_with_tasks_and_pending_entries(store: RedisStore) ->
         scheduler.task_ended("big", now=20.0)
         moved = target.task("victim")
         assert moved is not None and moved.preemptions == 1
-        assert moved.pending_s == pytest.approx(10.0)
+        # its 10 s of run thrown away by the kill (DESIGN 3.10), then 10 s waiting
+        assert moved.pending_s == pytest.approx(20.0)
+
+
+def test_a_paused_task_is_booked_and_resumed_alike_in_both_stores(store: RedisStore) -> None:
+    """DESIGN 3.14 in both stores: "victim" (class 4, 600 shares) is paused for "big" (only CPU
+    is missing on "hot"): it keeps its memory there and books no CPU; when "big" ends it
+    resumes there with its 600 shares, its pause in p; the books of both stores agree."""
+    outcomes = []
+    for target in (store, MemoryStore()):
+        build(H("hot", 0.9, [T("keep", 2, cpu=800, mem=100), T("victim", 4, cpu=600, mem=300)]),
+              store=target)
+        scheduler = Scheduler(target, make_policy("energy"))
+        placed = scheduler.submit(req(2, cpu=500, mem=100, id="big"), now=10.0)
+        assert placed.applied[0].suspends == ("victim",) and not placed.killed
+        paused = target.task("victim")
+        assert paused is not None and (paused.cpu_shares, paused.memory, paused.host) == (
+            0, 300, "hot")
+        host = target.host("hot")
+        assert (host.cpu_allocated, host.memory_allocated) == (1300, 500)
+        _, ended = scheduler.task_ended("big", now=40.0)
+        resumed = target.task("victim")
+        assert resumed is not None and (resumed.cpu_shares, resumed.pending_s) == (600, 30.0)
+        assert [t.id for t in ended.resumed] == ["victim"]
+        outcomes.append((outcome_key(placed), outcome_key(ended), target.tasks()))
+    assert outcomes[0] == outcomes[1]
+    assert_books(store)
 
 
 def test_constraints_and_load_fields_survive_the_round_trip(store: RedisStore) -> None:

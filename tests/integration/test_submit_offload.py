@@ -51,14 +51,16 @@ def decisions(monkeypatch: pytest.MonkeyPatch, cluster: Cluster) -> list[str]:
     itself decides; this only notes each call)."""
     calls: list[str] = []
     policy = cluster.manager.scheduler.policy
-    decide: Callable[..., Decision] = type(policy).decide
+    # (a policy that decides at a moment, the energy policy, is asked by decide_at)
+    name = "decide_at" if hasattr(policy, "decide_at") else "decide"
+    decide: Callable[..., Decision] = getattr(type(policy), name)
 
     def noting(self: Any, request: Any, *args: Any, **kwargs: Any) -> Decision:
         if self is policy:
             calls.append(request.id)
         return decide(self, request, *args, **kwargs)
 
-    monkeypatch.setattr(type(policy), "decide", noting)  # (policies are frozen dataclasses)
+    monkeypatch.setattr(type(policy), name, noting)  # (policies are frozen dataclasses)
     return calls
 
 

@@ -34,7 +34,8 @@ def test_single_scenario_prints_one_decision(capsys: pytest.CaptureFixture[str])
     code, out, _ = run(capsys, "--scenario", str(EXAMPLES / "cut.json"))
     decision = json.loads(out)
     assert code == 0
-    assert set(decision) == {"placed", "host", "pass", "request", "cuts", "kills", "reason"}
+    assert set(decision) == {"placed", "host", "pass", "request", "cuts", "kills", "suspends",
+                             "reason"}
     assert (decision["placed"], decision["host"], decision["pass"]) == (True, "node-a", "cut")
     assert [c["task"] for c in decision["cuts"]] == ["redis-7", "time-3", "dl-1"]
     assert decision["request"] == {"cpu_shares": 1024, "memory": 2**30, "cut_received": 0.0}

@@ -12,7 +12,14 @@ from domain.model import Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.slo import SloTable
 from host_registry.memory import MemoryStore
-from scheduler.policies.qos import QosOptions, QosPolicy, _cost, task_overhead, task_q
+from scheduler.policies.qos import (
+    QosOptions,
+    QosPolicy,
+    _cost,
+    task_overhead,
+    task_q,
+    task_q_after,
+)
 from scheduler.registry import make_policy
 from scheduler.service import Scheduler
 from tests.builders import H, build
@@ -183,7 +190,7 @@ def test_rounds_share_a_full_cluster_so_every_request_nears_its_slo() -> None:
     def follow(outcome: object, t: float) -> None:
         for decision in outcome.applied:  # type: ignore[attr-defined]
             for victim in decision.kills:
-                clocks[victim].stopped(t)
+                clocks[victim].stopped(t, work_lost=False)  # a service served while it ran
             clocks[decision.request.id].placed(t)
             clocks[decision.request.id].running(t)
 
@@ -196,3 +203,85 @@ def test_rounds_share_a_full_cluster_so_every_request_nears_its_slo() -> None:
     levels = [clock.at(end, 0.75).availability for clock in clocks.values()]
     assert min(levels) > 0.5, levels
     assert max(levels) - min(levels) < 0.15, levels
+
+
+# -- victims judged after the preemption (DESIGN 3.11, 3.10) ------------------------------------
+
+
+def running_job(task_id: str, cls: int, *, ran_s: float, executed_s: float = 0.0,
+                checkpoint_s: float = 0.0, host: str = "h", cpu: int = 400) -> Task:
+    """A job whose current run started ``ran_s`` before t = 0, after ``executed_s`` kept."""
+    return Task(task_id, host, cls, TaskType.JOB, cpu, cpu, cpu, cpu, started_at=-ran_s,
+                executed_s=executed_s, checkpoint_interval_s=checkpoint_s)
+
+
+@pytest.mark.parametrize(("case", "task", "q_after"), [
+    # a service keeps its run: Q after = Q now = 900 / 0.9 - 900
+    ("a service", running("k", 2, ran_s=900.0), 100.0),
+    # a job that restarts from scratch: its 900 s go to p; e = 0: Q = -900
+    ("a job from scratch", running_job("k", 2, ran_s=900.0), -900.0),
+    # a job that ran before (e = 450 kept), then 900 s now: e = 450, p = 900
+    ("a job, kept before", running_job("k", 2, ran_s=900.0, executed_s=450.0), 500 - 1350.0),
+    # checkpoints every 400 s: 800 of its 900 s kept, 100 s to p: e = 800, p = 100
+    ("a checkpointed job", running_job("k", 2, ran_s=900.0, checkpoint_s=400.0),
+     800 / 0.9 - 900),
+])
+def test_a_victims_q_is_judged_right_after_its_preemption(
+    case: str, task: Task, q_after: float
+) -> None:
+    assert task_q_after(task, 0.0, SLO, 0.0) == pytest.approx(q_after), case
+    # paused instead (DESIGN 3.14), it would lose nothing: its Q now
+    assert task_q_after(task, 0.0, SLO, 0.0, paused=True) == pytest.approx(
+        task_q(task, 0.0, SLO, 0.0)), case
+
+
+@pytest.mark.parametrize(("case", "j_cls", "expected"), [
+    ("a request of its own class", 2, False),
+    ("a less important class", 4, False),
+    ("a more important class", 1, True),
+])
+def test_a_job_that_restarts_from_scratch_is_never_preempted_for_its_class_or_below(
+    case: str, j_cls: int, expected: bool
+) -> None:
+    """A class-2 job 900 s into its run has Q now 100 s (slack the rule would hand out), but
+    killed it restarts from scratch: judged after the preemption (Q = -900) and protected
+    from its own class and the less important ones; a service with the same run is not."""
+    job = running_job("k", 2, ran_s=900.0)
+    policy = QosPolicy(QosOptions(safety_margin_s=PHI))
+    request = Request("j", j_cls, TaskType.SERVICE, 400, 400)
+    q_k = task_q_after(job, 0.0, SLO, 0.0)
+    assert policy._eligible(request, job, -50.0, q_k, 0.0, SLO, 0.0, PHI) is expected, case
+    service = running("s", 2, ran_s=900.0)
+    q_s = task_q_after(service, 0.0, SLO, 0.0)
+    assert policy._eligible(request, service, -50.0, q_s, 0.0, SLO, 0.0, PHI), case
+
+
+def test_qos_preempts_the_service_with_slack_and_spares_the_job_that_would_lose_its_run() -> None:
+    """Two hosts, each full: one with a class-2 job 900 s into its run, one with a class-2
+    service 900 s into its. A waiting class-2 request (Q = -50 s) takes the service's place:
+    the job, judged after the preemption, is not eligible (on main it had the same Q as the
+    service and its host came first)."""
+    store = MemoryStore(ClassTable(OverbookingModel.NONE))
+    build(H("a", 0.9, [], cpu=400, mem=400), H("b", 0.9, [], cpu=400, mem=400), store=store,
+          classes=store.classes)
+    store.load_task(running_job("job", 2, ran_s=900.0, host="a"))
+    store.load_task(running("svc", 2, ran_s=900.0, host="b"))
+    policy = QosPolicy(QosOptions(safety_margin_s=PHI))
+    decision = policy.decide_waiting(Request("j", 2, TaskType.SERVICE, 400, 400), store,
+                                     q_s=-50.0, now=0.0, slo=SLO, alpha_s=0.0)
+    assert (decision.placed, decision.host, decision.kills) == (True, "b", ("svc",))
+
+
+def test_a_round_always_tries_the_arrival_that_started_it() -> None:
+    """A queue of 40 victims that fit nowhere (more than the 32 failures a round takes), then
+    a class-1 arrival that fits at once: it is tried, and placed, in its own round (on main the
+    round stopped before it, and a request of SLO 1 that waits has missed it)."""
+    store = MemoryStore(ClassTable())
+    build(H("big", 0.3, [], cpu=1200, mem=1200), store=store, classes=store.classes)
+    sched = Scheduler(store, make_policy("qos"), slo=SLO, admits_to_queue=True)
+    for number in range(40):
+        sched.submit(Request(f"v{number:02d}", 3, TaskType.SERVICE, 5000, 100), float(number))
+    assert len(store.pending()) == 40
+    outcome = sched.submit(Request("gold", 1, TaskType.SERVICE, 400, 400), 100.0)
+    assert [d.request.id for d in outcome.applied] == ["gold"]
+    assert store.task("gold") is not None

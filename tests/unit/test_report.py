@@ -156,7 +156,8 @@ def test_passes_and_classes() -> None:
     result = scripted_run()
     assert result.passes == {"cut": 1, "kill": 2, "simple": 2}
     assert result.by_class["1"] == {"requests": 2, "successful": 2, "failed": 0, "cut": 0,
-                                    "killed": 0}
+                                    "killed": 0, "refused_at_admission": 0, "suspended": 0,
+                                    "resumed": 0, "checkpoint_restarts": 0}
     assert result.by_class["2"]["killed"] == 1
     assert result.by_class["3"]["failed"] == 1
     assert (result.by_class["4"]["cut"], result.by_class["4"]["killed"]) == (1, 1)

@@ -20,7 +20,7 @@ from domain.pending import PendingReason
 from domain.restore import TaskRestore, plan_restores, restore_levels
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
-from scheduler.registry import make_policy
+from scheduler.policies.energy import EnergyPolicy
 from scheduler.service import Scheduler
 from tests.builders import HOST_SIZE, SERVICE, H, T, build, req
 from workloads.cluster import MIB
@@ -227,7 +227,8 @@ def test_after_restoration_fits_holds_and_no_task_could_take_one_more_step(
 # -- the scheduler gives back where room grew -------------------------------------------------
 
 def energy(store: MemoryStore) -> Scheduler:
-    return Scheduler(store, make_policy("energy"))
+    """The energy policy whose victims are killed (a paused one keeps its memory, 3.14)."""
+    return Scheduler(store, EnergyPolicy(suspend=False))
 
 
 def test_a_task_ends_and_its_cut_neighbour_gets_its_resources_back() -> None:

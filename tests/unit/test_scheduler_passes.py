@@ -9,12 +9,16 @@ from hypothesis import strategies as st
 
 from domain.classes import ClassTable
 from domain.decision import Pass
-from domain.model import TaskType
+from domain.model import Task, TaskType
+from domain.preemption import suspend, work_lost_s
 from scheduler.policies.energy import EmptyHosts, EnergyPolicy
+from scheduler.victims import VictimOrder
 from tests.builders import JOB, SERVICE, H, T, build, host_tasks, req, task_strategy
 from workloads.cluster import MIB
 
 ENERGY = EnergyPolicy()
+# The thesis's kill pass: victims by class, then utilization, every one killed.
+THESIS_KILLS = EnergyPolicy(victims=VictimOrder.THESIS, suspend=False)
 
 
 def host_of(store_hosts: tuple[H, ...], request_cls: int, **kw: object) -> str | None:
@@ -228,17 +232,17 @@ def test_kill_pass_order(name: str, hosts: tuple[H, ...], rc: int, expected: str
     # 400 shares: more than cutting the DEE hosts' tasks could free, so the cut pass fails.
     decision = ENERGY.decide(req(rc, cpu=400, mem=10), build(*hosts))
     assert (decision.pass_, decision.host) == (Pass.KILL, expected), name
-    assert decision.kills, name
+    assert decision.victims, name
 
 
 def test_victims_by_class_descending_then_utilization_ascending_until_it_fits() -> None:
     host = full("eed", 0.9, T("c1", 1, cpu=600, mem=10), T("c3", 3, cpu=200, mem=10, util=0.0),
                 T("c4busy", 4, cpu=150, mem=10, util=0.9), T("c4idle", 4, cpu=250, mem=10, util=0.1))
     # class 2 request of 500; new class = 1 (c1 stays) -> limit 1200; allocated 1200.
-    decision = ENERGY.decide(req(2, cpu=500, mem=10), build(host))
+    decision = THESIS_KILLS.decide(req(2, cpu=500, mem=10), build(host))
     assert decision.kills == ("c4idle", "c4busy", "c3")
     assert decision.new_class == 1
-    decision = ENERGY.decide(req(2, cpu=250, mem=10), build(host))
+    decision = THESIS_KILLS.decide(req(2, cpu=250, mem=10), build(host))
     assert decision.kills == ("c4idle",)
 
 
@@ -247,7 +251,7 @@ def test_kills_only_hit_strictly_higher_classes() -> None:
     decision = ENERGY.decide(req(2, cpu=700, mem=10), build(host))
     assert not decision.placed  # killing "higher" frees 300: not enough, "same" is protected
     decision = ENERGY.decide(req(2, cpu=300, mem=10), build(host))
-    assert decision.kills == ("higher",)
+    assert decision.victims == ("higher",)
 
 
 @pytest.mark.parametrize(("request_type", "kills"), [(JOB, ("svc",)), (SERVICE, None)])
@@ -257,7 +261,7 @@ def test_class_4_requests_kill_only_class_4_services_and_only_for_jobs(
     host = full("eed", 0.9, T("job", 4, cpu=1000, mem=10, util=0.0),
                 T("svc", 4, cpu=800, mem=10, type=SERVICE, util=0.5))
     decision = ENERGY.decide(req(4, cpu=300, mem=10, type=request_type), build(host))  # type: ignore[arg-type]
-    assert decision.kills == kills if kills else not decision.placed
+    assert decision.victims == kills if kills else not decision.placed
 
 
 def test_kill_pass_places_without_kills_when_an_eed_host_has_room() -> None:
@@ -332,3 +336,90 @@ def test_may_place_over_several_hosts_is_whether_a_pass_places_on_one(
     views = [store.host(f"h{i}") for i, store in enumerate(stores)]
     assert policy.may_place(request, views, classes) is any(
         policy.decide(request, store).placed for store in stores)
+
+
+# -- victims that lose least, paused where only CPU is missing (DESIGN 3.6, 3.14) ------------
+
+
+def loaded(*tasks: Task) -> object:
+    """An EED host (1200 shares, 1200 bytes) holding exactly ``tasks``."""
+    store = build(full("eed", 0.9))
+    for task in tasks:
+        store.load_task(task)
+    return store
+
+
+def job_task(task_id: str, cls: int, *, started_at: float, cpu: int = 300, mem: int = 10,
+             util: float = 0.5, kind: TaskType = JOB, checkpoint_s: float = 0.0) -> Task:
+    return Task(task_id, "eed", cls, kind, cpu, mem, cpu, mem, cpu_util=util, memory_util=util,
+                started_at=started_at, checkpoint_interval_s=checkpoint_s)
+
+
+@pytest.mark.parametrize(("case", "victims", "expected"), [
+    # the thesis took the least used first: here the old job; its kill loses 900 s
+    ("loss: the young job before the old", VictimOrder.LOSS, ("young",)),
+    ("thesis: the least used first", VictimOrder.THESIS, ("old",)),
+])
+def test_within_a_class_the_victim_whose_kill_loses_least_goes_first(
+    case: str, victims: VictimOrder, expected: tuple[str, ...]
+) -> None:
+    """At t = 1000, a class-4 job started at 100 (lost if killed: 900 s) and one started at
+    990 (10 s), both 300 shares; the old one uses less. A class-2 request of 300 needs one."""
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=600, util=0.9),
+                   job_task("old", 4, started_at=100.0, util=0.1),
+                   job_task("young", 4, started_at=990.0, util=0.8))
+    policy = EnergyPolicy(victims=victims, suspend=False)
+    decision = policy.decide_at(req(2, cpu=300, mem=10), store, now=1000.0)  # type: ignore[arg-type]
+    assert (decision.pass_, decision.kills) == (Pass.KILL, expected), case
+
+
+@pytest.mark.parametrize(("case", "victim", "expected"), [
+    ("a service loses nothing", job_task("v", 4, started_at=0.0, kind=SERVICE), 0),
+    ("a job not started yet loses nothing", job_task("v", 4, started_at=1000.0), 0),
+    ("a job from scratch loses its run", job_task("v", 4, started_at=100.0), 900),
+    ("a checkpointed job loses the time since its last checkpoint",
+     job_task("v", 4, started_at=100.0, checkpoint_s=400.0), 100),
+])
+def test_what_a_kill_would_lose(case: str, victim: Task, expected: float) -> None:
+    assert work_lost_s(victim, 1000.0) == expected, case
+
+
+@pytest.mark.parametrize(("case", "victim", "request_mem", "expected"), [
+    # (the host, of class 2 (limit 1400), books 900 + 300 shares and 10 + 400 bytes; the
+    # class-2 request wants 400 shares: 200 too many; and 1100 bytes: 110 too many)
+    ("only CPU missing: a job is paused", JOB, 10, ((), ("v",))),
+    ("only CPU missing: a class-4 service is paused", SERVICE, 10, ((), ("v",))),
+    ("memory missing too: the job is killed", JOB, 1100, (("v",), ())),
+])
+def test_a_victim_is_paused_where_only_cpu_is_missing(
+    case: str, victim: TaskType, request_mem: int, expected: tuple[tuple[str, ...], ...]
+) -> None:
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=900),
+                   job_task("v", 4, started_at=0.0, mem=400, kind=victim))
+    decision = ENERGY.decide_at(req(2, cpu=400, mem=request_mem), store, now=10.0)  # type: ignore[arg-type]
+    assert decision.placed, case
+    assert (decision.kills, decision.suspends) == expected, case
+    off = EnergyPolicy(suspend=False).decide_at(req(2, cpu=400, mem=request_mem), store,  # type: ignore[arg-type]
+                                                now=10.0)
+    assert (off.kills, off.suspends) == (("v",), ()), case
+
+
+def test_a_service_of_class_3_is_never_paused() -> None:
+    store = loaded(job_task("keep", 1, started_at=0.0, cpu=900),
+                   job_task("svc3", 3, started_at=0.0, kind=SERVICE))
+    decision = ENERGY.decide_at(req(1, cpu=300, mem=10), store, now=10.0)  # type: ignore[arg-type]
+    assert (decision.kills, decision.suspends) == (("svc3",), ())
+
+
+def test_a_paused_task_is_taken_again_only_for_its_memory() -> None:
+    """A paused job books no CPU: a request short of CPU only passes it over (killing it
+    would free nothing it lacks); one short of memory kills it (DESIGN 3.14)."""
+    paused = suspend(job_task("paused", 4, started_at=0.0, cpu=300, mem=600), 5.0)
+    store = loaded(job_task("keep", 2, started_at=0.0, cpu=900), paused,
+                   job_task("busy", 4, started_at=0.0, cpu=300, mem=10, util=0.9))
+    cpu_only = EnergyPolicy(suspend=False).decide_at(req(2, cpu=400, mem=10), store,  # type: ignore[arg-type]
+                                                     now=10.0)
+    assert cpu_only.kills == ("busy",)
+    memory_too = EnergyPolicy(suspend=False).decide_at(req(2, cpu=10, mem=900), store,  # type: ignore[arg-type]
+                                                       now=10.0)
+    assert memory_too.kills == ("paused",)

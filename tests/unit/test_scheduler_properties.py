@@ -8,6 +8,8 @@ retry decided in full): the outcomes of both must be identical, step by step.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -23,10 +25,13 @@ from domain.classes import ClassTable, after_cut
 from domain.decision import Decision, Pass
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.pending import PendingReason
+from domain.preemption import resume_on, suspendable
 from domain.regions import REGIONS
 from domain.restore import plan_restores
+from domain.slo import SloTable
 from domain.tally import EMPTY_TALLY, combine
 from host_registry.memory import MemoryStore
+from scheduler.admission import AdmissionMode
 from scheduler.registry import make_policy
 from scheduler.service import Outcome, Scheduler
 from tests.builders import outcome_key
@@ -64,7 +69,11 @@ def check_decision(store: MemoryStore, decision: Decision) -> None:
     assert decision.cut_received <= classes.tolerance(request.cls)
     if request.cls == 1:
         assert decision.cut_received == 0, "a class 1 request was cut"
-    for victim_id in decision.kills:
+    assert not set(decision.kills) & set(decision.suspends), "a victim killed and paused"
+    for victim_id in decision.suspends:  # paused: a job, or a class-4 service (DESIGN 3.14)
+        victim = store.task(victim_id)
+        assert victim is not None and suspendable(victim), "paused what may not be paused"
+    for victim_id in decision.victims:
         victim = store.task(victim_id)
         assert victim is not None and victim.host == decision.host
         if decision.pass_ is Pass.PREEMPT:
@@ -78,19 +87,23 @@ def check_decision(store: MemoryStore, decision: Decision) -> None:
 
 class SchedulingMachine(RuleBasedStateMachine):
     policy_name = "energy"
+    admission = AdmissionMode.NONE
 
     def __init__(self) -> None:
         super().__init__()
         self.classes = ClassTable()
         self.store = CheckedStore(self.classes)
-        self.scheduler = Scheduler(self.store, make_policy(self.policy_name, seed=7))
+        self.scheduler = Scheduler(self.store, make_policy(self.policy_name, seed=7),
+                                   admission=self.admission)
         self.twin_store = MemoryStore(self.classes)
         self.twin = Scheduler(
-            self.twin_store, make_policy(self.policy_name, seed=7), skip_unchanged=False
+            self.twin_store, make_policy(self.policy_name, seed=7), skip_unchanged=False,
+            admission=self.admission,
         )
         self.now = 0.0
         self.next_id = 0
         self.host_count = 0
+        self.admitted: set[str] = set()  # admitted and not over: running, paused or queued
 
     @initialize(sizes=st.lists(st.sampled_from([1024, 2048, 4096]), min_size=1, max_size=4))
     def hosts(self, sizes: list[int]) -> None:
@@ -112,17 +125,27 @@ class SchedulingMachine(RuleBasedStateMachine):
         request = Request(f"r{self.next_id}", cls, kind, cpu, mem_k * 1000)
         outcome = self.scheduler.submit(request, self.now, queue=queue)
         self.check_outcome(outcome, self.twin.submit(request, self.now, queue=queue))
+        if outcome.admission is not None:  # refused at the door: nothing of it anywhere
+            assert self.store.task(request.id) is None
+            assert not self.store.is_pending(request.id)
+            assert not outcome.decisions and not outcome.applied
+        elif not outcome.refused:
+            self.admitted.add(request.id)
 
     @rule(data=st.data())
     @precondition(lambda self: bool(self.store.tasks()))
     def end_task(self, data: st.DataObject) -> None:
         task = data.draw(st.sampled_from(self.store.tasks()))
         self.now += 5.0
+        self.admitted.discard(task.id)
         _, outcome = self.scheduler.task_ended(task.id, self.now)
         self.check_outcome(outcome, self.twin.task_ended(task.id, self.now)[1])
-        # room grew there: no task stays cut that could take a step back (DESIGN 3.8)
+        # room grew there: no task stays cut that could take a step back (DESIGN 3.8), and
+        # none stays paused that could run again (3.14)
         host = self.store.host(task.host)
         assert plan_restores(host, self.store.tasks_on(host.id), self.classes) == ()
+        assert resume_on(host, self.store.tasks_on(host.id), self.now, SloTable(),
+                         self.classes)[1] == ()
 
     @rule(data=st.data(), cpu=utilization, memory=utilization)
     def host_utilization(self, data: st.DataObject, cpu: float, memory: float) -> None:
@@ -161,6 +184,15 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert (task.cpu_shares, task.memory, task.cut_received) == (
                 restore.cpu_shares, restore.memory, restore.cut_received)
             assert restore.cpu_returned >= 0 and restore.memory_returned >= 0
+        killed = {victim.id for victim in outcome.killed}
+        for paused in outcome.suspended:  # paused on its host, its memory still booked there,
+            # unless a later decision of the event killed it (its memory was needed, 3.14)
+            now = self.store.task(paused.id)
+            assert (now is not None and now.host == paused.host) or paused.id in killed, (
+                "a paused task was lost")
+            assert paused.suspended and paused.cpu_shares == 0
+        for resumed in outcome.resumed:
+            assert not resumed.suspended and resumed.cpu_shares > 0
         for victim in outcome.killed:
             running = self.store.task(victim.id)
             assert running is not None or victim.id in pending, "a victim was lost"
@@ -194,9 +226,18 @@ class SchedulingMachine(RuleBasedStateMachine):
             assert host.region is self.store.bounds.classify(host.util)
             expected = sorted(tasks_by_host.get(host.id, []), key=lambda t: (-t.cls, t.util, t.id))
             assert self.store.tasks_on(host.id) == expected
-            # the store's index of cut tasks (restore_cuts reads only those)
+            # the store's index of cut tasks (restore_cuts reads only those), and of paused ones
             assert self.store._cut_tasks[host.id] == {
                 t.id for t in tasks_by_host.get(host.id, []) if t.cut_received > 0}
+            assert self.store._paused_tasks[host.id] == {
+                t.id for t in tasks_by_host.get(host.id, []) if t.suspended}
+
+    @invariant()
+    def admitted_requests_are_never_refused_later(self) -> None:
+        """DESIGN 3.13: once admitted, a request runs, is paused, or waits, until it ends."""
+        running = {task.id for task in self.store.tasks()}
+        waiting = {entry.request.id for entry in self.store.pending()}
+        assert self.admitted <= running | waiting, "an admitted request disappeared"
 
     @invariant()
     def twin_has_the_same_books(self) -> None:
@@ -219,11 +260,15 @@ class SchedulingMachine(RuleBasedStateMachine):
     def tasks_within_their_allowance(self) -> None:
         for task in self.store.tasks():
             assert task.cut_received <= self.classes.tolerance(task.cls)
+            cpu = task.cpu_shares
+            if task.suspended:  # paused: no CPU booked, the CPU it resumes with kept
+                assert cpu == 0 and suspendable(replace(task, suspended_cpu_shares=0))
+                cpu = task.suspended_cpu_shares
             if task.cls == 1:
-                assert task.cut_received == 0 and task.cpu_shares == task.original_cpu_shares
-            assert task.cpu_shares >= after_cut(task.original_cpu_shares, task.cut_received)
-            assert task.cpu_shares <= task.original_cpu_shares
-            assert task.cpu_shares <= self.store.host(task.host).cpu_capacity
+                assert task.cut_received == 0 and cpu == task.original_cpu_shares
+            assert cpu >= after_cut(task.original_cpu_shares, task.cut_received)
+            assert cpu <= task.original_cpu_shares
+            assert cpu <= self.store.host(task.host).cpu_capacity
 
     @invariant()
     def pending_is_ordered_and_disjoint_from_running(self) -> None:
@@ -260,6 +305,21 @@ class QosMachine(SchedulingMachine):
     policy_name = "qos"
 
 
+class EnergyAdmissionMachine(SchedulingMachine):
+    """Admission control on (DESIGN 3.13): every request that asks to queue is admitted first;
+    an admitted one is never refused later."""
+
+    admission = AdmissionMode.SLO
+
+
+class QosAdmissionMachine(QosMachine):
+    admission = AdmissionMode.SLO
+
+
+TestEnergyAdmissionMachine = EnergyAdmissionMachine.TestCase
+TestEnergyAdmissionMachine.settings = settings(SETTINGS, max_examples=60)
+TestQosAdmissionMachine = QosAdmissionMachine.TestCase
+TestQosAdmissionMachine.settings = settings(SETTINGS, max_examples=30)
 TestQosMachine = QosMachine.TestCase
 TestQosMachine.settings = settings(SETTINGS, max_examples=40)
 TestSpreadMachine = SpreadMachine.TestCase

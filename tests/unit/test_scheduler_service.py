@@ -11,19 +11,25 @@ import host_registry.memory as memory_module
 from domain.classes import ClassTable
 from domain.decision import Decision, Pass
 from domain.errors import ConflictError, NotFoundError
-from domain.model import HostSpec, HostView, Request
+from domain.model import HostSpec, HostView, Request, Task, TaskType
 from domain.pending import PendingReason
 from domain.regions import Region
 from domain.slo import SloTable
 from domain.store import ClusterReader
 from host_registry.memory import MemoryStore
-from scheduler.registry import make_policy
+from scheduler.policies.energy import EnergyPolicy
 from scheduler.service import Scheduler
 from tests.builders import JOB, SERVICE, H, T, build, req
 
 
+def killing() -> EnergyPolicy:
+    """The energy policy with every victim killed: these tests follow victims through
+    rescheduling and the queue (DESIGN 3.6, 3.7); pausing them (3.14) is tested apart."""
+    return EnergyPolicy(suspend=False)
+
+
 def scheduler(*hosts: H) -> Scheduler:
-    return Scheduler(build(*hosts), make_policy("energy"))
+    return Scheduler(build(*hosts), killing())
 
 
 def test_victim_is_rescheduled_with_original_resources_elsewhere() -> None:
@@ -65,7 +71,8 @@ def test_unplaced_victim_waits_and_is_placed_when_room_frees_up() -> None:
     assert sched.store.pending() == []
     placed = sched.store.task("victim")
     assert placed is not None and placed.host == "small" and placed.cpu_shares == 1100
-    assert placed.pending_s == pytest.approx(60.0)
+    # its 10 s of run thrown away by the kill (DESIGN 3.10), then its 60 s in the queue
+    assert (placed.executed_s, placed.pending_s) == pytest.approx((0.0, 70.0))
 
 
 def test_pending_queue_orders_by_time_to_violate_then_class() -> None:
@@ -75,19 +82,22 @@ def test_pending_queue_orders_by_time_to_violate_then_class() -> None:
         assert outcome.queued and not outcome.refused
     # Same enqueue time, nothing executed: equal time-to-violate; class 1 first on ties.
     assert [e.request.id for e in sched.store.pending()] == ["q1", "q2", "q3"]
-    # A victim that ran 100 s with objective 1/2 may wait 100 s more: it goes after them.
-    sched.reschedule([_task("ran", 4, started_at=0.0)], now=100.0, reason=PendingReason.VICTIM)
+    # A service that ran 100 s with objective 1/2 may wait 100 s more: it goes after them. A
+    # job that ran 100 s delivered nothing (it restarts from scratch, DESIGN 3.10): its 100 s
+    # are p, its Q -100 s: it goes first.
+    sched.reschedule([_task("ran", 4, started_at=0.0, task_type=SERVICE),
+                      _task("restarts", 4, started_at=0.0)],
+                     now=100.0, reason=PendingReason.VICTIM)
     sched.submit(req(2, cpu=500, mem=10, id="late"), now=150.0, queue=True)
     order = [e.request.id for e in sched.store.pending()]
-    assert order == ["q1", "q2", "q3", "late", "ran"]
+    assert order == ["restarts", "q1", "q2", "q3", "late", "ran"]
     deadlines = {e.request.id: e.deadline for e in sched.store.pending()}
     assert deadlines["ran"] == pytest.approx(200.0) and deadlines["late"] == 150.0
+    assert deadlines["restarts"] == pytest.approx(0.0)
 
 
-def _task(task_id: str, cls: int, started_at: float):  # type: ignore[no-untyped-def]
-    from domain.model import Task
-
-    return Task(task_id, "gone", cls, JOB, 500, 10, 500, 10, started_at=started_at)
+def _task(task_id: str, cls: int, started_at: float, task_type: TaskType = JOB) -> Task:
+    return Task(task_id, "gone", cls, task_type, 500, 10, 500, 10, started_at=started_at)
 
 
 def test_new_request_is_refused_when_nothing_places_it_unless_queued() -> None:
@@ -134,7 +144,7 @@ def test_kill_chains_end_and_every_victim_is_accounted_for() -> None:
 
 def test_placement_grows_allocation_and_lowers_class() -> None:
     store = build(H("h", 0.3, [T("a", 3, cpu=300, mem=200)]))
-    sched = Scheduler(store, make_policy("energy"))
+    sched = Scheduler(store, killing())
     sched.submit(req(2, cpu=100, mem=50, id="n"), now=0.0)
     host = store.host("h")
     assert (host.cpu_allocated, host.memory_allocated, host.host_class) == (400, 250, 2)
@@ -143,7 +153,7 @@ def test_placement_grows_allocation_and_lowers_class() -> None:
 
 def test_cut_shrinks_allocation_but_not_class_or_region() -> None:
     store = build(H("h", 0.3, [T("c3", 3, cpu=1000, mem=10), T("c4", 4, cpu=500, mem=10)]))
-    sched = Scheduler(store, make_policy("energy"))
+    sched = Scheduler(store, killing())
     outcome = sched.submit(req(2, cpu=100, mem=10, id="n"), now=0.0)
     decision = outcome.applied[0]
     assert decision.pass_ is Pass.CUT and decision.cuts
@@ -183,7 +193,7 @@ def test_utilization_update_moves_region_only_when_a_bound_is_crossed() -> None:
 
 def test_host_lost_reschedules_its_tasks_like_victims() -> None:
     store = build(H("gone", 0.3, [T("a", 2, cpu=300, mem=10)]), H("stay", 0.2, [T("b", 2)]))
-    sched = Scheduler(store, make_policy("energy"))
+    sched = Scheduler(store, killing())
     outcome = sched.host_lost("gone", now=5.0)
     assert [d.request.id for d in outcome.applied] == ["a"]
     task = store.task("a")
@@ -204,7 +214,7 @@ class CountingPolicy:
     """The real energy policy; counts the decisions it is asked for, by request id."""
 
     def __init__(self) -> None:
-        self.inner = make_policy("energy")
+        self.inner = killing()
         self.name = self.inner.name
         self.calls: list[str] = []
 
@@ -288,13 +298,14 @@ def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
     store.end_task("victim")
     store.load_task(replace(loaded, started_at=0.0, executed_s=40.0, pending_s=10.0,
                             preemptions=2))
-    sched = Scheduler(store, make_policy("energy"), slo=SloTable.parse("4=0.25"), alpha_s=5.0)
+    sched = Scheduler(store, killing(), slo=SloTable.parse("4=0.25"), alpha_s=5.0)
     outcome = sched.submit(req(3, cpu=1000, mem=10, id="big"), now=100.0)
     [entry] = outcome.queued
     assert (entry.request.id, entry.preemptions) == ("victim", 3)
-    # e = 40 + 100 (its run here), p = 10: Q = 140 / 0.25 - 150 - 5 = 405 s from now
-    assert (entry.executed_s, entry.pending_s) == (140.0, 10.0)
-    assert entry.deadline == pytest.approx(100.0 + 405.0)
+    # e = 40, p = 10 + 100 (its run here, thrown away by the kill: DESIGN 3.10):
+    # Q = 40 / 0.25 - 150 - 5 = 5 s from now
+    assert (entry.executed_s, entry.pending_s) == (40.0, 110.0)
+    assert entry.deadline == pytest.approx(100.0 + 5.0)
     new = sched.submit(req(1, cpu=5000, mem=10, id="late"), now=120.0, queue=True)
     assert new.queued[0].deadline == 120.0  # a new request starts at Q = 0: no alpha
-    assert [e.request.id for e in store.pending()] == ["late", "victim"]
+    assert [e.request.id for e in store.pending()] == ["victim", "late"]

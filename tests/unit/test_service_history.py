@@ -38,8 +38,9 @@ def test_a_job_loses_the_work_of_the_run_it_was_preempted_from_and_ends() -> Non
                ev(K.PLACED, 60, "a"), ev(K.ENDED, 160), ev(K.OTHER, 500)]
     level = service_level(history, now=1000, objective=0.5, alpha_s=0.0, is_job=True)
     assert level is not None  # over at 160: later moments change nothing
-    assert (level.executed_s, level.pending_s, level.lost_s) == (150.0, 10.0, 50.0)
-    assert level.met and level.preemptions == 1
+    # its 50 s before the preemption delivered nothing: p, not e (DESIGN 3.10)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (100.0, 60.0, 50.0)
+    assert level.met and level.preemptions == 1  # 100 / 160 >= 0.5
 
 
 def test_refused_at_once_received_nothing_and_cuts_change_nothing() -> None:
@@ -148,6 +149,7 @@ from hypothesis import strategies as st  # noqa: E402
 from domain.service_history import slo_outlook  # noqa: E402
 
 _STEPS = st.lists(st.tuples(st.sampled_from([K.QUEUED, K.PLACED, K.STARTED, K.KILLED,
+                                             K.SUSPENDED, K.RESUMED,
                                              K.PREEMPTED, K.HOST_LOST, K.START_FAILED,
                                              K.CUT, K.ENDED, K.REJECTED]),
                             st.floats(0, 50)), max_size=8)
@@ -191,3 +193,19 @@ def test_a_waiting_request_stops_meeting_its_objective_when_its_slack_is_spent()
     refused = slo_outlook([ev(K.SUBMITTED, 0), ev(K.REJECTED, 0)], objective=0.5,
                           alpha_s=1.2, is_job=False)
     assert refused is not None and refused.final and not refused.meets
+
+
+def test_a_pause_is_p_and_a_checkpointed_job_keeps_its_checkpoints() -> None:
+    """A job placed at 0 (alpha 0), paused 100-160 (suspended, resumed: DESIGN 3.14), killed
+    at 260 (it ran 200 s since its start), placed again at 300, ended at 400. With a checkpoint
+    every 60 s of its run it kept 180 s and lost 20: e = 180 + 100, p = 60 + 20 + 40; without,
+    it lost all 200: e = 100, p = 60 + 200 + 40."""
+    history = [ev(K.SUBMITTED, 0), ev(K.PLACED, 0, "a"), ev(K.SUSPENDED, 100),
+               ev(K.RESUMED, 160), ev(K.KILLED, 260), ev(K.PLACED, 300, "b"), ev(K.ENDED, 400)]
+    kept = service_level(history, now=400, objective=0.5, alpha_s=0.0, is_job=True,
+                         checkpoint_interval_s=60.0)
+    assert kept is not None
+    assert (kept.executed_s, kept.pending_s, kept.lost_s) == (280.0, 120.0, 20.0)
+    lost = service_level(history, now=400, objective=0.5, alpha_s=0.0, is_job=True)
+    assert lost is not None
+    assert (lost.executed_s, lost.pending_s, lost.lost_s) == (100.0, 300.0, 200.0)

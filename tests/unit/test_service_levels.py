@@ -19,10 +19,12 @@ from measure.recorder import MetricsRecorder
 from measure.report import build_summary, write_report
 from measure.result_files import REQUESTS_FILE, load_result, save_result
 from measure.service_levels import RequestStatus, gini, tally_of
+from scheduler.admission import AdmissionMode
 from tests.unit.test_simulator import (
     GIB,
     KILL_JOBS,
     KILL_PROFILES,
+    KILLING,
     header,
     profiles,
     request,
@@ -42,24 +44,44 @@ def levels_of(result: Any) -> dict[str, Any]:
 
 
 def test_a_killed_job_pays_its_wait_and_its_second_allocation_and_loses_its_run() -> None:
-    """KILL_JOBS under energy on one 2-core host: 'low' (class 4, 150 s of work, 2 cores) runs
-    0-100 s, is killed for 'high' (class 1, 100-200 s), waits 100 s, is placed again at 200 s
-    (alpha = 2 s charged as waiting: its first allocation was free) and ends at 350 s.
-    low: e = 100 + 148 = 248, p = 100 + 2 = 102, A = 248 / 350; its first 100 s x 2 cores are
-    lost; high: e = 100, A = 1."""
+    """KILL_JOBS under energy (victims killed) on one 2-core host: 'low' (class 4, 150 s of
+    work, 2 cores) runs 0-100 s, is killed for 'high' (class 1, 100-200 s), waits 100 s, is
+    placed again at 200 s (alpha = 2 s charged as waiting: its first allocation was free) and
+    ends at 350 s. It restarts from scratch: its first 100 s delivered nothing, so they are p,
+    not e (DESIGN 3.10), and their 100 s x 2 cores are lost.
+    low: e = 148, p = 100 + 100 + 2 = 202, A = 148 / 350 < 1/2: a miss; high: e = 100, A = 1."""
     result = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES,
-                        policy="energy", end_s=1000.0, allocation_s=2.0).run()
+                        policy="energy", end_s=1000.0, allocation_s=2.0, options=KILLING).run()
     levels = levels_of(result)
     low, high = levels["low"], levels["high"]
-    assert low.availability == pytest.approx(248 / 350)
-    assert (low.met_slo, low.preemptions, low.status) == (True, 1, RequestStatus.FINISHED)
+    assert low.availability == pytest.approx(148 / 350)
+    assert (low.met_slo, low.preemptions, low.status) == (False, 1, RequestStatus.FINISHED)
     assert (high.availability, high.met_slo, high.preemptions) == (1.0, True, 0)
     m = result.result.metrics
     assert m.work_lost_cpu_s == pytest.approx(100 * 2.0)
-    assert m.work_lost_share == pytest.approx(200 / ((248 + 100) * 2.0))
+    # delivered: every run, the one thrown away included
+    assert m.work_lost_share == pytest.approx(200 / ((148 + 100 + 100) * 2.0))
     assert (m.slo_fulfilment, m.slo_met, m.preemptions_mean, m.preemptions_max) == (
-        1.0, 2, 0.5, 1)
-    assert m.slo_met_per_kwh == pytest.approx(2 / m.energy_kwh)
+        0.5, 1, 0.5, 1)
+    assert m.slo_met_per_kwh == pytest.approx(1 / m.energy_kwh)
+
+
+def test_a_paused_job_loses_nothing_and_its_pause_is_p() -> None:
+    """The same jobs, victims paused where only CPU is missing (DESIGN 3.14, the default):
+    'low' runs 0-100 s, is paused for 'high' (100-200 s) on the same host, resumes at 200 s
+    with its 50 s of work left and ends at 250 s: e = 150, p = 100, A = 0.6 >= 1/2, nothing
+    lost, no kill."""
+    result = simulation(header(("h1", 2048, 4 * GIB)), KILL_JOBS, KILL_PROFILES,
+                        policy="energy", end_s=1000.0, allocation_s=2.0).run()
+    low = levels_of(result)["low"]
+    assert (low.availability, low.met_slo, low.status) == (
+        pytest.approx(0.6), True, RequestStatus.FINISHED)
+    m = result.result.metrics
+    assert (m.kills, m.suspensions, m.resumes, m.work_lost_cpu_s) == (0, 1, 1, 0.0)
+    assert result.result.by_class["4"]["suspended"] == 1
+    assert result.result.by_class["4"]["resumed"] == 1
+    assert result.result.makespan_s["ffmpeg"].mean == pytest.approx(250.0)  # 150 + its pause
+    assert (m.slo_fulfilment, m.jobs_finished) == (1.0, 2)
 
 
 def test_a_stricter_slo_turns_the_same_run_into_a_miss() -> None:
@@ -70,7 +92,7 @@ def test_a_stricter_slo_turns_the_same_run_into_a_miss() -> None:
     assert service is not None
     four = service.by_class[4]
     assert (four.requests, four.met) == (1, 0)
-    assert four.qos_deficit == pytest.approx(0.75 - 248 / 350)
+    assert four.qos_deficit == pytest.approx(0.75 - 0.6)  # paused: 150 / 250
     assert service.fulfilment == 0.5
 
 
@@ -96,7 +118,8 @@ def test_a_refused_request_received_nothing_and_a_queued_one_its_share() -> None
     assert (second.availability, second.met_slo, second.status) == (
         0.0, False, RequestStatus.REFUSED)
     assert refused.result.metrics.slo_fulfilment == 0.5
-    queued = simulation(head, jobs, profs, policy="spread", end_s=200.0, queue_new=True).run()
+    queued = simulation(head, jobs, profs, policy="spread", end_s=200.0, queue_new=True,
+                        admission=AdmissionMode.NONE).run()
     second = levels_of(queued)["second"]
     assert second.availability == pytest.approx(50 / 140)
     assert not second.met_slo
@@ -135,16 +158,17 @@ def test_fairness_is_the_gini_of_each_intervals_active_requests_averaged() -> No
 def test_a_measured_start_replaces_the_charged_allocation_time() -> None:
     """A driver that sees containers start (the live replay) says so: the runs count from
     the starts it saw; the second allocation is what it measured (5 s), not the configured
-    alpha, and the first (1 s) is charged to no one. e = 49 + 35, p = 10 + 5."""
+    alpha, and the first (1 s) is charged to no one. A service keeps what it served:
+    e = 49 + 35, p = 10 + 5."""
     rec = MetricsRecorder("p", HOSTS, allocation_s=2.0)
-    rec.on_submit(0.0, "j", 3, TaskType.JOB, cpu_shares=512)
-    rec.on_decision(0.0, "j", 3, TaskType.JOB, True, decision_ms=0.1, host_id="h1")
+    rec.on_submit(0.0, "j", 3, TaskType.SERVICE, cpu_shares=512)
+    rec.on_decision(0.0, "j", 3, TaskType.SERVICE, True, decision_ms=0.1, host_id="h1")
     rec.on_started(1.0, "j")  # the first allocation: free
     rec.on_decision(50.0, "k", 1, TaskType.JOB, True, decision_ms=0.1, host_id="h1",
                     kills=["j"])
     rec.on_reschedule(60.0, "j", True, host_id="h1")
     rec.on_started(65.0, "j")
-    rec.on_task_end(100.0, "j", EndStatus.FINISHED)
+    rec.on_task_end(100.0, "j", EndStatus.STOPPED)
     [level] = [lv for lv in rec.finish(100.0).request_levels if lv.id == "j"]
     assert level.availability == pytest.approx((49 + 35) / (49 + 35 + 10 + 5))
 
@@ -244,7 +268,8 @@ def test_every_request_the_qos_policy_queues_is_counted_once_as_a_request() -> N
     head = header(("h1", 1024, 2 * GIB))
     services = [request(float(i), f"s{i:02d}", "redis", 1024, GIB, 10.0, cls=2)
                 for i in range(60)]
-    result = simulation(head, services, profiles(), policy="qos", end_s=1000.0).run()
+    result = simulation(head, services, profiles(), policy="qos", end_s=1000.0,
+                        admission=AdmissionMode.NONE).run()
     m = result.result.metrics
     assert (m.requests, m.successful, m.queued_requests) == (60, 60, 59)
     assert m.reschedules_placed == m.kills  # every victim placed again, as a victim

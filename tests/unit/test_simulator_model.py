@@ -355,8 +355,8 @@ def test_bench_simulate_lets_new_requests_queue(tmp_path: Path) -> None:
     ])
     out = tmp_path / "run"
     code = main(["bench", "simulate", "--trace", str(trace), "--policies", "energy",
-                 "--queue-new", "--drain-s", "600", "--no-probes", "--no-plots",
-                 "--out", str(out)])
+                 "--queue-new", "--admission", "none", "--drain-s", "600", "--no-probes",
+                 "--no-plots", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())["policies"]["energy"]
     assert (summary["successful"], summary["failed"]) == (2, 0)

@@ -54,12 +54,29 @@ def test_a_clock_counts_e_and_p_and_spares_the_first_allocation() -> None:
     clock.running(70.0)  # a second allocation: 3 s, counted in p and in C
     clock.ended(100.0)  # ran 30 s
     level = clock.at(100.0, objective=0.8)
-    assert (level.executed_s, level.pending_s) == (80.0, 18.0)
-    assert level.availability == pytest.approx(80 / 98)
-    assert level.met  # 0.816 >= 0.8
-    assert level.overhead == pytest.approx(3 / 83)
+    # a job restarts from scratch: its 50 s before the kill delivered nothing and are p
+    # (DESIGN 3.10); it met nothing
+    assert (level.executed_s, level.pending_s) == (30.0, 68.0)
+    assert level.availability == pytest.approx(30 / 98)
+    assert not level.met
+    assert level.overhead == pytest.approx(3 / 33)
     assert (level.preemptions, level.lost_s) == (1, 50.0)
     assert clock.at(500.0, 0.8) == level  # nothing counts once it is over
+
+
+def test_a_service_keeps_the_time_it_served_before_a_kill() -> None:
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(5.0)
+    clock.running(7.0)
+    clock.stopped(57.0, work_lost=False)  # a service: it served those 50 s
+    clock.placed(67.0)
+    clock.running(70.0)
+    clock.ended(100.0)
+    level = clock.at(100.0, objective=0.8)
+    assert (level.executed_s, level.pending_s) == (80.0, 18.0)
+    assert level.availability == pytest.approx(80 / 98) and level.met  # 0.816 >= 0.8
+    assert level.overhead == pytest.approx(3 / 83)
+    assert (level.preemptions, level.lost_s) == (1, 0.0)
 
 
 def test_an_expected_start_happens_when_time_passes_it_and_never_after_a_stop() -> None:
@@ -73,12 +90,15 @@ def test_an_expected_start_happens_when_time_passes_it_and_never_after_a_stop() 
     clock.settle(11.0)
     assert clock.phase is Phase.ALLOCATING
     clock.settle(13.0)
-    assert (clock.phase, clock.run_started_s, clock.pending_s) == (Phase.RUNNING, 12.0, 7.0)
+    # p: the 5 s run the stop threw away, 5 s waiting, 2 s allocating
+    assert (clock.phase, clock.run_started_s, clock.pending_s) == (Phase.RUNNING, 12.0, 12.0)
     clock.stopped(15.0)
     clock.placed(20.0, starts_after_s=2.0)
     clock.stopped(21.0)
     clock.settle(30.0)
-    assert clock.phase is Phase.WAITING and clock.executed_s == 5.0 + 3.0
+    # it ran 5 s and 3 s, never there after: a job, both runs thrown away (p, and lost)
+    assert clock.phase is Phase.WAITING and clock.executed_s == 0.0
+    assert clock.lost_s == 5.0 + 3.0
 
 
 def test_a_new_request_starts_at_q_zero_and_loses_a_second_per_second() -> None:
@@ -116,3 +136,41 @@ def test_the_slo_table_defaults_and_overrides() -> None:
         with pytest.raises(ValidationError) as error:
             SloTable.parse(bad)
         assert error.value.field == "slo"
+
+
+@pytest.mark.parametrize(("case", "checkpoint_s", "work_lost", "e", "p", "lost", "restarts"), [
+    # ran 0-250 s, killed at 250, waits 50 s, ends at 300
+    ("a job from scratch: its run moves to p", 0.0, True, 0.0, 300.0, 250.0, 0),
+    ("checkpoints every 100 s: 200 kept, 50 lost", 100.0, True, 200.0, 100.0, 50.0, 1),
+    ("a checkpoint interval longer than the run keeps nothing", 300.0, True, 0.0, 300.0,
+     250.0, 0),
+    ("a service keeps what it served", 0.0, False, 250.0, 50.0, 0.0, 0),
+])
+def test_a_kill_costs_the_run_since_the_last_start_or_checkpoint(
+    case: str, checkpoint_s: float, work_lost: bool, e: float, p: float, lost: float,
+    restarts: int,
+) -> None:
+    clock = ServiceClock(admitted_s=0.0, checkpoint_interval_s=checkpoint_s)
+    clock.placed(0.0, on_arrival=True, starts_after_s=0.0)
+    clock.stopped(250.0, work_lost=work_lost)
+    clock.ended(300.0)
+    level = clock.at(300.0, objective=0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (e, p, lost), case
+    assert clock.checkpoint_restarts == restarts, case
+
+
+def test_a_paused_request_accrues_p_and_loses_nothing_and_a_later_kill_only_its_runs() -> None:
+    """Runs 0-100, paused 100-160 (p), runs 160-200: e = 140, p = 60, nothing lost. Killed at
+    200 it loses its 140 s of running since its start (the pause is p already)."""
+    clock = ServiceClock(admitted_s=0.0)
+    clock.placed(0.0, on_arrival=True, starts_after_s=0.0)
+    clock.suspended(100.0)
+    assert clock.at(130.0, 0.5).pending_s == 30.0
+    clock.resumed(160.0)
+    level = clock.at(200.0, 0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (140.0, 60.0, 0.0)
+    assert (clock.suspensions, clock.preemptions) == (1, 0)
+    clock.stopped(200.0)
+    level = clock.at(200.0, 0.5)
+    assert (level.executed_s, level.pending_s, level.lost_s) == (0.0, 200.0, 140.0)
+    assert clock.preemptions == 1

@@ -93,3 +93,21 @@ def test_constraints_reach_the_request_and_the_spec() -> None:
     assert [c.text for c in request.constraints] == ["node.labels.disk==ssd",
                                                      "node.hostname!=gs-node2"]
     assert spec["constraints"] == ["node.labels.disk==ssd", "node.hostname!=gs-node2"]
+
+
+def test_a_job_may_checkpoint_and_a_service_may_not() -> None:
+    """DESIGN 3.14: "checkpoint": true with "checkpoint_interval_s" reaches the request and
+    the spec; without the interval, with it alone, or for a service: 400 naming the field."""
+    request, spec, _ = parse_spec(body(checkpoint=True, checkpoint_interval_s=60), **LARGEST)
+    assert request.checkpoint_interval_s == 60.0
+    assert (spec["checkpoint"], spec["checkpoint_interval_s"]) == (True, 60.0)
+    plain, plain_spec, _ = parse_spec(body(), **LARGEST)
+    assert plain.checkpoint_interval_s == 0.0 and "checkpoint" not in plain_spec
+    for change, field in (({"checkpoint": True}, "checkpoint_interval_s"),
+                          ({"checkpoint_interval_s": 60}, "checkpoint_interval_s"),
+                          ({"checkpoint": 1, "checkpoint_interval_s": 60}, "checkpoint"),
+                          ({"checkpoint": True, "checkpoint_interval_s": -1},
+                           "checkpoint_interval_s"),
+                          ({"checkpoint": True, "checkpoint_interval_s": 60, "type": "service"},
+                           "checkpoint_interval_s")):
+        assert refused(change).field == field, change

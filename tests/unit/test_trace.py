@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
-from workloads.trace import Trace, TraceError, TraceHeader, TraceRequest, Workload
+from workloads.trace import (
+    Trace,
+    TraceError,
+    TraceHeader,
+    TraceRequest,
+    Workload,
+    request_from_json,
+)
 from workloads.trace_file import TraceWriter, open_trace, read_trace, write_trace
 
 GIB = 1024**3
@@ -303,3 +310,26 @@ def test_hosts_labels_and_requests_constraints_round_trip() -> None:
     with pytest.raises(ValidationError) as caught:
         header_from_json(dict(header, hosts=[dict(header["hosts"][0], labels={"a": 1})]))
     assert caught.value.field == "hosts.0.labels.a"
+
+
+def test_a_checkpointable_job_round_trips_and_its_fields_are_checked(tmp_path: Path) -> None:
+    """DESIGN 3.14 in the trace format: "checkpoint": true with "checkpoint_interval_s"."""
+    head = TraceHeader("test", 1, 100.0, (HostSpec("h1", 1024, 2**30),))
+    job = TraceRequest(1.0, "j", 3, TaskType.JOB, Workload.DL, 512, 2**28, 60.0,
+                       checkpoint_interval_s=30.0)
+    path = tmp_path / "ckpt.jsonl"
+    write_trace(path, Trace(head, (job,)))
+    line = json.loads(path.read_text().splitlines()[1])
+    assert (line["checkpoint"], line["checkpoint_interval_s"]) == (True, 30.0)
+    assert read_trace(path).requests == (job,)
+    base = {k: v for k, v in job.to_json().items() if not k.startswith("checkpoint")}
+    for extra, field in (({"checkpoint": True}, "checkpoint_interval_s"),
+                         ({"checkpoint_interval_s": 30}, "checkpoint_interval_s"),
+                         ({"checkpoint": "yes", "checkpoint_interval_s": 30}, "checkpoint"),
+                         ({"checkpoint": True, "checkpoint_interval_s": 0}, "checkpoint_interval_s"),
+                         ({**{"type": "service", "workload": "redis", "request_rate": 20},
+                           "checkpoint": True, "checkpoint_interval_s": 30},
+                          "checkpoint_interval_s")):
+        with pytest.raises(ValidationError) as caught:
+            request_from_json({**base, **extra})
+        assert caught.value.field == field, extra

@@ -8,6 +8,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -338,3 +339,65 @@ def test_bench_generate_takes_a_hosts_spec_and_refuses_a_bad_one(tmp_path: Path)
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "generate", "--seed", "1", "--out", "x",
                            "--duration-s", "-5"])
+
+
+# ------------------------------------------------------------------ load as a knob (DESIGN 7.1)
+
+
+def generated(tmp_path: Path, name: str, *extra: str) -> list[TraceRequest]:
+    out = tmp_path / f"{name}.jsonl"
+    args = bench_parser().parse_args(["bench", "generate", "--seed", "5", "--out", str(out),
+                                      "--duration-s", "900", *extra])
+    assert args.handler(args) == 0
+    return list(read_trace(out).requests)
+
+
+def test_the_default_peak_is_the_thesis_trace_and_a_lower_one_pauses_earlier(
+    tmp_path: Path,
+) -> None:
+    plain = generated(tmp_path, "plain")
+    assert generated(tmp_path, "peak", "--peak", "1.5") == plain
+    moderate = generated(tmp_path, "moderate", "--peak", "0.75")
+    # the same draws, paused after half as much: the first burst is about half as long
+    assert [(r.cpu_shares, r.memory_bytes) for r in moderate[:20]] == [
+        (r.cpu_shares, r.memory_bytes) for r in plain[:20]]
+    first_pause = next(i for i, (a, b) in enumerate(itertools.pairwise(plain)) if b.t_s - a.t_s > 1)
+    moderate_pause = next(i for i, (a, b) in enumerate(itertools.pairwise(moderate))
+                          if b.t_s - a.t_s > 1)
+    assert moderate_pause < first_pause
+
+
+@pytest.mark.parametrize(("t_s", "level"), [
+    (0.0, 0.2 * 1.5),  # midnight: a fifth of the peak
+    (6 * 3600.0, 0.6 * 1.5),
+    (12 * 3600.0, 1.5),  # noon: the peak
+    (24 * 3600.0, 0.2 * 1.5),
+])
+def test_the_diurnal_level_follows_a_day(t_s: float, level: float) -> None:
+    config = ThesisWorkloadConfig(diurnal=True)
+    assert config.level_at(t_s) == pytest.approx(level)
+    assert ThesisWorkloadConfig().level_at(t_s) == 1.5
+
+
+def test_a_diurnal_night_sends_less_than_the_flat_peak(tmp_path: Path) -> None:
+    assert len(generated(tmp_path, "night", "--diurnal")) < len(generated(tmp_path, "flat"))
+
+
+def test_a_share_of_checkpointable_jobs_changes_nothing_else(tmp_path: Path) -> None:
+    plain = generated(tmp_path, "plain")
+    mixed = generated(tmp_path, "mixed", "--checkpoint-share", "0.5",
+                      "--checkpoint-interval-s", "120")
+    assert [replace(r, checkpoint_interval_s=0.0) for r in mixed] == plain
+    jobs = [r for r in mixed if r.type is TaskType.JOB]
+    checkpointed = [r for r in jobs if r.checkpoint_interval_s > 0]
+    assert {r.checkpoint_interval_s for r in checkpointed} == {120.0}
+    assert 0.35 < len(checkpointed) / len(jobs) < 0.65
+    assert all(r.checkpoint_interval_s == 0 for r in mixed if r.type is TaskType.SERVICE)
+
+
+def test_the_load_knobs_shape_the_thesis_workload_only(tmp_path: Path) -> None:
+    args = bench_parser().parse_args(["bench", "generate", "--workload", "qos-validation-1",
+                                      "--seed", "1", "--out", str(tmp_path / "v.jsonl"),
+                                      "--peak", "0.75"])
+    with pytest.raises(ValidationError, match="thesis workload only"):
+        args.handler(args)
