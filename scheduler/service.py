@@ -576,10 +576,12 @@ class Scheduler:
         return decision
 
     def _held(self, decision: Decision, now: float) -> Decision | None:
-        """With the power manager: a decision that places nothing, or places only by a kill,
-        while a host not on yet would take the request, becomes a wait for that host (the
-        refusal returned: its reason names the host); None: the decision stands."""
-        if self.power is None or (decision.placed and not decision.kills):
+        """With the power manager: a decision that places nothing, or places only by a kill or
+        a suspension (the preemption pass, DESIGN 3.15), while a host not on yet would take the
+        request, becomes a wait for that host (the refusal returned: its reason names the
+        host); None: the decision stands."""
+        if self.power is None or (decision.placed and not decision.kills
+                                  and not decision.suspends):
             return None
         host = self.power.hold(decision.request, now)
         if host is None:

@@ -23,7 +23,7 @@ from domain.store import ClusterStore
 from scheduler.power import PowerHost, PowerManager
 from scheduler.registry import make_policy
 from scheduler.service import Scheduler
-from tests.builders import SERVICE, H, T, build, req
+from tests.builders import JOB, SERVICE, H, T, build, req
 
 MODEL = PowerModel.named("hp-ml110-g4")
 
@@ -74,10 +74,11 @@ def scheduler(gate_off: tuple[str, ...] = (), booting: tuple[str, ...] = (),
     return sched, gate
 
 
-def test_without_the_gate_a_class_one_request_kills_the_service() -> None:
+def test_without_the_gate_a_class_one_request_preempts_the_service() -> None:
     sched, _ = scheduler(("spare",), with_gate=False)
+    # (the preemption pass pauses a class-4 service where only CPU is short, DESIGN 3.14)
     outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
-    assert [(d.request.id, d.pass_, d.kills) for d in outcome.applied[:1]] == [
+    assert [(d.request.id, d.pass_, d.kills + d.suspends) for d in outcome.applied[:1]] == [
         ("big", Pass.KILL, ("victim",))]
 
 
@@ -117,7 +118,7 @@ def test_a_request_no_host_off_would_take_is_decided_as_before() -> None:
     # larger than "spare" could ever take (600 shares): the kill on "busy" stands
     outcome = sched.submit(req(1, cpu=700, mem=500, id="huge"), now=10.0)
     assert gate.started == []
-    assert [(d.request.id, d.host, d.kills) for d in outcome.applied[:1]] == [
+    assert [(d.request.id, d.host, d.kills + d.suspends) for d in outcome.applied[:1]] == [
         ("huge", "busy", ("victim",))]
 
 
@@ -126,3 +127,25 @@ def test_a_placement_without_a_kill_is_never_held() -> None:
     outcome = sched.submit(req(3, cpu=100, mem=100, id="small"), now=10.0)
     assert [(d.request.id, d.host) for d in outcome.applied] == [("small", "busy")]
     assert gate.started == []
+
+
+def _job_scheduler(with_gate: bool) -> tuple[Scheduler, Gate]:
+    # "busy" is short of CPU only: its class-4 job would be paused (DESIGN 3.14), its memory kept
+    store = build(H("busy", 0.9, [T("victim", 4, cpu=1000, mem=100, type=JOB)]),
+                  H("spare", 0.0, cpu=600, mem=600))
+    sched = Scheduler(store, make_policy("energy"))
+    gate = Gate(store, ("spare",))
+    sched.set_closed_hosts(gate.book.closed())
+    if with_gate:
+        sched.power = gate
+    return sched, gate
+
+
+def test_a_request_waits_for_an_off_host_rather_than_pausing_a_job() -> None:
+    sched, _ = _job_scheduler(with_gate=False)
+    paused = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
+    assert [d.suspends for d in paused.applied[:1]] == [("victim",)]  # the pass without a gate
+    sched, gate = _job_scheduler(with_gate=True)
+    outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
+    assert outcome.applied == [] and [e.request.id for e in outcome.queued] == ["big"]
+    assert [(d.host, d.action) for d in gate.started] == [("spare", PowerAction.SWITCH_ON)]
