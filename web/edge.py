@@ -151,6 +151,13 @@ def install(app: Flask, token: str, limits: BodyLimits | None = None,
     # what a public route (/healthz) asks to tell more to the operator (caller_known)
     app.extensions[CALLER_KEY] = _caller_check(app, read_cookie)
 
+    _install_errors(app)
+
+
+def _install_errors(app: Flask) -> None:
+    """Every error as JSON: ours by the exception root's status, HTTP's with their headers,
+    anything else a logged 500 that says no more."""
+
     @app.errorhandler(GreenSwarmError)
     def handle_ours(exc: GreenSwarmError) -> tuple[Response, int]:
         status = http_status(exc)
