@@ -278,7 +278,7 @@ class SwarmBackend:
         task_id = labels.get(LABEL_TASK)
         if not task_id:
             return None
-        newest = max(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), default=None)
+        newest = _newest_said(tasks)
         state, node_id, exit_code, message = TaskState.PENDING, None, None, ""
         running_since = None
         if newest is not None:
@@ -296,6 +296,23 @@ class SwarmBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _newest_said(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The task whose state stands for the service: the newest, except that a new task Swarm
+    made right after it refused the last one's container (``rejected``: no such image, memory
+    below the floor) stands for that refusal. Swarm replaces a refused task within a second,
+    so the newest is nearly always the pending replacement and a refusal read from it alone
+    would be seen only by chance."""
+    ordered = sorted(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), reverse=True)
+    if not ordered:
+        return None
+    newest = ordered[0]
+    if (len(ordered) > 1 and _task_state(newest.get("Status", {}).get("State", ""))
+            is TaskState.PENDING
+            and _task_state(ordered[1].get("Status", {}).get("State", "")) is TaskState.REJECTED):
+        return ordered[1]
+    return newest
 
 
 def swarm_time(raw: object) -> float | None:
