@@ -320,6 +320,10 @@ class Replay:
                 run.consecutive_submit_errors = 0
                 feed.on_invalid(sub, sent, received)
                 self._warn(f"{sub.request_id}: refused as invalid: {answer}")
+            elif status == 503 and isinstance(answer, dict) and "admission" in answer:
+                run.consecutive_submit_errors = 0  # an answer, not a failure of the manager
+                feed.on_refused_at_admission(sub, sent, received)
+                feed.flush()
             elif status == 409:
                 raise ConflictError(
                     f"{sub.request_id} already exists on the manager: replay against a fresh "
@@ -447,10 +451,11 @@ class Replay:
         cuts = c.cuts_from_answers + c.cuts_from_history
         kills = c.kills_from_answers + c.kills_from_history + c.kills_unreported
         queued = (f" queued {c.queued} (placed later {c.queued_placed})" if c.queued else "")
+        refused = c.rejected + c.refused_invalid + c.refused_at_admission
         line = (f"{self.options.policy_label}: trace {trace_now:,.0f}/{duration:,.0f} s, "
                 f"wall {now - clock.start_wall_s:,.0f}/{end_wall - clock.start_wall_s:,.0f} s"
                 f" | submitted {c.submitted}/{len(self.plan)} placed {c.placed}{queued} rejected "
-                f"{c.rejected + c.refused_invalid} active {len(feed.active_ids())} | cuts "
+                f"{refused} active {len(feed.active_ids())} | cuts "
                 f"{cuts} kills {kills} oom {c.oom_jobs + c.oom_services} | jobs done "
                 f"{c.jobs_completed} rounds {c.rounds_ok} (failed {c.rounds_failed}) | lag max "
                 f"{lag:.1f} s")

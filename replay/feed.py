@@ -57,7 +57,8 @@ from replay.plan import Submission, TraceClock
 from replay.values import ReplayCounters, RoundResult, ServiceTarget
 from scheduler import registry
 
-FINAL_STATUSES = frozenset({"completed", "failed", "rejected", "stopped"})
+FINAL_STATUSES = frozenset(
+    {"completed", "failed", "rejected", "refused-at-admission", "stopped"})
 RUNNING_STATUSES = frozenset({"running"})
 
 
@@ -267,6 +268,23 @@ class RecorderFeed:
                                       request.type, False, decision_ms=rtt_ms, delay_ms=rtt_ms)
         tracked = _Tracked(sub, request.cpu_shares, request.memory_bytes, status="rejected")
         self._tracked[sub.request_id] = tracked
+
+    def on_refused_at_admission(self, sub: Submission, sent_wall_s: float,
+                                received_wall_s: float) -> None:
+        """The manager did not admit the request (503 naming the admission, DESIGN 3.13): no
+        record is made; the recorder counts it as the simulator does (a failed allocation, an
+        SLO miss, refused at admission)."""
+        request = sub.request
+        self._count("submitted")
+        self._count("refused_at_admission")
+        self._rtt_ms.append(max(0.0, (received_wall_s - sent_wall_s) * 1000.0))
+        t_sent, t_answer = self._t(sent_wall_s), self._t(received_wall_s)
+        self.recorder.on_submit(t_sent, sub.request_id, request.request_class, request.type,
+                                workload=request.workload, probe=sub.probe,
+                                cpu_shares=request.cpu_shares)
+        self.recorder.on_admission_refused(min(t_answer, self.end_trace_s), sub.request_id)
+        self._tracked[sub.request_id] = _Tracked(sub, request.cpu_shares, request.memory_bytes,
+                                                 status="refused-at-admission")
 
     def _pass_name(self, raw: object) -> str:
         """The pass of a policy that has passes (scheduler.registry); a placement of any other
@@ -574,6 +592,7 @@ class RecorderFeed:
         return ReplayCounters(
             submitted=n("submitted", 0),
             refused_invalid=n("refused_invalid", 0),
+            refused_at_admission=n("refused_at_admission", 0),
             placed=n("placed", 0),
             rejected=n("rejected", 0),
             queued=n("queued", 0),

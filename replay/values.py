@@ -45,6 +45,7 @@ class ReplayCounters:
 
     submitted: int
     refused_invalid: int  # 400 from the manager: counted as failed allocations
+    refused_at_admission: int  # 503 naming the admission (DESIGN 3.13): failed, and SLO misses
     placed: int
     rejected: int
     # new requests the manager queued instead of refusing (--queue-new); probes are left out,

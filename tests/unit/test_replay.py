@@ -280,6 +280,18 @@ def test_a_refused_request_is_a_failed_allocation_and_an_invalid_one_too() -> No
     assert world.feed.active_ids() == []
 
 
+def test_a_request_refused_at_admission_is_counted_as_the_simulator_counts_it() -> None:
+    """A 503 naming the admission (DESIGN 3.13) is an answer, not a failed submission: a failed
+    allocation and an SLO miss, counted apart, as the simulator's recorder counts it."""
+    world = World(job("r1"), job("r2", 1.0, cls=1))
+    world.answer("r1", 0.0)
+    world.feed.on_refused_at_admission(world.subs["r2"], world.wall(1.0), world.wall(1.0) + 0.01)
+    m = world.finish().metrics
+    assert (m.requests, m.failed, m.refused_at_admission) == (2, 1, 1)
+    assert world.feed.counters().refused_at_admission == 1
+    assert world.feed.active_ids() == ["r1"]
+
+
 def test_the_plan_asks_to_queue_with_queue_new() -> None:
     [plain] = plan(job("r1"))
     [queued] = plan(job("r1"), queue_new=True)
