@@ -636,19 +636,14 @@ class MetricsRecorder:
         self._levels.over(request_id, task, t, RequestStatus.REFUSED_AT_ADMISSION)
 
     def on_suspended(self, t: float, task_id: str) -> None:
-        self._check_open()
-        t = check_t(t)
-        self._levels.tick(t)
-        task = self._tasks.get(task_id)
-        if task is None or not task.running or task.clock is None:
-            self._tallies.ignored += 1
-            return
-        task.clock.suspended(t)
-        if not task.probe:
-            self._tallies.suspensions += 1
-            self._tallies.by_class[task.request_class]["suspended"] += 1
+        self._pause_changed(t, task_id, resumed=False)
 
     def on_resumed(self, t: float, task_id: str) -> None:
+        self._pause_changed(t, task_id, resumed=True)
+
+    def _pause_changed(self, t: float, task_id: str, *, resumed: bool) -> None:
+        """A running task paused on its host, or running again (DESIGN 3.14): its clock and
+        the counts (per class too); an unknown or stopped task is ignored."""
         self._check_open()
         t = check_t(t)
         self._levels.tick(t)
@@ -656,10 +651,16 @@ class MetricsRecorder:
         if task is None or not task.running or task.clock is None:
             self._tallies.ignored += 1
             return
-        task.clock.resumed(t)
+        if resumed:
+            task.clock.resumed(t)
+        else:
+            task.clock.suspended(t)
         if not task.probe:
-            self._tallies.resumes += 1
-            self._tallies.by_class[task.request_class]["resumed"] += 1
+            if resumed:
+                self._tallies.resumes += 1
+            else:
+                self._tallies.suspensions += 1
+            self._tallies.by_class[task.request_class]["resumed" if resumed else "suspended"] += 1
 
     def on_restore(self, t: float, task_id: str, cpu_shares: int, memory: int) -> None:
         self._check_open()
