@@ -190,6 +190,8 @@ class Manager:
         books (records migrated, a reconciliation, the queue) on the loop."""
         self.store.fence(token)
         self.records.fence(token)
+        if self.switching is not None:
+            self.switching.states.fence(token)
         self.metrics.leader.set(1)
         if not self.leadership.starting:  # at start, start() waits for it instead
             self.loop.post(self._take_over)
@@ -219,8 +221,8 @@ class Manager:
                             exc)
                 return
             self._state.prepared = True
-            if self.switching is not None:
-                self.switching.load()  # the hosts an earlier leader switched off stay off
+        if self.switching is not None:  # as the last leader left them, at every take-over
+            self.switching.load()
         self._sync_logged()
         self.queue_retry()
 

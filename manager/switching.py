@@ -46,7 +46,7 @@ import redis
 
 from domain.constraints import NodeFacts
 from domain.energy import PowerModel
-from domain.errors import GreenSwarmError, NotFoundError
+from domain.errors import FencedError, GreenSwarmError, NotFoundError
 from domain.events import (
     PowerEvent,
     SwitchAdvised,
@@ -66,6 +66,7 @@ from domain.power import (
     PowerState,
     RecentRequests,
 )
+from host_registry.keys import HostKeys
 from host_registry.redis_store import RedisStore, redis_errors
 from manager.loop import SchedulingLoop
 from manager.power_backends import (
@@ -84,12 +85,32 @@ log = logging.getLogger(__name__)
 FAILED_BACKOFF_S = 60.0  # a host whose switch failed is not switched again for this long
 
 
+# a power state written (or, for a host on, deleted) unless a newer lease token was given
+# (DESIGN 13): KEYS states, fence; ARGV host, state json ('' for on), token ('' for none)
+SAVE_LUA = """
+if ARGV[3] ~= '' and tonumber(ARGV[3]) < tonumber(redis.call('GET', KEYS[2]) or '0') then
+  return -1
+end
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1])
+else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1
+"""
+
+
 class PowerStates:
-    """Each host's power state when it is not ``on``, kept in Redis (a restart keeps them)."""
+    """Each host's power state when it is not ``on``, kept in Redis (a restart keeps them);
+    written under the leader's lease token, like every registry write."""
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self._redis: Any = client  # decode_responses=True
         self._key = f"{prefix}:power:states"
+        self._fence_key = HostKeys(prefix).fence
+        self._fence: int | None = None
+        self._save = self._redis.register_script(SAVE_LUA)
+
+    def fence(self, token: int | None) -> None:
+        """Writes from now on carry this lease token (as RedisStore.fence)."""
+        self._fence = token
 
     def load(self) -> dict[str, HostPower]:
         with redis_errors():
@@ -104,12 +125,15 @@ class PowerStates:
         return out
 
     def save(self, host_id: str, power: HostPower) -> None:
+        text = ("" if power.state is PowerState.ON
+                else json.dumps({"state": power.state.value, "since": power.since}))
+        token = "" if self._fence is None else str(self._fence)
         with redis_errors():
-            if power.state is PowerState.ON:
-                self._redis.hdel(self._key, host_id)
-            else:
-                self._redis.hset(self._key, host_id, json.dumps(
-                    {"state": power.state.value, "since": power.since}))
+            written = self._save(keys=[self._key, self._fence_key], args=[host_id, text, token])
+        if written == -1:
+            raise FencedError(f"this manager's lease token {self._fence} is no longer the "
+                              "newest: another manager leads, and this power state was not "
+                              "written")
 
 
 @dataclass(frozen=True)
@@ -161,8 +185,11 @@ class PowerControl:
     # -- start and the scheduler's gate ------------------------------------------------------
 
     def load(self) -> None:
-        """The states a previous run left (hosts it switched off stay off)."""
+        """The states kept in Redis, as a previous run or the previous leader left them (hosts
+        switched off stay off); this manager's own view before is dropped."""
         now = self.parts.clock()
+        self.book = PowerBook.of(self.settings, now=now, timed=False)
+        self._booted.clear()
         for host_id, power in self.states.load().items():
             # a switch the previous run did not see end: the host counts as off (a waiting
             # request or the spare room switches it on again)
@@ -170,6 +197,7 @@ class PowerControl:
         for host in self.parts.store.all_hosts():
             self.book.add_host(host.id, now)
         self._publish()
+        self.parts.closed_changed()
 
     def arrived(self, request: Request, now: float) -> None:
         # a clock that went back: the record keeps its order, this request is left out

@@ -23,10 +23,13 @@ import pytest
 
 import manager.reconcile
 from cli.client import _power_cell
-from domain.power import PowerSettings
+from domain.errors import FencedError
+from domain.power import HostPower, PowerSettings, PowerState
+from host_registry.keys import HostKeys
 from lab.processes import RedisServer
 from manager.answers import HOSTS
 from manager.power_backends import BackendKind, PowerBackendSettings
+from manager.switching import PowerStates
 from tests.integration.test_reconcile_records import AUTH, Cluster, make_cluster
 from tests.support.standin_swarm import StandInSwarm
 
@@ -302,3 +305,35 @@ def test_the_dashboard_shows_a_host_off_and_the_kwh_with_switching(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def test_a_manager_that_leads_again_reads_the_power_states_the_other_leader_left(
+        commanded: tuple[Cluster, Path]) -> None:
+    """DESIGN 13: a manager that lost the lease and gains it again takes the books as the
+    other leader left them, the hosts' power states too (not its own, older view)."""
+    cluster, _ = commanded
+    placed = cluster.submit("small", cls=3, cpu=100)["request"]["host"]
+    idle = "n2" if placed == "n1" else "n1"
+    _round(cluster)
+    _until("the host is off", lambda: _hosts(cluster)[idle]["power"]["state"] == "off",
+           cluster)
+    # meanwhile another leader switched it on again (its record gone: on), and this manager
+    # gains the lease once more
+    cluster.store.sibling(PowerStates).save(idle, HostPower(PowerState.ON, time.time()))
+    cluster.manager._lead(7)
+    cluster.manager.loop.call(lambda: None)  # the take-over posted to the loop
+    assert _hosts(cluster)[idle]["power"]["state"] == "on"
+
+
+def test_a_former_leaders_power_state_write_is_refused(commanded: tuple[Cluster, Path]) -> None:
+    """DESIGN 13: a power state written under an older lease token than the newest is
+    refused inside Redis (a paused former leader cannot undo the leader's switch)."""
+    cluster, _ = commanded
+    states = cluster.store.sibling(PowerStates)
+    states.fence(3)
+    states.save("n1", HostPower(PowerState.OFF, 1.0))  # the newest token: written
+    assert states.load()["n1"].state is PowerState.OFF
+    cluster.store._redis.set(HostKeys(cluster.store.host_keys.prefix).fence, 4)
+    with pytest.raises(FencedError):
+        states.save("n1", HostPower(PowerState.ON, 2.0))
+    assert states.load()["n1"].state is PowerState.OFF
