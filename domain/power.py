@@ -41,6 +41,15 @@ class PowerAction(StrEnum):
     SWITCH_OFF = "switch-off"
 
 
+class SpareRule(StrEnum):
+    """What the busiest boot_s window of the spare-room rule counts (DESIGN 3.15)."""
+
+    REQUESTED = "requested"  # DESIGN's: the CPU and memory requested in the window
+    # an experiment: requested less what ended in the same window (a burst that replaces
+    # tasks ending asks for no new room)
+    NET = "net"
+
+
 class PowerReason(StrEnum):
     """Why a host is switched (the ``reason`` of a power event, for machines)."""
 
@@ -69,6 +78,7 @@ class PowerSettings:
     # the share of the busiest boot_s window's demand the spare room keeps (DESIGN 3.15: all of
     # it, 1; a lower share is an experiment: fewer hosts on, more boot waits)
     spare_window_share: float = 1.0
+    spare_rule: SpareRule = SpareRule.REQUESTED
 
     def __post_init__(self) -> None:
         for name in ("idle_s", "boot_s", "shutdown_s", "standby_w", "spare_horizon_s",
@@ -97,7 +107,8 @@ class PowerSettings:
                 "consolidate": self.consolidate,
                 "consolidate_every_s": self.consolidate_every_s,
                 "move_pin_s": self.move_pin_s, "consolidate_tries": self.consolidate_tries,
-                "spare_window_share": self.spare_window_share}
+                "spare_window_share": self.spare_window_share,
+                "spare_rule": self.spare_rule.value}
 
 
 POWER_ENV_PREFIX = "GREENSWARM_POWER_"
@@ -109,7 +120,7 @@ def power_settings_from_env(environ: Mapping[str, str],
     """``GREENSWARM_POWER`` (on|off) and ``GREENSWARM_POWER_IDLE_S``, ``_BOOT_S``,
     ``_SHUTDOWN_S``, ``_STANDBY_W``, ``_MIN_ON``, ``_SPARE_HORIZON_S``, ``_CONSOLIDATE``,
     ``_CONSOLIDATE_EVERY_S``, ``_MOVE_PIN_S``, ``_CONSOLIDATE_TRIES``,
-    ``_SPARE_WINDOW_SHARE``; ``overrides``
+    ``_SPARE_WINDOW_SHARE``, ``_SPARE_RULE``; ``overrides``
     (command-line options) win."""
     return load_settings(PowerSettings, environ, POWER_ENV_PREFIX, overrides,
                          POWER_ENV_ALIASES)
@@ -283,18 +294,22 @@ class RecentRequests:
 
     Kept incrementally, O(1) amortised per request: the sums over the window ending at each
     arrival (the busiest window of any placement ends at an arrival) and two monotonic queues
-    for the maxima over the horizon. Arrivals must come in time order.
+    for the maxima over the horizon. Arrivals must come in time order. With ``net`` (the
+    ``net`` spare rule) what ends normally is taken off the window's sums (:meth:`release`),
+    so the busiest window is of the demand that grew; without it :meth:`release` does nothing.
     """
 
     __slots__ = ("_big_cpu", "_big_memory", "_busy_cpu", "_busy_memory", "_last_t", "_window",
-                 "_window_cpu", "_window_memory", "horizon_s", "window_s")
+                 "_window_cpu", "_window_memory", "horizon_s", "net", "window_s")
 
-    def __init__(self, window_s: float = 120.0, horizon_s: float = 3600.0) -> None:
+    def __init__(self, window_s: float = 120.0, horizon_s: float = 3600.0,
+                 net: bool = False) -> None:
         if not (math.isfinite(window_s) and math.isfinite(horizon_s)
                 and 0 <= window_s <= horizon_s):
             raise ValidationError("window_s", "need 0 <= window_s <= horizon_s, both finite")
         self.window_s = window_s
         self.horizon_s = horizon_s
+        self.net = net
         self._window: deque[tuple[float, int, int]] = deque()  # arrivals in the window
         self._window_cpu = 0
         self._window_memory = 0
@@ -307,10 +322,26 @@ class RecentRequests:
 
     @classmethod
     def of(cls, settings: PowerSettings) -> RecentRequests:
-        return cls(settings.boot_s, settings.spare_horizon_s)
+        return cls(settings.boot_s, settings.spare_horizon_s,
+                   net=settings.spare_rule is SpareRule.NET)
 
     def record(self, t: float, cpu_shares: int, memory: int) -> None:
         """A request of ``cpu_shares`` and ``memory`` bytes arrived at ``t``."""
+        self._slide(t, cpu_shares, memory)
+        _push_max(self._big_cpu, t, cpu_shares)
+        _push_max(self._big_memory, t, memory)
+        _push_max(self._busy_cpu, t, self._window_cpu)
+        _push_max(self._busy_memory, t, self._window_memory)
+
+    def release(self, t: float, cpu_shares: int, memory: int) -> None:
+        """A task of ``cpu_shares`` and ``memory`` bytes ended at ``t`` (it finished, or its
+        client stopped it): its room is free again (the net rule only). The windows compared
+        still end at arrivals: at each, what was requested less what ended in the boot_s
+        before it."""
+        if self.net:
+            self._slide(t, -cpu_shares, -memory)
+
+    def _slide(self, t: float, cpu_shares: int, memory: int) -> None:
         if not math.isfinite(t) or t < self._last_t:
             raise ValidationError("t", f"{t} is before the last request at {self._last_t}")
         self._last_t = t
@@ -322,10 +353,6 @@ class RecentRequests:
             _, old_cpu, old_memory = window.popleft()
             self._window_cpu -= old_cpu
             self._window_memory -= old_memory
-        _push_max(self._big_cpu, t, cpu_shares)
-        _push_max(self._big_memory, t, memory)
-        _push_max(self._busy_cpu, t, self._window_cpu)
-        _push_max(self._busy_memory, t, self._window_memory)
 
     def spare_need(self, now: float, window_share: float = 1.0) -> tuple[int, int]:
         """(CPU shares, memory bytes) the hosts on should keep free at ``now``: the largest
@@ -349,4 +376,5 @@ def _push_max(queue: deque[tuple[float, int]], t: float, value: int) -> None:
 
 
 def _front(queue: deque[tuple[float, int]]) -> int:
-    return queue[0][1] if queue else 0
+    """The horizon's maximum (never below 0: a net window may have shrunk)."""
+    return max(0, queue[0][1]) if queue else 0

@@ -204,6 +204,10 @@ class PowerControl:
         with contextlib.suppress(GreenSwarmError):
             self.recent.record(now, request.cpu_shares, request.memory)
 
+    def ended(self, cpu_shares: int, memory: int, now: float) -> None:
+        with contextlib.suppress(GreenSwarmError):  # as arrived: a clock that went back
+            self.recent.release(now, cpu_shares, memory)
+
     def hold(self, request: Request, now: float) -> str | None:
         if self.backend.kind is BackendKind.NONE or not self.backend.switches:
             return None

@@ -51,6 +51,11 @@ class PowerGate(Protocol):
 
     def arrived(self, request: Request, now: float) -> None: ...
 
+    def ended(self, cpu_shares: int, memory: int, now: float) -> None:
+        """A task of these (original) resources ended: its room is free (the net spare
+        rule)."""
+        ...
+
     def hold(self, request: Request, now: float) -> str | None:
         """The host (booting, or switched on for it now) ``request`` waits for; None: none
         would take it."""
@@ -348,6 +353,8 @@ class Scheduler:
         task = self.store.end_task(task_id)
         if self.ledger is not None:
             self.ledger.release(task_id)
+        if self.power is not None:
+            self.power.ended(task.original_cpu_shares, task.original_memory, now)
         return task, self.retry_pending(now, freed=(task.host,))
 
     def request_gone(self, request_id: str) -> None:

@@ -458,6 +458,8 @@ class Simulation:
         self._touch(host)
 
     def _end_run(self, t: float, run: Run, status: EndStatus) -> None:
+        if self._power is not None:  # its room is free again (the net spare rule)
+            self._power.recent.release(t, run.request.cpu_shares, run.request.memory_bytes)
         self._remove(run)
         self._requests.pop(run.id, None)
         self._ckpt_saved.pop(run.id, None)

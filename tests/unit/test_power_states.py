@@ -156,6 +156,44 @@ def test_the_incremental_spare_room_equals_a_brute_force_count(gaps, window, hor
     assert recent.spare_need(now) == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 50), st.booleans(), st.integers(1, 4096),
+                          st.integers(1, 4096)), max_size=40),
+       st.floats(0, 200), st.floats(200, 2000), st.booleans())
+def test_the_net_spare_room_takes_what_ended_off_each_window(events, window, horizon,
+                                                             net) -> None:
+    """The net spare rule (an experiment beside DESIGN 3.15's): at each arrival, what was
+    requested less what ended in the window before it; without the rule, ends change
+    nothing."""
+    recent = RecentRequests(window_s=window, horizon_s=horizon, net=net)
+    seen: list[tuple[float, bool, int, int]] = []
+    t = 0.0
+    for gap, is_end, cpu, memory in events:
+        t += gap
+        if is_end:
+            recent.release(t, cpu, memory)
+        else:
+            recent.record(t, cpu, memory)
+        seen.append((t, is_end, cpu, memory))
+    now = t + 1.0
+    arrivals = [(s, c, m) for (s, end, c, m) in seen if not end]
+    kept = [a for a in arrivals if a[0] >= now - horizon]
+
+    # a window ends at an arrival: the entries up to it (an end at the same instant after it
+    # is not yet in)
+    def at(e: float, position: int, index: int) -> int:
+        upto = seen[:position + 1]
+        return sum((-v[index] if end and net else 0 if end else v[index])
+                   for (s, end, *v) in upto if e - window < s <= e)
+
+    positions = [i for i, (s, end, _, _) in enumerate(seen) if not end and s >= now - horizon]
+    busy_cpu = max([0, *(at(seen[i][0], i, 0) for i in positions)])
+    busy_memory = max([0, *(at(seen[i][0], i, 1) for i in positions)])
+    expected = (max((c for _, c, _ in kept), default=0) + busy_cpu,
+                max((m for _, _, m in kept), default=0) + busy_memory)
+    assert recent.spare_need(now) == expected
+
+
 # -- energy as drawn -------------------------------------------------------------------------------
 
 

@@ -44,9 +44,13 @@ class Gate:
         self.manager = PowerManager(PowerSettings(enabled=True), store.classes, store.bounds)
         self.started: list[PowerDecision] = []
         self.arrivals: list[str] = []
+        self.ends: list[tuple[int, int, float]] = []
 
     def arrived(self, request: Request, now: float) -> None:
         self.arrivals.append(request.id)
+
+    def ended(self, cpu_shares: int, memory: int, now: float) -> None:
+        self.ends.append((cpu_shares, memory, now))
 
     def hold(self, request: Request, now: float) -> str | None:
         hosts = [PowerHost(view, self.book.get(view.id), None, MODEL)
@@ -149,3 +153,11 @@ def test_a_request_waits_for_an_off_host_rather_than_pausing_a_job() -> None:
     outcome = sched.submit(req(1, cpu=500, mem=500, id="big"), now=10.0)
     assert outcome.applied == [] and [e.request.id for e in outcome.queued] == ["big"]
     assert [(d.host, d.action) for d in gate.started] == [("spare", PowerAction.SWITCH_ON)]
+
+
+def test_the_gate_is_told_of_an_end_with_the_tasks_original_resources() -> None:
+    """The net spare rule (DESIGN 3.15's spare room, an experiment) frees what ended: the
+    scheduler tells its gate of each end, the room the request asked for (not a cut)."""
+    sched, gate = scheduler()
+    sched.task_ended("victim", 5.0)
+    assert gate.ends == [(1000, 600, 5.0)]
