@@ -32,8 +32,13 @@ DECISION_TESTS = ("tests/unit/test_scheduler_passes.py", "tests/unit/test_schedu
                   "tests/unit/test_restore.py", "tests/unit/test_fast_paths.py")
 
 
+SWITCHES = ("GREENSWARM_NATIVE", "GREENSWARM_NATIVE_MYPYC", "GREENSWARM_NATIVE_RUST")
+
+
 def env(**settings: str) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("GREENSWARM_NATIVE")}
+    """This process's environment (its cache setting too) with the native core's switches
+    replaced by ``settings``."""
+    out = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     out.update(settings, PYTHONPATH=str(ROOT))
     return out
 
