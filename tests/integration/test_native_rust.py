@@ -111,3 +111,19 @@ def test_a_missing_rust_core_is_an_error_only_when_demanded(built: None, tmp_pat
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=demanded,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1 and "GREENSWARM_NATIVE_RUST=1" in done.stderr
+
+
+def test_a_failed_build_says_so_in_one_line(tmp_path: Path) -> None:
+    """No cargo on the PATH: the build stops before compiling, in one line, and exits 1."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    done = subprocess.run([str(bin_dir / "python"), "-m", "native.rust_build", "--cache",
+                           str(tmp_path / "cache")], cwd=ROOT,
+                          env=dict(env(), PATH=str(bin_dir)), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "native: WARNING: the Rust core is not built (cargo is not installed (Debian: "
+        "apt-get install cargo)); its parts run in Python"]
