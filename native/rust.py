@@ -107,12 +107,19 @@ class RustCore:
             loader=importlib.machinery.ExtensionFileLoader(fullname, str(self.file)))
 
 
+_loaded: dict[Path, ModuleType] = {}
+
+
 def load(file: Path) -> ModuleType:
     """The extension module of ``file``, loaded apart from ``sys.modules`` (the differential
-    tests and the benchmark call both implementations in one process)."""
-    spec = importlib.util.spec_from_file_location(
-        MODULE, file, loader=importlib.machinery.ExtensionFileLoader(MODULE, str(file)))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    tests and the benchmark call both implementations in one process); once per file, since
+    PyO3 initializes a module once per process."""
+    module = _loaded.get(file)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(
+            MODULE, file, loader=importlib.machinery.ExtensionFileLoader(MODULE, str(file)))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _loaded[file] = module
     return module
