@@ -2,7 +2,7 @@
 //!
 //! Each function here has a Python reference implementation that stays the definition of the
 //! result (named in its doc); the differential tests (tests/unit/test_native_rust.py,
-//! tests/integration/test_native_rust_sim.py) require identical results from both. Integers
+//! tests/integration/test_native_rust.py) require identical results from both. Integers
 //! only: where Python's arithmetic is exact (ints, Fractions), this is too (i128 inside, and
 //! an OverflowError, on which the caller falls back to Python, for values beyond i64).
 
@@ -13,7 +13,7 @@ use pyo3::types::PyTuple;
 
 mod rooms;
 
-/// The layout of a host's tally (domain/tally.py): the index of each group of terms.
+/// The number of terms of a host's tally (domain/tally.py).
 const TALLY_SIZE: usize = 20;
 
 fn read_ints<const N: usize>(values: &PyTuple, what: &str) -> PyResult<[i64; N]> {
