@@ -10,6 +10,7 @@ looking at their tasks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,6 +44,28 @@ class RoomKey:
 SIMPLE_ROOM = RoomKey(RoomKind.SIMPLE)
 
 
+RoomsFunction = Callable[
+    [tuple[int, ...], int, int, tuple[int, ...], tuple[int, ...]], tuple[tuple[int, int], ...]
+]
+
+# The Rust implementation (native/rust, DESIGN 10) when this process runs the native core: the
+# module ``greenswarm_core`` is importable only when an entry point enabled it
+# (native.loader.enable(); GREENSWARM_NATIVE=0 or GREENSWARM_NATIVE_RUST=0 keep it away), so
+# this import reads no setting and finds no file of its own.
+_native_rooms: RoomsFunction | None
+try:
+    from greenswarm_core import compute_rooms as _imported_rooms
+
+    _native_rooms = _imported_rooms
+except ImportError:
+    _native_rooms = None
+
+
+def rooms_implementation() -> str:
+    """``rust`` or ``python``: which :func:`compute_rooms` this process runs."""
+    return "python" if _native_rooms is None else "rust"
+
+
 def compute_rooms(
     t: tuple[int, ...],
     cpu_capacity: int,
@@ -51,9 +74,29 @@ def compute_rooms(
     memory_limits: tuple[int, ...],
 ) -> tuple[tuple[int, int], ...]:
     """The room for every key of ``ROOM_KEYS``, in that order, from a host's tally, capacity
-    and class limits (a HostView calls this once, when it is made: on every change of a host,
-    so it is written for speed; ``tests/unit/test_capacity.py`` checks it against the rules
-    term by term)."""
+    and class limits: the Rust implementation when loaded, else :func:`compute_rooms_reference`
+    (also for values it cannot hold in 64 bits or that are no ints: it raises OverflowError or
+    TypeError then, and the reference decides). Both give the same rooms
+    (tests/unit/test_native_rust.py)."""
+    native = _native_rooms
+    if native is not None:
+        try:
+            return native(t, cpu_capacity, memory_capacity, cpu_limits, memory_limits)
+        except (OverflowError, TypeError):
+            pass
+    return compute_rooms_reference(t, cpu_capacity, memory_capacity, cpu_limits, memory_limits)
+
+
+def compute_rooms_reference(
+    t: tuple[int, ...],
+    cpu_capacity: int,
+    memory_capacity: int,
+    cpu_limits: tuple[int, ...],
+    memory_limits: tuple[int, ...],
+) -> tuple[tuple[int, int], ...]:
+    """The rooms in Python: the reference the Rust implementation must match (a HostView
+    computes its rooms once, when it is made: on every change of a host, so it is written for
+    speed; ``tests/unit/test_capacity.py`` checks it against the rules term by term)."""
     host_class = tally_host_class(t)
     if host_class is None:
         return ((cpu_capacity, memory_capacity),) * len(ROOM_KEYS)

@@ -36,6 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from native import rust
+
 # The compiled modules (profiled with ``python -m benchmarks.sim_speed --skip-thesis
 # --large-hosts 100 --large-hours 0.25 --profile 40``). Left interpreted: domain.store (its
 # runtime-checkable Protocol), scheduler.plugin and scheduler.registry (the plugin API: third
@@ -104,6 +106,7 @@ MODULES: tuple[str, ...] = (
 )
 
 ENV = "GREENSWARM_NATIVE"
+MYPYC_ENV = "GREENSWARM_NATIVE_MYPYC"  # 0: the mypyc part runs pure, the Rust part as chosen
 CACHE_ENV = "GREENSWARM_NATIVE_CACHE"
 DEFAULT_CACHE = Path("/var/cache/greenswarm/native")
 MANIFEST = "manifest.json"
@@ -220,6 +223,8 @@ def decide(
         raise NativeCoreError(f"{ENV}={mode!r}: use auto, 0 (pure Python) or 1 (compiled)")
     if mode == "0":
         return Choice(None, f"{ENV}=0")
+    if os.environ.get(MYPYC_ENV, "").strip() == "0":
+        return Choice(None, f"{MYPYC_ENV}=0")
     cache = cache_root() if cache is None else cache
     build = find_build(cache, source_hash(root), python_tag()) if _has_builds(cache) else None
     if build is not None and imported:
@@ -273,13 +278,63 @@ def enable() -> Choice:
     (a later call returns the first one's choice). Compiled, it puts :class:`CompiledCore`
     first in ``sys.meta_path``; pure, it changes nothing. ``GREENSWARM_NATIVE=1`` without a
     usable build raises NativeCoreError."""
-    global _choice
+    global _choice, _rust_choice
     if _choice is None:
         choice = decide(imported=[name for name in MODULES if name in sys.modules])
+        rust_choice = decide_rust()
         if choice.build is not None:
             sys.meta_path.insert(0, CompiledCore(choice.build / "lib"))
-        _choice = choice
+        if rust_choice.build is not None:
+            sys.meta_path.insert(0, rust.RustCore(rust.extension_file(rust_choice.build,
+                                                                      ext_suffix())))
+        _choice, _rust_choice = choice, rust_choice
     return _choice
+
+
+_rust_choice: rust.RustChoice | None = None
+
+# The modules that import greenswarm_core when imported: imported before enable(), they run
+# their Python reference for good.
+RUST_USERS = ("domain.rooms",)
+
+
+def decide_rust(setting: str | None = None, root: Path = ROOT,
+                cache: Path | None = None) -> rust.RustChoice:
+    """Whether the Rust part runs (native/rust.py): ``GREENSWARM_NATIVE=0`` or
+    ``GREENSWARM_NATIVE_RUST=0`` say no; else when built for exactly the crate's sources."""
+    if os.environ.get(ENV, "auto").strip() == "0":
+        return rust.RustChoice(None, f"{ENV}=0")
+    mode = rust.setting() if setting is None else setting
+    if mode not in ("auto", "0", "1"):
+        raise NativeCoreError(f"{rust.ENV}={mode!r}: use auto, 0 (Python) or 1 (Rust)")
+    if mode == "0":
+        return rust.RustChoice(None, f"{rust.ENV}=0")
+    cache = cache_root() if cache is None else cache
+    crate = root / "native" / "rust"
+    sources = rust.source_hash(crate) if crate.is_dir() else ""
+    build = rust.find_build(cache, sources, python_tag(), ext_suffix()) if sources else None
+    early = [name for name in RUST_USERS if name in sys.modules]
+    if build is not None and not early:
+        return rust.RustChoice(build, f"built for these sources in {build}")
+    why = (f"{', '.join(early)} imported before enable()" if build is not None
+           else "not built for these sources")
+    if mode == "1":
+        raise NativeCoreError(f"{rust.ENV}=1 but the Rust core is {why} (cache {cache}); "
+                              f"run `{REBUILD_HINT}`, or set {rust.ENV}=0 or auto")
+    if build is None and root_marker(rust.rust_cache(cache), root).is_file():
+        print("greenswarm: the Rust core is stale (its sources changed since it was built); "
+              f"running its parts in Python. Rebuild with `{REBUILD_HINT}`", file=sys.stderr)
+        return rust.RustChoice(None, "stale")
+    return rust.RustChoice(None, why)
+
+
+def rust_core() -> str:
+    """``rust`` or ``python``: whether this process runs the Rust part (after enable())."""
+    return "python" if _rust_choice is None else _rust_choice.core
+
+
+def rust_reason() -> str:
+    return "not enabled" if _rust_choice is None else _rust_choice.reason
 
 
 def core() -> str:

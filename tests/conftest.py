@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -10,6 +12,17 @@ import redis
 from lab.images import busybox_on
 from lab.processes import RedisServer, redis_server
 from tests.support.servers import docker_engine
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``GREENSWARM_TEST_RUST_CHECK=FILE``: every room of the session computed by the Rust core
+    and the Python reference alike (tests/support/rust_core.py; the differential test
+    tests/integration/test_native_rust.py runs the decision tests so)."""
+    report = os.environ.get("GREENSWARM_TEST_RUST_CHECK")
+    if report:
+        from tests.support.rust_core import install_check
+
+        install_check(Path(report))
 
 
 @pytest.fixture(scope="session")

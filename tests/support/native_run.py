@@ -22,7 +22,10 @@ def main() -> None:
                          "--duration-s", seconds, "--out", out, "--no-plots", "--jobs", "2"])
     if status:
         sys.exit(status)
-    print(json.dumps({"core": loader.core(), "modules": loader.loaded_modules()}))
+    import domain.rooms
+
+    print(json.dumps({"core": loader.core(), "modules": loader.loaded_modules(),
+                      "rust": loader.rust_core(), "rooms": domain.rooms.rooms_implementation()}))
 
 
 if __name__ == "__main__":

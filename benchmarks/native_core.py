@@ -1,0 +1,142 @@
+"""The native core's parts side by side in one run (DESIGN 8, 10): what the Rust core
+(native/rust) buys against the Python reference, and what the mypyc build buys on top.
+
+    python -m benchmarks.native_core                     # rooms per call, then the first
+                                                         # 15 min on 100 hosts x 4 cores
+    python -m benchmarks.native_core --hosts 100 --hours 0.25 --repeat 3
+
+1. Rooms per call (``domain.rooms.compute_rooms``, what the Rust core holds today): the Python
+   reference as this process runs it (compiled by mypyc when built, else pure), against the
+   Rust core, over the rooms of a seeded cluster of ``--hosts`` hosts x 20 tasks (the decision
+   benchmark's).
+2. The whole command ``python -m benchmarks.sim_speed --skip-thesis --large-hosts H
+   --large-hours X`` (energy policy, thesis load scaled to the cluster) in four processes, one
+   per core: pure Python, pure + Rust, mypyc, mypyc + Rust; the fastest of ``--repeat`` runs
+   of each, as wall seconds and microseconds per simulated request.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E402 (an entry point: the native core is enabled before the imports below)
+from native import loader
+
+loader.enable()
+
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import domain.rooms
+from benchmarks.decision_bench import populate
+from cli.argtypes import positive_float, positive_int
+from host_registry.memory import MemoryStore
+from native import rust
+
+Args = tuple[tuple[int, ...], int, int, tuple[int, ...], tuple[int, ...]]
+CORES = (  # (name, settings)
+    ("pure", {"GREENSWARM_NATIVE": "0"}),
+    ("pure+rust", {"GREENSWARM_NATIVE_MYPYC": "0", "GREENSWARM_NATIVE_RUST": "1"}),
+    ("mypyc", {"GREENSWARM_NATIVE": "1", "GREENSWARM_NATIVE_RUST": "0"}),
+    ("mypyc+rust", {"GREENSWARM_NATIVE": "1", "GREENSWARM_NATIVE_RUST": "1"}),
+)
+WALL = re.compile(r"^\s+wall ([0-9.]+) s")
+REQUESTS = re.compile(r"energy policy: ([0-9,]+) requests")
+
+
+def corpus(hosts: int) -> list[Args]:
+    store = MemoryStore()
+    populate(store, hosts, seed=1)
+    return [(v.tally, v.cpu_capacity, v.memory_capacity, v.cpu_limits, v.memory_limits)
+            for v in store.all_hosts()]
+
+
+def per_call_ns(function: Callable[..., object], calls: list[Args], rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for args in calls:
+            function(*args)
+        best = min(best, time.perf_counter() - start)
+    return best / len(calls) * 1e9
+
+
+def rooms_per_call(hosts: int) -> None:
+    native = domain.rooms._native_rooms
+    if native is None:  # this process runs Python's rooms: load the Rust core beside them
+        build = rust.find_build(loader.cache_root(), rust.source_hash(), loader.python_tag(),
+                                loader.ext_suffix())
+        if build is None:
+            print(f"rooms per call: the Rust core is not built ({loader.REBUILD_HINT})")
+            return
+        native = rust.load(rust.extension_file(build, loader.ext_suffix())).compute_rooms
+    calls = corpus(hosts)
+    for args in calls:  # the same rooms, or nothing is measured
+        assert native(*args) == domain.rooms.compute_rooms_reference(*args)
+    rounds = max(3, 200_000 // len(calls))
+    reference = per_call_ns(domain.rooms.compute_rooms_reference, calls, rounds)
+    fast = per_call_ns(native, calls, rounds)
+    print(f"rooms per call over {len(calls)} hosts' tallies, best of {rounds} rounds:")
+    print(f"  python reference ({loader.core()}) {reference:8.0f} ns   rust {fast:8.0f} ns   "
+          f"ratio {reference / fast:.1f}x")
+
+
+def sim_speed(hosts: int, hours: float, repeat: int) -> None:
+    print(f"\nthe first {hours:g} h on {hosts} hosts (python -m benchmarks.sim_speed "
+          f"--skip-thesis --large-hosts {hosts} --large-hours {hours:g}), best of {repeat}:")
+    command = [sys.executable, "-m", "benchmarks.sim_speed", "--skip-thesis", "--large-hosts",
+               str(hosts), "--large-hours", str(hours), "--pace-every", str(hours)]
+    switches = ("GREENSWARM_NATIVE", "GREENSWARM_NATIVE_MYPYC", "GREENSWARM_NATIVE_RUST")
+    base = {k: v for k, v in os.environ.items() if k not in switches}  # the cache stays
+    results: dict[str, float] = {}
+    for name, settings in CORES:
+        walls, cpus = [], []
+        requests = 0
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            done = subprocess.run(command, env=dict(base, **settings), capture_output=True,
+                                  text=True, check=False)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            wall = [WALL.match(line) for line in done.stdout.splitlines()]
+            found = [float(m.group(1)) for m in wall if m]
+            count = REQUESTS.search(done.stdout)
+            if done.returncode != 0 or not found or count is None:
+                print(f"  {name:<11} failed: {done.stderr.strip().splitlines()[-1:]}")
+                break
+            walls.append(found[0])
+            requests = int(count.group(1).replace(",", ""))
+        if walls:
+            results[name] = min(cpus)
+            print(f"  {name:<11} {min(walls):6.1f} s wall  {min(cpus):7.2f} s CPU  "
+                  f"{min(cpus) / requests * 1e6:7.1f} us CPU per request ({requests} requests)",
+                  flush=True)
+    pairs = (("pure", "pure+rust", "the Rust core, pure"),
+             ("mypyc", "mypyc+rust", "the Rust core, compiled"),
+             ("pure+rust", "mypyc+rust", "the mypyc build, with the Rust core"),
+             ("pure", "mypyc", "the mypyc build, without the Rust core"))
+    for slow, fast, what in pairs:
+        if slow in results and fast in results:
+            print(f"  {what}: {results[slow] / results[fast]:.2f}x CPU ({slow} / {fast})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=positive_int, default=100)
+    parser.add_argument("--hours", type=positive_float, default=0.25)
+    parser.add_argument("--repeat", type=positive_int, default=1)
+    parser.add_argument("--skip-sim", action="store_true", help="rooms per call only")
+    args = parser.parse_args(argv)
+    print(f"core: {loader.core()}, rust: {loader.rust_core()} ({loader.rust_reason()})")
+    rooms_per_call(args.hosts)
+    if not args.skip_sim:
+        sim_speed(args.hosts, args.hours, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

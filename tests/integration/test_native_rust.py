@@ -1,0 +1,129 @@
+"""The Rust core (native/rust) in use: the decision tests decided with both implementations,
+the thesis workload simulated with both (identical results but wall-clock ones), and the loader
+serving it only when the settings allow.
+
+Each simulation runs in a subprocess with its own settings, pure Python both times (the mypyc
+part off), once with the Rust core and once without, so the only difference is the Rust core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from native import loader
+from tests.integration.test_native_core import RUNNER, results
+from tests.support.rust_core import CHECK_ENV, load_rust, skipped
+
+pytestmark = pytest.mark.skipif(skipped(), reason="GREENSWARM_NATIVE_RUST=0")
+
+ROOT = loader.ROOT
+# The decision tests: every pass, policy and store scenario that makes host views.
+DECISION_TESTS = ("tests/unit/test_scheduler_passes.py", "tests/unit/test_scheduler_properties.py",
+                  "tests/unit/test_capacity.py", "tests/unit/test_energy.py",
+                  "tests/unit/test_qos_policy.py", "tests/unit/test_memory_store.py",
+                  "tests/unit/test_policy_plugins.py", "tests/unit/test_load_aware.py",
+                  "tests/unit/test_restore.py", "tests/unit/test_fast_paths.py")
+
+
+SWITCHES = ("GREENSWARM_NATIVE", "GREENSWARM_NATIVE_MYPYC", "GREENSWARM_NATIVE_RUST")
+
+
+def env(**settings: str) -> dict[str, str]:
+    """This process's environment (its cache setting too) with the native core's switches
+    replaced by ``settings``."""
+    out = {k: v for k, v in os.environ.items() if k not in SWITCHES}
+    out.update(settings, PYTHONPATH=str(ROOT))
+    return out
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    load_rust()  # fails, saying how to build it, when it is not built
+
+
+def test_the_decision_tests_decide_alike_with_both(built: None, tmp_path: Path) -> None:
+    report = tmp_path / "compared"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *DECISION_TESTS],
+        cwd=ROOT, env=env(**{CHECK_ENV: str(report)}), capture_output=True, text=True,
+        timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert int(report.read_text()) > 10_000  # every view of those tests, with both
+
+
+def simulate(out: Path, rust: str) -> dict[str, Any]:
+    settings = {"GREENSWARM_NATIVE": "auto", "GREENSWARM_NATIVE_MYPYC": "0",
+                "GREENSWARM_NATIVE_RUST": rust}
+    done = subprocess.run([sys.executable, str(RUNNER), str(out), "3600"], cwd=ROOT,
+                          env=env(**settings), capture_output=True, text=True, timeout=900,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
+                                                                   tmp_path: Path) -> None:
+    with_rust = simulate(tmp_path / "rust", "1")
+    without = simulate(tmp_path / "python", "0")
+    assert (with_rust["core"], with_rust["rust"], with_rust["rooms"]) == ("pure", "rust", "rust")
+    assert (without["core"], without["rust"], without["rooms"]) == ("pure", "python", "python")
+    rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
+    assert sorted(rust_files) == sorted(python_files)
+    policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
+    assert len(policies) >= 7, sorted(python_files)
+    for rel, value in python_files.items():
+        assert rust_files[rel] == value, rel
+
+
+CORE = ("from native import loader\nloader.enable()\nimport domain.rooms\n"
+        "print(loader.rust_core(), domain.rooms.rooms_implementation())\n")
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({}, "rust rust"),
+    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust"),
+    ({"GREENSWARM_NATIVE": "0"}, "python python"),
+    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python"),
+])
+def test_the_loader_serves_the_rust_core_only_when_allowed(
+    built: None, settings: dict[str, str], expected: str,
+) -> None:
+    done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=env(**settings),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
+
+
+def test_a_missing_rust_core_is_an_error_only_when_demanded(built: None, tmp_path: Path) -> None:
+    empty = {"GREENSWARM_NATIVE_CACHE": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=env(**empty),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "python python", done.stderr
+    demanded = env(**empty, GREENSWARM_NATIVE_RUST="1")
+    done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=demanded,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "GREENSWARM_NATIVE_RUST=1" in done.stderr
+
+
+def test_a_failed_build_says_so_in_one_line(tmp_path: Path) -> None:
+    """No cargo on the PATH: the build stops before compiling, in one line, and exits 1."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    done = subprocess.run([str(bin_dir / "python"), "-m", "native.rust_build", "--cache",
+                           str(tmp_path / "cache")], cwd=ROOT,
+                          env=dict(env(), PATH=str(bin_dir)), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "native: WARNING: the Rust core is not built (cargo is not installed (Debian: "
+        "apt-get install cargo)); its parts run in Python"]
