@@ -52,7 +52,7 @@ def one_run(index: int, faults: list[str]) -> list[Outcome]:
             if done.returncode != 0:
                 raise SystemExit(f"lab up failed:\n{done.stdout}\n{done.stderr}")
             lab = Lab(settings, json.loads(settings.paths.state_file.read_text()), done.stdout)
-            stack = HaStack(lab, name=f"gsha{index}")
+            stack = HaStack(lab)
             try:
                 print(f"run {index}: deployed and healthy in {stack.up():.1f} s", flush=True)
                 for fault in faults:

@@ -56,7 +56,9 @@ class HaStack:
     """docker-stack.ha.yml + docker-stack.ha.lab.yml on the lab's Swarm manager nodes."""
 
     lab: Lab
-    name: str = "gsha"
+    # the stack's name, its own for each deployment: Redis' volume (<name>_redis-data) lives on
+    # in the nodes' data roots, which `lab down` keeps
+    name: str = field(default_factory=lambda: f"gsha{secrets.token_hex(2)}")
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     port: int = 18080
     lease_s: float = 5.0
@@ -131,6 +133,19 @@ class HaStack:
                         service.remove()
         finally:
             client.close()
+        deadline = time.monotonic() + 30
+        for node in self.lab.nodes:  # Redis' files: the containers go first (bounded wait)
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+                engine = node_engine(node)
+                while time.monotonic() < deadline:
+                    try:
+                        engine.volumes.get(f"{self.name}_redis-data").remove(force=True)
+                        break
+                    except docker.errors.NotFound:
+                        break
+                    except docker.errors.APIError:
+                        time.sleep(1)
+                engine.close()
 
     # -- what the managers say ----------------------------------------------------------------
 

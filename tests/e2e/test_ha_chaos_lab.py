@@ -28,7 +28,7 @@ __all__ = ["LAB_UP_ARGS"]  # the lab fixture's `up` arguments: three Swarm manag
 
 @pytest.fixture(scope="module")
 def stack(lab: Lab) -> Iterator[HaStack]:
-    ha = HaStack(lab, name="gsha")
+    ha = HaStack(lab)
     try:
         took = ha.up()
         print(f"\nHA stack deployed and healthy in {took:.1f} s")
