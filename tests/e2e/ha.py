@@ -418,6 +418,7 @@ def run_fault(stack: HaStack, fault: str, tag: str, report: Callable[[str], None
     code, took, line = cli(stack, standby, "status")
     gap.append(f"t={time.monotonic() - struck_s:.1f} `greenswarm status` via a standby: "
                f"exit {code} in {took:.1f} s: {line}")
+    gap.append(f"t={time.monotonic() - struck_s:.1f} {_dashboard(stack, standby)}")
     deadline = struck_s + RUN_LIMIT_S
     while time.monotonic() < deadline and stream.placed_after(struck_s, live) is None:
         time.sleep(0.2)
@@ -433,6 +434,7 @@ def run_fault(stack: HaStack, fault: str, tag: str, report: Callable[[str], None
         code, took, line = cli(stack, standby, *args)
         gap.append(f"after: `greenswarm {' '.join(args)}` via a standby: exit {code} in "
                    f"{took:.1f} s: {line}")
+    gap.append(f"after: {_dashboard(stack, standby)}")
     gap += _gap_lines(stack, stream, watch, struck_s, back.done_s if back else deadline)
     gap.append(f"t={time.monotonic() - struck_s:.1f} the Sentinels name primary: "
                + _sentinel_view(stack))
@@ -453,6 +455,20 @@ def run_fault(stack: HaStack, fault: str, tag: str, report: Callable[[str], None
     for line in gap:
         report(f"  {line}")
     return outcome
+
+
+def _dashboard(stack: HaStack, url: str) -> str:
+    """The dashboard through ``url``: its page, and a session opened with the token (a write:
+    relayed to the leader, whose session every manager then reads from Redis)."""
+    try:
+        page = requests.get(url + "/dashboard", timeout=10).status_code
+        session = requests.Session()
+        login = session.post(url + "/dashboard/login", json={"token": stack.token},
+                             timeout=15).status_code
+        reads = session.get(url + "/hosts", timeout=15).status_code if login == 200 else None
+    except requests.RequestException as exc:
+        return f"dashboard via a standby: {type(exc).__name__}"
+    return f"dashboard via a standby: page {page}, login {login}, its read of /hosts {reads}"
 
 
 def _sentinel_view(stack: HaStack) -> str:

@@ -48,6 +48,8 @@ def _assert_survived(outcome: Outcome) -> None:
         outcome.gap
     assert any("`greenswarm hosts` via a standby: exit 0" in line for line in outcome.gap), \
         outcome.gap
+    assert any(line.startswith("after: dashboard via a standby: page 200, login 200, its read "
+                               "of /hosts 200") for line in outcome.gap), outcome.gap
 
 
 def test_the_leader_container_killed(stack: HaStack) -> None:
