@@ -63,6 +63,10 @@ class HaStack:
     port: int = 18080
     lease_s: float = 5.0
     down_after_ms: int = 2000
+    # Swarm's node heartbeat (`docker swarm update --dispatcher-heartbeat`; Swarm's default
+    # 5 s): a node whose engine stopped is Down after about three of them, and until then the
+    # new leader may place on it. None leaves the Swarm's setting alone.
+    heartbeat_s: float | None = None
 
     @property
     def manager_nodes(self) -> list[dict[str, Any]]:
@@ -114,6 +118,8 @@ class HaStack:
         for node, role in ((nodes[1], "primary"), (nodes[2], "replica")):
             self.docker("node", "update", "--label-add", f"greenswarm.redis={role}",
                         node["swarm_node_id"])
+        if self.heartbeat_s is not None:
+            self.docker("swarm", "update", "--dispatcher-heartbeat", f"{self.heartbeat_s:g}s")
         started = time.monotonic()
         self.docker("stack", "deploy", "--resolve-image", "never", "-c", "docker-stack.ha.yml",
                     "-c", "docker-stack.ha.lab.yml", self.name)
