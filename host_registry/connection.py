@@ -8,7 +8,9 @@ then unused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -24,6 +26,11 @@ SENTINELS_SETTING = "GREENSWARM_REDIS_SENTINELS"
 MASTER_SETTING = "GREENSWARM_REDIS_MASTER"
 WAIT_SETTING = "GREENSWARM_REDIS_WAIT_REPLICAS"
 WAIT_TIMEOUT_MS = 500  # well under any socket timeout
+# While the replicas are short (the one replica died with its node), WAIT only looks (1 ms) and
+# waits in full again once this often: waiting 500 ms on every write for a replica that is not
+# there protects nothing and, several writes a submission, stops the leader under load.
+SHORT_WAIT_MS = 1
+SHORT_RECHECK_S = 5.0
 SENTINEL_TIMEOUT_S = 0.5  # a Sentinel that does not answer this fast is skipped for the next
 
 
@@ -79,7 +86,40 @@ class RedisEndpoint:
         return client
 
 
-def wait_for_replicas(client: Any, marker_key: str, replicas: int) -> int:
+@dataclass
+class ReplicaWait:
+    """How long the next WAIT may block: WAIT_TIMEOUT_MS while the replicas keep up; after a
+    WAIT came back short, SHORT_WAIT_MS (the write stands either way), with one full wait
+    every SHORT_RECHECK_S to notice that a replica is back."""
+
+    replicas: int
+    clock: Callable[[], float] = time.monotonic
+    short_since_s: float | None = field(default=None, init=False)
+    full_at_s: float = field(default=0.0, init=False)
+
+    def timeout_ms(self) -> int:
+        if self.short_since_s is None:
+            return WAIT_TIMEOUT_MS
+        if self.clock() - self.full_at_s >= SHORT_RECHECK_S:
+            return WAIT_TIMEOUT_MS
+        return SHORT_WAIT_MS
+
+    def saw(self, held: int, timeout_ms: int) -> None:
+        """What a WAIT of ``timeout_ms`` answered: ``held`` replicas have the write."""
+        now = self.clock()
+        if held >= self.replicas:
+            self.short_since_s = None
+        elif timeout_ms == WAIT_TIMEOUT_MS:
+            self.short_since_s = self.short_since_s if self.short_since_s is not None else now
+            self.full_at_s = now
+
+    @property
+    def short(self) -> bool:
+        return self.short_since_s is not None
+
+
+def wait_for_replicas(client: Any, marker_key: str, replicas: int,
+                      timeout_ms: int = WAIT_TIMEOUT_MS) -> int:
     """After a write made on any connection of ``client``: wait (at most WAIT_TIMEOUT_MS) until
     ``replicas`` replicas hold it, and say how many do. WAIT counts the writes of its own
     connection, so one tiny write (``marker_key``) and WAIT go together on one connection: the
@@ -87,5 +127,5 @@ def wait_for_replicas(client: Any, marker_key: str, replicas: int) -> int:
     before it, on every connection."""
     pipe = client.pipeline(transaction=False)
     pipe.incr(marker_key)
-    pipe.wait(replicas, WAIT_TIMEOUT_MS)
+    pipe.wait(replicas, timeout_ms)
     return int(pipe.execute()[1])

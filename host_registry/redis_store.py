@@ -35,7 +35,12 @@ from domain.restore import TaskRestore, apply_restores, plan_restores
 from domain.slo import SloTable
 from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
-from host_registry.connection import WAIT_TIMEOUT_MS, RedisEndpoint
+from host_registry.connection import (
+    SHORT_RECHECK_S,
+    WAIT_TIMEOUT_MS,
+    RedisEndpoint,
+    ReplicaWait,
+)
 from host_registry.keys import (
     CANDIDATES_LUA,
     TASK_AND_HOST_LUA,
@@ -91,6 +96,7 @@ class RedisStore:
     ) -> None:
         self._redis: Any = client
         self._wait_replicas = wait_replicas
+        self._replica_wait = ReplicaWait(wait_replicas)
         self._short_of_replicas = False
         self._fence: int | None = None
         self._classes = classes or ClassTable()
@@ -585,18 +591,22 @@ class RedisStore:
                 return self._written(self._cas(keys=keys, args=args))
             # WAIT counts the writes of its own connection: the script and WAIT share one
             # (a pipeline), in one round trip
+            timeout_ms = self._replica_wait.timeout_ms()
             pipe = self._redis.pipeline(transaction=False)
             self._cas(keys=keys, args=args, client=pipe)
-            pipe.wait(self._wait_replicas, WAIT_TIMEOUT_MS)
+            pipe.wait(self._wait_replicas, timeout_ms)
             written, replicas = pipe.execute()
         if written == -1:
             return self._written(written)
+        if written == 1:
+            self._replica_wait.saw(replicas, timeout_ms)
         short = written == 1 and replicas < self._wait_replicas
         if short != self._short_of_replicas:  # said once when it starts, once when it ends
             self._short_of_replicas = short
             if short:
                 log.warning("registry writes reach %d of %d replicas within %d ms (until "
-                            "said otherwise)", replicas, self._wait_replicas, WAIT_TIMEOUT_MS)
+                            "said otherwise; meanwhile they wait in full only every %g s)",
+                            replicas, self._wait_replicas, WAIT_TIMEOUT_MS, SHORT_RECHECK_S)
             else:
                 log.info("registry writes reach %d replicas again", self._wait_replicas)
         return bool(written == 1)

@@ -1,7 +1,7 @@
 """`greenswarm lab ...`: the local multi-node Swarm of DESIGN 6.
 
-    greenswarm lab up [--nodes N] [--node-cpus C] [--node-memory M] [--images all|minimal|none]
-                      [--clusters K] [--inter-cluster-latency-ms MS]
+    greenswarm lab up [--nodes N] [--managers M] [--node-cpus C] [--node-memory M]
+                      [--images all|minimal|none] [--clusters K] [--inter-cluster-latency-ms MS]
     greenswarm lab down [--purge]
     greenswarm lab status [--json]
     greenswarm lab images [--force] [--images all|minimal]
@@ -41,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up = commands.add_parser("up", help="create or reconcile the lab (idempotent)")
     up.add_argument("--nodes", type=int, default=DEFAULT_NODES,
                     help=f"number of worker nodes (default {DEFAULT_NODES})")
+    up.add_argument("--managers", type=int, default=0,
+                    help="make nodes 1..M Swarm managers too, besides the main engine (3 for "
+                         "the HA stack, DESIGN 13: raft keeps its quorum when one is lost); "
+                         "default 0: every node a worker")
     up.add_argument("--node-cpus", default=DEFAULT_CPUS,
                     help=f"CPU cores per node, enforced by a CFS quota (default {DEFAULT_CPUS})")
     up.add_argument("--node-memory", default=DEFAULT_MEMORY,
@@ -98,6 +102,7 @@ def _up(args: argparse.Namespace) -> int:
     settings = _settings().with_size(args.nodes, parse_cpus(args.node_cpus),
                                      parse_node_memory(args.node_memory))
     settings = settings.with_clusters(args.clusters, args.inter_cluster_latency_ms)
+    settings = settings.with_managers(args.managers)
     lab.up(settings, ImageSet(args.images), _report)
     print(status.render(status.collect(settings)))
     print(f"lab: up in {time.monotonic() - started:.1f}s; state in {settings.paths.state_file}")

@@ -17,7 +17,7 @@ from lab import cgroups, daemons, engine, mounts, network, power_server
 from lab.cgroups import CgroupLayout
 from lab.errors import LabError, LabUnavailableError
 from lab.model import LABEL_NODE, LabState, NodeRecord, manager_record, node_record
-from lab.proc import daemon_pid, pids_mentioning, stop_pids
+from lab.proc import daemon_pid, pids_mentioning, stop_pids, wait_until
 from lab.settings import MAX_CLUSTERS, LabSettings
 from lab.store import lab_lock, load_state, remove_state, require_root
 
@@ -145,6 +145,7 @@ def teardown_nodes(settings: LabSettings, layout: CgroupLayout, main: Any,
     Best effort: every step runs even when an earlier one failed; failures are returned.
     """
     problems: list[str] = []
+    problems += _demote(settings, main, nodes)
     for node in nodes:
         _quiesce_node(settings, node)
     survivors = daemons.stop_daemons([Path(n.pidfile) for n in nodes],
@@ -184,6 +185,27 @@ def _remove_node_cgroups(layout: CgroupLayout, node: NodeRecord) -> None:
     busy = cgroups.remove_tree(layout, node.cgroup_parent)
     if busy:
         raise LabUnavailableError(f"cgroups still busy: {', '.join(busy)}")
+
+
+def _demote(settings: LabSettings, main: Any, nodes: Sequence[NodeRecord]) -> list[str]:
+    """Swarm managers among ``nodes`` (`up --managers`) demoted first, one at a time, while
+    raft still has its quorum: a manager that merely left would stay a missing raft member."""
+    problems: list[str] = []
+    for node in nodes:
+        node_id = node.swarm_node_id
+        if main is None or not node.manager or not node_id:
+            continue
+        try:
+            engine.set_role(main, node_id, manager=False)
+            wait_until(_left_raft(main, node_id), what=f"{node.name} to leave raft",
+                       timeout_s=settings.timeouts.api_s, interval_s=0.5)
+        except LabError as exc:
+            problems.append(f"{node.name}: not demoted: {exc}")
+    return problems
+
+
+def _left_raft(main: Any, node_id: str) -> Callable[[], bool | None]:
+    return lambda: None if engine.is_raft_member(main, node_id) else True
 
 
 def _quiesce_node(settings: LabSettings, node: NodeRecord) -> None:

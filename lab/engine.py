@@ -220,6 +220,40 @@ def drain_node(cli: Any, node_id: str) -> bool:
     return True
 
 
+def set_role(cli: Any, node_id: str, manager: bool) -> bool:
+    """Promote the Swarm node to manager or demote it to worker; True if it changed."""
+    role = "manager" if manager else "worker"
+    with translating(f"cannot make swarm node {node_id} a {role}"):
+        raw = cli.api.inspect_node(node_id)
+        spec = dict(raw["Spec"])
+        if spec.get("Role") == role:
+            return False
+        spec["Role"] = role
+        cli.api.update_node(node_id, raw["Version"]["Index"], spec)
+    return True
+
+
+def manager_reachable(cli: Any, node_id: str) -> bool:
+    """The Swarm node is a manager that raft reaches (``ManagerStatus.Reachability``)."""
+    with translating(f"cannot inspect swarm node {node_id}"):
+        raw = cli.api.inspect_node(node_id)
+    status = raw.get("ManagerStatus") or {}
+    return raw.get("Spec", {}).get("Role") == "manager" and \
+        status.get("Reachability") == "reachable"
+
+
+def is_raft_member(cli: Any, node_id: str) -> bool:
+    """The Swarm node is still a manager in raft (after a demotion, until it has left)."""
+    try:
+        with translating(f"cannot inspect swarm node {node_id}"):
+            raw = cli.api.inspect_node(node_id)
+    except LabUnavailableError as exc:
+        if isinstance(exc.__cause__, docker.errors.NotFound):
+            return False
+        raise
+    return bool(raw.get("ManagerStatus"))
+
+
 def swarm_id(cli: Any) -> str:
     """The id of the swarm the engine manages."""
     with translating("cannot read the swarm's id"):

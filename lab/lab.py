@@ -118,6 +118,7 @@ def up(settings: LabSettings, image_set: ImageSet, report: Report) -> LabState:
         _wait_engines(settings, nodes)
         nodes = _join_nodes(run, nodes)
         _wait_ready(run, run.main, nodes)
+        _ensure_roles(run, nodes)
         _forget_stale_swarm_nodes(run, run.main, nodes)
         for cluster in plan_clusters(settings, run.state.clusters):
             nodes += _ensure_cluster(run, cluster)
@@ -273,6 +274,26 @@ def _wait_ready(run: _Up, manager: Any, nodes: Sequence[NodeRecord]) -> None:
 
     wait_until(all_ready, what="every lab node to be Ready in the swarm",
                timeout_s=run.settings.timeouts.node_ready_s, interval_s=0.5)
+
+
+def _ensure_roles(run: _Up, nodes: Sequence[NodeRecord]) -> None:
+    """Nodes 1..managers Swarm managers (promoted one at a time, each reachable by raft before
+    the next), the others workers (DESIGN 13: a Swarm that survives a manager node's loss)."""
+    for node in nodes:
+        node_id = node.swarm_node_id or ""
+        if not engine.set_role(run.main, node_id, node.manager):
+            continue
+        if node.manager:
+            wait_until(_reachable(run.main, node_id),
+                       what=f"{node.name} to be a reachable Swarm manager",
+                       timeout_s=run.settings.timeouts.node_ready_s, interval_s=0.5)
+            run.change(f"lab: {node.name} is a Swarm manager")
+        else:
+            run.change(f"lab: {node.name} is a Swarm worker again")
+
+
+def _reachable(main: Any, node_id: str) -> Callable[[], bool | None]:
+    return lambda: True if engine.manager_reachable(main, node_id) else None
 
 
 def _forget_stale_swarm_nodes(run: _Up, manager: Any, nodes: Sequence[NodeRecord]) -> None:

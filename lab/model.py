@@ -24,6 +24,9 @@ LABEL_NODE = "greenswarm.lab.node"
 LABEL_SOCKET = "greenswarm.lab.socket"
 LABEL_ADDRESS = "greenswarm.lab.address"
 LABEL_CGROUP = "greenswarm.lab.cgroup"
+# On the Swarm node only: "manager" for the nodes `up --managers N` made Swarm managers (the
+# HA stack places greenswarm's managers there, never on the main engine), else "worker".
+LABEL_ROLE = "greenswarm.lab.role"
 
 
 class DaemonState(StrEnum):
@@ -97,6 +100,7 @@ class NodeRecord:
     pid: int | None = None
     swarm_node_id: str | None = None
     cgroup_dirs: dict[str, str] = field(default_factory=dict)
+    manager: bool = False  # a Swarm manager as well as a worker (`up --managers`)
 
     @property
     def socket_url(self) -> str:
@@ -119,6 +123,7 @@ class NodeRecord:
         """Labels of the Swarm node: the engine's plus its capacity (updated on resize)."""
         return {
             **self.engine_labels(),
+            LABEL_ROLE: "manager" if self.manager else "worker",
             CAPACITY_CPU_LABEL: str(self.cpu_shares),
             CAPACITY_MEMORY_LABEL: str(self.memory_bytes),
         }
@@ -172,6 +177,7 @@ def _record(settings: LabSettings, name: str, index: int, cluster: int) -> NodeR
         cgroup_parent=f"/{settings.cgroup_name}/{name}",
         cpus=settings.node_cpus,
         memory_bytes=settings.node_memory_bytes,
+        manager=settings.is_manager(index, cluster),
     )
 
 

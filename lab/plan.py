@@ -87,7 +87,8 @@ def plan_nodes(settings: LabSettings, existing: Sequence[NodeRecord],
         if old is None:
             add.append(wanted)
             continue
-        kept = replace(old, cpus=wanted.cpus, memory_bytes=wanted.memory_bytes)
+        kept = replace(old, cpus=wanted.cpus, memory_bytes=wanted.memory_bytes,
+                       manager=wanted.manager)
         keep.append(kept)
         if (old.cpus, old.memory_bytes) != (wanted.cpus, wanted.memory_bytes):
             resize.append(kept)

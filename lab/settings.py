@@ -127,6 +127,9 @@ class LabSettings:
     """What the lab should look like; `up` reconciles the machine towards it."""
 
     nodes: int = 3
+    # Nodes 1..managers of cluster 1 are Swarm managers too (DESIGN 13: raft's quorum), besides
+    # the main engine; 0 (the default) keeps every node a worker.
+    managers: int = 0
     node_cpus: float = 1.0
     node_memory_bytes: int = 2 * GIB
     bridge: str = "gsbr0"
@@ -156,6 +159,9 @@ class LabSettings:
             raise ValidationError("node_memory", "must be at least 64m")
         if not _NAME_RE.match(self.node_prefix) or not _NAME_RE.match(self.bridge):
             raise ValidationError("node_prefix", "names must be short lower-case identifiers")
+        if not 0 <= self.managers <= self.nodes:
+            raise ValidationError("managers", f"must be between 0 and the number of nodes "
+                                              f"({self.nodes})")
         network = self.network
         if self.first_node_host + self.nodes >= network.num_addresses - 1:
             raise ValidationError("nodes", f"too many nodes for subnet {self.subnet}")
@@ -230,6 +236,13 @@ class LabSettings:
 
     def with_size(self, nodes: int, cpus: float, memory_bytes: int) -> LabSettings:
         return replace(self, nodes=nodes, node_cpus=cpus, node_memory_bytes=memory_bytes)
+
+    def with_managers(self, managers: int) -> LabSettings:
+        return replace(self, managers=managers)
+
+    def is_manager(self, index: int, cluster: int = 1) -> bool:
+        """Whether node ``index`` of ``cluster`` is to be a Swarm manager (cluster 1 only)."""
+        return cluster == 1 and 1 <= index <= self.managers
 
 
 def parse_cpus(value: str) -> float:

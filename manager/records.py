@@ -34,7 +34,7 @@ import redis
 from domain.errors import FencedError, NotFoundError, UnavailableError, ValidationError
 from domain.events import Event, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
-from host_registry.connection import wait_for_replicas
+from host_registry.connection import ReplicaWait, wait_for_replicas
 from host_registry.keys import HostKeys
 from host_registry.redis_store import redis_errors
 from host_registry.requests import request_key
@@ -98,18 +98,23 @@ class RequestRecords:
         self._fence: int | None = None
         self._fence_key = HostKeys(prefix).fence
         self._wait_replicas = 0
+        self._replica_wait = ReplicaWait(0)
 
     def replicate(self, replicas: int) -> None:
         """Each record write returns only once this many replicas hold it (at most
         WAIT_TIMEOUT_MS; DESIGN 13, GREENSWARM_REDIS_WAIT_REPLICAS): a submission answered is
         on a replica, and a failover right after the answer keeps it."""
         self._wait_replicas = replicas
+        self._replica_wait = ReplicaWait(replicas)
 
     def _replicated(self) -> None:
         if self._wait_replicas:
+            timeout_ms = self._replica_wait.timeout_ms()
             held = wait_for_replicas(self._redis, f"{self.prefix}:replicated",
-                                     self._wait_replicas)
-            if held < self._wait_replicas:
+                                     self._wait_replicas, timeout_ms)
+            was_short = self._replica_wait.short
+            self._replica_wait.saw(held, timeout_ms)
+            if held < self._wait_replicas and not was_short:
                 log.warning("a record write reached %d of %d replicas", held,
                             self._wait_replicas)
 

@@ -91,15 +91,21 @@ def test_the_ha_stack_spreads_managers_and_sentinels_over_manager_nodes() -> Non
         assert placement["max_replicas_per_node"] == 1, name
         assert "node.role == manager" in placement["constraints"], name
     assert services["redis-sentinel"]["deploy"]["replicas"] == 3
-    for name in ("redis-primary", "redis-replica"):
-        command = services[name]["command"]
-        assert command[command.index("--appendonly") + 1] == "yes", name
-    assert "--replicaof" in services["redis-replica"]["command"]
+    for name, role in (("redis-primary", "primary"), ("redis-replica", "replica")):
+        command = services[name]["command"]  # sh -c SCRIPT ROLE: the same start for both
+        assert command[:2] == ["sh", "-c"] and command[3] == role, name
+        assert "redis-server --dir /data --appendonly yes" in command[2], name
+        assert services[name]["deploy"]["restart_policy"]["delay"] == "10s", name
+    script = services["redis-replica"]["command"][2]
+    assert "--replicaof redis-primary 6379" in script  # the first start of the replica
+    assert '--replicaof "$$master" 6379' in script  # any start while another is primary
     env = services["manager"]["environment"]
     names = {f"{ENV_PREFIX}{field.name.upper()}" for field in dataclasses.fields(ManagerSettings)}
     for setting in ("REDIS_SENTINELS", "REDIS_MASTER", "REDIS_WAIT_REPLICAS", "LEADER_LEASE_S",
                     "LEADER_RENEW_S", "ADVERTISE_URL"):
         assert f"{ENV_PREFIX}{setting}" in env and f"{ENV_PREFIX}{setting}" in names, setting
     master = env["GREENSWARM_REDIS_MASTER"]
-    assert f"sentinel monitor {master} redis-primary 6379 2" in text
+    assert f"sentinel monitor {master} %s 6379 2" in text  # an address, never a name
+    assert "getent ahostsv4 redis-primary" in text
+    assert "resolve-hostnames" not in text and "announce-hostnames" not in text
     assert "${GREENSWARM_TOKEN:?" in text
