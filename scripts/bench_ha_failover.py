@@ -44,7 +44,7 @@ def lab_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def one_run(index: int, faults: list[str]) -> list[Outcome]:
+def one_run(index: int, faults: list[str], heartbeat_s: float | None) -> list[Outcome]:
     settings = settings_from_env()
     outcomes: list[Outcome] = []
     with lab_lock():
@@ -54,7 +54,7 @@ def one_run(index: int, faults: list[str]) -> list[Outcome]:
             if done.returncode != 0:
                 raise SystemExit(f"lab up failed:\n{done.stdout}\n{done.stderr}")
             lab = Lab(settings, json.loads(settings.paths.state_file.read_text()), done.stdout)
-            stack = HaStack(lab)
+            stack = HaStack(lab, heartbeat_s=heartbeat_s)
             try:
                 print(f"run {index}: deployed and healthy in {stack.up():.1f} s", flush=True)
                 for fault in faults:
@@ -72,6 +72,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--faults", default=",".join(ALL_FAULTS),
                         help="comma-separated, in order: " + ", ".join(ALL_FAULTS))
+    parser.add_argument("--heartbeat-s", type=float, default=None,
+                        help="Swarm's node heartbeat for the runs (`docker swarm update "
+                             "--dispatcher-heartbeat`; default: Swarm's, 5 s)")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
     unknown = set(faults) - set(ALL_FAULTS)
@@ -81,7 +84,7 @@ def main() -> int:
     outcomes: list[Outcome] = []
     for index in range(1, args.runs + 1):
         try:
-            outcomes += one_run(index, faults)
+            outcomes += one_run(index, faults, args.heartbeat_s)
         except AssertionError as exc:  # a run that could not complete is reported, not hidden
             print(f"run {index} FAILED: {exc}", flush=True)
     print(f"\n{args.runs} run(s) in {time.monotonic() - started:.0f} s")

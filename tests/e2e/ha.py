@@ -131,6 +131,10 @@ class HaStack:
         """The stack and the requests' services (the lab, taken down after, does the rest)."""
         subprocess.run([self.lab.settings.engine.docker_cli, "stack", "rm", self.name],
                        env=self.env(), capture_output=True, timeout=120, check=False)
+        if self.heartbeat_s is not None:  # Swarm's default again for the lab's other users
+            subprocess.run([self.lab.settings.engine.docker_cli, "swarm", "update",
+                            "--dispatcher-heartbeat", "5s"], env=self.env(),
+                           capture_output=True, timeout=60, check=False)
         client = docker.DockerClient(base_url=self.lab.settings.engine.main_url, timeout=60)
         try:
             for service in client.services.list():
