@@ -1,12 +1,13 @@
 """Carrying out what the scheduler applied to the registries: on the Swarm, on the node agents
 and in the request records (decide first, then apply; DESIGN 2).
 
-For every placed decision, in order: the victims' services are removed, the cuts are pushed to
-the node's agent, the new service is created; then the cuts given back (DESIGN 3.8) are pushed
-the same way; queued entries and refusals are recorded. The registries are the desired state;
-the agents and the periodic reconciliation bring the Swarm to it. Each of these steps is
-taken for one record on its own (manager/faults.py): a request whose record fails (it has none,
-say) is skipped, and the rest of the outcome is still carried out. Runs on the manager's
+For every placed decision, in order: the victims' services are removed, the suspended victims
+paused by the node's agent (DESIGN 3.14), the cuts are pushed to the agent, the new service is
+created; then the suspended tasks that resume are unpaused, and the cuts given back (DESIGN 3.8)
+are pushed the same way; queued entries and refusals are recorded. The registries are the
+desired state; the agents and the periodic reconciliation bring the Swarm to it. Each of these
+steps is taken for one record on its own (manager/faults.py): a request whose record fails (it
+has none, say) is skipped, and the rest of the outcome is still carried out. Runs on the manager's
 scheduling loop only.
 """
 
@@ -28,7 +29,9 @@ from domain.events import (
     Queued,
     Rejected,
     Restored,
+    Resumed,
     StartFailed,
+    Suspended,
 )
 from domain.lifecycle import RequestStatus
 from domain.model import Task
@@ -73,9 +76,13 @@ class Effects:
                               f"{decision.request.id}", host=decision.host,
                               by=decision.request.id)
                 each("task", victim, partial(self.mark_killed, victim, event))
+            for victim in decision.suspends:
+                each("task", victim, partial(self.suspend, victim, decision))
             for cut in decision.cuts:
                 each("task", cut.task, partial(self.cut, cut, decision.request.id))
             each("request", decision.request.id, partial(self.start, decision))
+        for task in outcome.resumed:
+            each("task", task.id, partial(self.resume, task))
         for restore in outcome.restored:
             each("task", restore.task, partial(self.restore, restore))
         for entry in outcome.queued:  # it will start again with its original resources
@@ -104,6 +111,33 @@ class Effects:
         later placement never meets the old one (and nothing runs unbooked meanwhile)."""
         self.backend.remove(task_id)
         self.records.update(task_id, event, kills=self.records.kills_of(task_id) + 1)
+
+    def suspend(self, task_id: str, decision: Decision) -> None:
+        """Pause a victim on its host (DESIGN 3.14): it keeps its memory and place there."""
+        host = decision.host or ""
+        self._pause(task_id, Suspended(f"suspended on {host} to make room for "
+                                       f"{decision.request.id}", host=host,
+                                       by=decision.request.id))
+
+    def resume(self, task: Task) -> None:
+        """Unpause a suspended task where it stopped: its host's CPU room came back."""
+        self._pause(task.id, Resumed(f"resumed on {task.host} with {task.cpu_shares} shares",
+                                     host=task.host))
+
+    def _pause(self, task_id: str, event: Suspended | Resumed) -> None:
+        """Push a pause (``Suspended``) or an unpause (``Resumed``) to the agent of the task's
+        host, and record it. The registry already books it: an agent that cannot take it now
+        is told by its reconciliation later (applied False until then)."""
+        host = event.host or ""
+        try:
+            self.agents.pause(host, self.agent_url(host), task_id,
+                              paused=isinstance(event, Suspended))
+        except GreenSwarmError as exc:
+            event = replace(event, reason=f"{event.reason}; booked, not yet applied ({exc})",
+                            applied=False)
+        else:
+            event = replace(event, applied=True)
+        self.records.update(task_id, event)
 
     def start(self, decision: Decision) -> None:
         request_id, host = decision.request.id, decision.host or ""

@@ -209,7 +209,6 @@ class ManagerSettings:
         cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
         options = load_settings(plugin.options, env, ENV_PREFIX)
         options = replace(options, **_pairs(settings.policy_options, plugin))
-        options = _no_pause_yet(options, env, settings.policy_options)
         settings = replace(settings, cluster=cluster, options=options)
         power = power_settings_from_env(env)
         backend = backend_settings_from_env(env) if power.enabled else PowerBackendSettings()
@@ -260,18 +259,6 @@ class ManagerSettings:
             if self.plugin.placed_by is PlacedBy.SWARM:
                 raise ValidationError(f"{ENV_PREFIX}OFFLOAD", "needs a policy that decides "
                                       "(not 'swarm')")
-
-
-def _no_pause_yet(options: Any, env: Mapping[str, str], pairs: str) -> Any:
-    """A policy that would pause its victims (DESIGN 3.14) kills them here unless
-    GREENSWARM_SUSPEND (or ``suspend=`` in GREENSWARM_POLICY_OPTIONS) says otherwise: the
-    agent cannot pause a container yet (its docker pause and unpause are issue 30's live
-    half), and a pause booked but not carried out would leave the books wrong."""
-    if not hasattr(options, "suspend") or f"{ENV_PREFIX}SUSPEND" in env:
-        return options
-    if any(part.strip().lower().startswith("suspend=") for part in pairs.split(",")):
-        return options
-    return replace(options, suspend=False)
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:
