@@ -21,6 +21,7 @@ from functools import partial
 from domain.decision import Decision, Pass, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import (
+    CheckpointRestart,
     Cut,
     HostLost,
     Killed,
@@ -38,6 +39,7 @@ from domain.model import Task
 from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
+from manager.checkpoints import MOUNT_TARGET, CheckpointDirs, checkpointing
 from manager.faults import RecordFaults
 from manager.records import RequestRecords
 from manager.swarm import Placement, SwarmBackend
@@ -54,8 +56,10 @@ class Effects:
         room_freed: Callable[[str], None],
         faults: RecordFaults,
         observe: Callable[[Outcome], None] | None = None,
+        checkpoints: CheckpointDirs | None = None,
     ) -> None:
         self.store = store
+        self.checkpoints = checkpoints  # where checkpointing jobs save (DESIGN 3.14)
         self.faults = faults
         self.observe = observe  # told of every outcome carried out (the metrics)
         self.records = records
@@ -148,9 +152,13 @@ class Effects:
             self.room_freed(host)
             raise ConflictError(f"placed on {host} without a request record: nothing to "
                                 "start, its booking undone") from None
+        saves = self.checkpoints is not None and checkpointing(record.spec)
         try:
+            checkpoint_dir = self.checkpoints.prepare(request_id) \
+                if self.checkpoints is not None and saves else None
             service_id = self.backend.create(
-                Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory)
+                Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory,
+                          checkpoint_dir=checkpoint_dir)
             )
         except GreenSwarmError as exc:
             self.store.end_task(request_id)  # undo the booking: nothing runs
@@ -176,6 +184,10 @@ class Effects:
             memory=decision.memory,
             cut_received=str(decision.cut_received),
         )
+        if saves and record.kills > 0:  # placed again after a kill: from its last checkpoint
+            self.records.update(request_id, CheckpointRestart(
+                f"starts again on {host} from its last checkpoint in {MOUNT_TARGET}",
+                host=host))
 
     def cut(self, cut: TaskCut, beneficiary: str) -> None:
         self._push(

@@ -77,6 +77,9 @@ class ManagerSettings:
     # id, is retired at once.
     node_gone_s: float = 600.0
     threads: int = 8  # WSGI worker threads
+    # Checkpointing jobs' directories (DESIGN 3.14, manager/checkpoints.py): an absolute path,
+    # the same on the manager and every node (NFS, or the lab's host directory); "" none
+    checkpoint_dir: str = "/var/lib/greenswarm/checkpoints"
     # Several managers, one leader (DESIGN 13): the lease in Redis expires this long after its
     # holder last renewed it, and is renewed this often; a standby forwards mutating calls to
     # the leader at the URL the leader advertises (empty: http://<first listen host>:<port>).
@@ -230,6 +233,8 @@ class ManagerSettings:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
         self.redis_endpoint.validate()
+        if self.checkpoint_dir and not self.checkpoint_dir.startswith("/"):
+            raise ValidationError(f"{ENV_PREFIX}CHECKPOINT_DIR", "must be an absolute path")
         if not 0.5 <= self.leader_lease_s <= 300:
             raise ValidationError(f"{ENV_PREFIX}LEADER_LEASE_S", "must be between 0.5 and 300 s")
         if not 0.05 <= self.leader_renew_s <= self.leader_lease_s / 2:

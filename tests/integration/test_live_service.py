@@ -86,6 +86,9 @@ def test_a_cut_is_given_back_live_when_its_cutter_ends(live: Live) -> None:
 
 
 def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(live: Live) -> None:
+    live.stop_manager()  # victims are killed, not paused (DESIGN 3.14's default: below)
+    live.settings.update({"GREENSWARM_POLICY_OPTIONS": "suspend=false"})
+    live.start_manager()
     live.submit("victim", 4, "service", 700, "64m")
     old_container = live.running("victim").id
     live.submit("other", 4, "service", 700, "64m")
@@ -120,6 +123,50 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     assert service["pending_s"] > 0 and service["slo"] == 0.5
     [listed] = [r for r in live.get("/requests") if r["id"] == "victim"]
     assert listed["service"]["preemptions"] == 1
+
+
+def test_a_victim_is_paused_where_only_cpu_is_missing_and_resumes_in_the_same_container(
+    live: Live,
+) -> None:
+    """DESIGN 3.14, the default: the class-1 request lacks only CPU on the node (memory fits
+    beside the class-4 jobs), so its victims are suspended, not killed: the agent pauses their
+    containers (`docker inspect`: State.Paused), which stay, booked with their memory and no
+    CPU. When the class-1 request ends, the agent unpauses them: the same containers run on."""
+    for name in ("j1", "j2", "j3"):
+        live.submit(name, 4, "job", 700, "64m")
+    containers = {name: live.running(name).id for name in ("j1", "j2", "j3")}
+    response = live.node_put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2}
+    )  # as the monitor would: EED, where the kill pass looks
+    assert response.status_code == 200 and response.json()["region"] == "EED"
+    answer = live.submit("strict", 1, "service", 1500, "64m")
+    decision = answer["decision"]
+    assert decision["pass"] == "kill" and not decision["kills"] and decision["suspends"]
+    paused = decision["suspends"]
+
+    def state(name: str) -> dict[str, Any]:
+        [container] = live.containers(name, all_=True)
+        container.reload()
+        assert container.id == containers[name], "the same container, not a new one"
+        return dict(container.attrs["State"])
+
+    poll(lambda: all(state(name)["Paused"] for name in paused), 30, "the victims to pause")
+    for name in paused:
+        record = live.request(name)
+        assert (record["status"], record["kills"]) == ("running", 0)
+        assert [(e["by"], e["applied"]) for e in record["history"]
+                if e["kind"] == "suspended"] == [("strict", True)]
+    booked = {t["id"]: t for t in live.get("/hosts")[0]["tasks"]}
+    assert all(booked[name]["suspended"] and booked[name]["cpu_shares"] == 0
+               and booked[name]["memory"] == 64 * 2**20 for name in paused), booked
+    assert live.delete("/requests/strict").status_code == 200  # its CPU comes back
+    poll(lambda: not any(state(name)["Paused"] for name in paused), 30,
+         "the victims to run again")
+    for name in paused:
+        record = live.request(name)
+        assert [(e["host"], e["applied"]) for e in record["history"]
+                if e["kind"] == "resumed"] == [(live.node_id, True)]
+        assert state(name)["Running"] and record["kills"] == 0
 
 
 def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:
