@@ -159,6 +159,12 @@ def test_a_victim_is_paused_where_only_cpu_is_missing_and_resumes_in_the_same_co
     booked = {t["id"]: t for t in live.get("/hosts")[0]["tasks"]}
     assert all(booked[name]["suspended"] and booked[name]["cpu_shares"] == 0
                and booked[name]["memory"] == 64 * 2**20 for name in paused), booked
+    # a paused task stopped by its client goes like any other (Docker stops a paused
+    # container); the host's CPU is still short for the others: they stay paused
+    gone, *paused = paused
+    assert live.delete(f"/requests/{gone}").status_code == 200
+    poll(lambda: not live.containers(gone, all_=True), 30, f"{gone}'s container to go")
+    assert all(state(name)["Paused"] for name in paused)
     assert live.delete("/requests/strict").status_code == 200  # its CPU comes back
     poll(lambda: not any(state(name)["Paused"] for name in paused), 30,
          "the victims to run again")
