@@ -175,6 +175,35 @@ def test_a_victim_is_paused_where_only_cpu_is_missing_and_resumes_in_the_same_co
         assert state(name)["Running"] and record["kills"] == 0
 
 
+def test_a_pause_the_agent_missed_is_applied_by_its_reconciliation(live: Live) -> None:
+    """The agent is down when the manager suspends a victim: the pause is booked, not yet
+    applied (its history says so); the agent, back, pauses the container to what the registry
+    books, and unpauses it when the booking says it runs again."""
+    live.submit("j1", 4, "job", 1500, "64m")
+    container = live.running("j1")
+    response = live.node_put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2})
+    assert response.json()["region"] == "EED"
+    live.stop_agent()
+    answer = live.submit("strict", 1, "service", 1500, "64m")
+    assert answer["decision"]["suspends"] == ["j1"], answer["decision"]
+    [suspended] = [e for e in live.request("j1")["history"] if e["kind"] == "suspended"]
+    assert suspended["applied"] is False and "not yet applied" in suspended["reason"]
+    live.start_agent()
+
+    def paused() -> bool:
+        container.reload()
+        return bool(container.attrs["State"]["Paused"])
+
+    poll(paused, 30, "the agent's reconciliation to pause j1")
+    live.stop_agent()
+    assert live.delete("/requests/strict").status_code == 200  # resumed in the books only
+    assert paused()
+    live.start_agent()
+    poll(lambda: not paused(), 30, "the agent's reconciliation to unpause j1")
+    assert live.request("j1")["status"] == "running"
+
+
 def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:
     """Message 7 on the manager (POST /registry/tasks/{id}/kill): its service goes, the task
     waits in the pending queue (its resubmission may not use the host it was taken from, the
