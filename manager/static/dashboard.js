@@ -122,6 +122,7 @@
         el("span", { class: "id" }, task.id),
         el("span", {}, "c" + task.class + " " + task.type,
           cut > 0 ? el("span", { class: "cut" }, " cut " + (cut * 100).toFixed(0) + "%") : null,
+          task.suspended ? el("span", { class: "paused" }, " paused") : null,
           service ? " A " + pct(service.availability) : "")));
     }
     if (!(host.tasks || []).length) list.append(el("li", { class: "empty" }, "no task"));
