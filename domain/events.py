@@ -405,6 +405,7 @@ class Suspended(EventBase):
     kind: ClassVar[Literal[EventKind.SUSPENDED]] = EventKind.SUSPENDED
     host: str | None = None
     by: str | None = None  # the request it made room for
+    applied: bool | None = None  # False: booked, the node has not paused it yet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -413,6 +414,7 @@ class Resumed(EventBase):
 
     kind: ClassVar[Literal[EventKind.RESUMED]] = EventKind.RESUMED
     host: str | None = None
+    applied: bool | None = None  # False: booked, the node has not unpaused it yet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

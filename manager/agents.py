@@ -1,4 +1,5 @@
-"""The manager's client of the node agents: live cuts, cuts given back, and kills (DESIGN 4).
+"""The manager's client of the node agents: live cuts, cuts given back, pauses and resumes
+(DESIGN 4, 3.14).
 
 Each agent takes only the manager's word for its own node (DESIGN 9), derived from the node
 secret and the node id (domain/credentials.py). The calls go through the one HTTP client
@@ -55,6 +56,15 @@ class AgentClient:
             "PUT", f"/agent/tasks/{task_id}/resources",
             {"cpu_shares": cpu_shares, "memory": memory})
         return CutResult(int(body["cpu_shares"]), int(body["memory"]))
+
+    def pause(self, host_id: str, agent_url: str, task_id: str, *, paused: bool) -> bool:
+        """Suspend (``paused``) or resume a task on its node through the agent of ``host_id``
+        (``docker pause``/``unpause``, DESIGN 3.14); whether its container is paused now
+        (404: the node runs no container of the task)."""
+        action = "pause" if paused else "unpause"
+        body = self._client(host_id, agent_url).call_object(
+            "POST", f"/agent/tasks/{task_id}/{action}", {})
+        return bool(body["paused"])
 
     def close(self) -> None:
         with self._lock:

@@ -161,7 +161,8 @@ EVENTS = _open({"events": Items(_open({"id": TEXT, "request": TEXT, "kind": TEXT
 SLO_CLASSES = Named("SloClasses", _open(
     {"classes": Items(_open(
         {"class": INT, "objective": NUMBER, "met": COUNT, "missed": COUNT, "meeting": COUNT,
-         "missing": COUNT, "requests": COUNT, "fulfilment": Nullable(NUMBER)},
+         "missing": COUNT, "requests": COUNT, "fulfilment": Nullable(NUMBER),
+         "suspensions": COUNT, "resumes": COUNT, "checkpoint_restarts": COUNT},
         "class", "objective", "met", "missed", "meeting", "missing", "requests",
         "fulfilment"))},
     "classes"))

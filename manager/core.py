@@ -29,13 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.errors import GreenSwarmError
-from domain.lifecycle import TaskEnd
+from domain.errors import GreenSwarmError, NotFoundError
+from domain.lifecycle import FINAL, TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.power import PowerState
 from host_registry.power import RedisPowerReadings
 from host_registry.redis_store import RedisStore, redis_errors
 from manager.agents import AgentClient
+from manager.checkpoints import CheckpointDirs
 from manager.deployments import Deployments
 from manager.effects import Effects
 from manager.endings import Endings
@@ -116,8 +117,12 @@ class Manager:
         self.faults = RecordFaults(clock, self.metrics.reconcile_errors.inc,
                                    window_s=2 * max(settings.sync_interval_s,
                                                     settings.retry_interval_s) + 1.0)
+        # under the registries' prefix: managers of other registries sharing the storage
+        # never sweep each other's directories
+        self.checkpoints = CheckpointDirs(f"{settings.checkpoint_dir}/{settings.redis_prefix}") \
+            if settings.checkpoint_dir else None
         self.effects = Effects(store, records, backend, agents, self.room_freed, self.faults,
-                               observe=self.metrics.observe)
+                               observe=self.metrics.observe, checkpoints=self.checkpoints)
         self.swarm = SwarmSync(settings, store, records, backend, self.scheduler, self.effects,
                                clock, self.queue_retry, by_swarm=by_swarm,
                                faults=self.faults, names=self.node_names)
@@ -304,6 +309,17 @@ class Manager:
             log.warning("reconciliation with the Swarm failed: %s", exc)
         else:
             self.swarm.pass_error = None
+        if self.checkpoints is not None:
+            self.checkpoints.sweep(self._ended)
+
+    def _ended(self, request_id: str) -> bool:
+        """Whether a request is over (its checkpoint directory can go): no record, or final."""
+        try:
+            return self.records.get(request_id).status in FINAL
+        except NotFoundError:
+            return True
+        except GreenSwarmError:
+            return False  # not a request's name, or Redis away: kept until it can be told
 
     # -- the pending queue's retries ------------------------------------------------------------
 

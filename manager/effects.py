@@ -1,12 +1,13 @@
 """Carrying out what the scheduler applied to the registries: on the Swarm, on the node agents
 and in the request records (decide first, then apply; DESIGN 2).
 
-For every placed decision, in order: the victims' services are removed, the cuts are pushed to
-the node's agent, the new service is created; then the cuts given back (DESIGN 3.8) are pushed
-the same way; queued entries and refusals are recorded. The registries are the desired state;
-the agents and the periodic reconciliation bring the Swarm to it. Each of these steps is
-taken for one record on its own (manager/faults.py): a request whose record fails (it has none,
-say) is skipped, and the rest of the outcome is still carried out. Runs on the manager's
+For every placed decision, in order: the victims' services are removed, the suspended victims
+paused by the node's agent (DESIGN 3.14), the cuts are pushed to the agent, the new service is
+created; then the suspended tasks that resume are unpaused, and the cuts given back (DESIGN 3.8)
+are pushed the same way; queued entries and refusals are recorded. The registries are the
+desired state; the agents and the periodic reconciliation bring the Swarm to it. Each of these
+steps is taken for one record on its own (manager/faults.py): a request whose record fails (it
+has none, say) is skipped, and the rest of the outcome is still carried out. Runs on the manager's
 scheduling loop only.
 """
 
@@ -20,6 +21,7 @@ from functools import partial
 from domain.decision import Decision, Pass, TaskCut
 from domain.errors import ConflictError, GreenSwarmError, NotFoundError, UnavailableError
 from domain.events import (
+    CheckpointRestart,
     Cut,
     HostLost,
     Killed,
@@ -28,13 +30,16 @@ from domain.events import (
     Queued,
     Rejected,
     Restored,
+    Resumed,
     StartFailed,
+    Suspended,
 )
 from domain.lifecycle import RequestStatus
 from domain.model import Task
 from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from manager.agents import AgentClient
+from manager.checkpoints import MOUNT_TARGET, CheckpointDirs, checkpointing
 from manager.faults import RecordFaults
 from manager.records import RequestRecords
 from manager.swarm import Placement, SwarmBackend
@@ -51,8 +56,10 @@ class Effects:
         room_freed: Callable[[str], None],
         faults: RecordFaults,
         observe: Callable[[Outcome], None] | None = None,
+        checkpoints: CheckpointDirs | None = None,
     ) -> None:
         self.store = store
+        self.checkpoints = checkpoints  # where checkpointing jobs save (DESIGN 3.14)
         self.faults = faults
         self.observe = observe  # told of every outcome carried out (the metrics)
         self.records = records
@@ -73,9 +80,13 @@ class Effects:
                               f"{decision.request.id}", host=decision.host,
                               by=decision.request.id)
                 each("task", victim, partial(self.mark_killed, victim, event))
+            for victim in decision.suspends:
+                each("task", victim, partial(self.suspend, victim, decision))
             for cut in decision.cuts:
                 each("task", cut.task, partial(self.cut, cut, decision.request.id))
             each("request", decision.request.id, partial(self.start, decision))
+        for task in outcome.resumed:
+            each("task", task.id, partial(self.resume, task))
         for restore in outcome.restored:
             each("task", restore.task, partial(self.restore, restore))
         for entry in outcome.queued:  # it will start again with its original resources
@@ -105,6 +116,33 @@ class Effects:
         self.backend.remove(task_id)
         self.records.update(task_id, event, kills=self.records.kills_of(task_id) + 1)
 
+    def suspend(self, task_id: str, decision: Decision) -> None:
+        """Pause a victim on its host (DESIGN 3.14): it keeps its memory and place there."""
+        host = decision.host or ""
+        self._pause(task_id, Suspended(f"suspended on {host} to make room for "
+                                       f"{decision.request.id}", host=host,
+                                       by=decision.request.id))
+
+    def resume(self, task: Task) -> None:
+        """Unpause a suspended task where it stopped: its host's CPU room came back."""
+        self._pause(task.id, Resumed(f"resumed on {task.host} with {task.cpu_shares} shares",
+                                     host=task.host))
+
+    def _pause(self, task_id: str, event: Suspended | Resumed) -> None:
+        """Push a pause (``Suspended``) or an unpause (``Resumed``) to the agent of the task's
+        host, and record it. The registry already books it: an agent that cannot take it now
+        is told by its reconciliation later (applied False until then)."""
+        host = event.host or ""
+        try:
+            self.agents.pause(host, self.agent_url(host), task_id,
+                              paused=isinstance(event, Suspended))
+        except GreenSwarmError as exc:
+            event = replace(event, reason=f"{event.reason}; booked, not yet applied ({exc})",
+                            applied=False)
+        else:
+            event = replace(event, applied=True)
+        self.records.update(task_id, event)
+
     def start(self, decision: Decision) -> None:
         request_id, host = decision.request.id, decision.host or ""
         try:
@@ -114,9 +152,13 @@ class Effects:
             self.room_freed(host)
             raise ConflictError(f"placed on {host} without a request record: nothing to "
                                 "start, its booking undone") from None
+        saves = self.checkpoints is not None and checkpointing(record.spec)
         try:
+            checkpoint_dir = self.checkpoints.prepare(request_id) \
+                if self.checkpoints is not None and saves else None
             service_id = self.backend.create(
-                Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory)
+                Placement(request_id, record.spec, host, decision.cpu_shares, decision.memory,
+                          checkpoint_dir=checkpoint_dir)
             )
         except GreenSwarmError as exc:
             self.store.end_task(request_id)  # undo the booking: nothing runs
@@ -142,6 +184,10 @@ class Effects:
             memory=decision.memory,
             cut_received=str(decision.cut_received),
         )
+        if saves and record.kills > 0:  # placed again after a kill: from its last checkpoint
+            self.records.update(request_id, CheckpointRestart(
+                f"starts again on {host} from its last checkpoint in {MOUNT_TARGET}",
+                host=host))
 
     def cut(self, cut: TaskCut, beneficiary: str) -> None:
         self._push(

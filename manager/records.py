@@ -159,8 +159,10 @@ class RequestRecords:
                 spec, history = found[2 * i], found[2 * i + 1]
                 if spec is None:
                     continue
-                verdict = tally.verdict(json.loads(spec), _events(history))
+                events = _events(history)
+                verdict = tally.verdict(json.loads(spec), events)
                 tally.stage(writes, request_id, self._key(request_id), None, verdict)
+                tally.count_events(writes, json.loads(spec), events)
             writes.execute()
 
     def migrate(self) -> MigrationReport:
@@ -319,6 +321,7 @@ class RequestRecords:
                     self._stream(pipe, request_id, entry)
                     if self.tally is not None:
                         self.tally.stage(pipe, request_id, key, old_bucket, verdict)
+                        self.tally.count_events(pipe, json.loads(spec), [written])
                     pipe.execute()
                     self._replicated()
                     return

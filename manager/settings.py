@@ -77,6 +77,9 @@ class ManagerSettings:
     # id, is retired at once.
     node_gone_s: float = 600.0
     threads: int = 8  # WSGI worker threads
+    # Checkpointing jobs' directories (DESIGN 3.14, manager/checkpoints.py): an absolute path,
+    # the same on the manager and every node (NFS, or the lab's host directory); "" none
+    checkpoint_dir: str = "/var/lib/greenswarm/checkpoints"
     # Several managers, one leader (DESIGN 13): the lease in Redis expires this long after its
     # holder last renewed it, and is renewed this often; a standby forwards mutating calls to
     # the leader at the URL the leader advertises (empty: http://<first listen host>:<port>).
@@ -209,7 +212,6 @@ class ManagerSettings:
         cluster = load_settings(ClusterOptions, env, ENV_PREFIX)
         options = load_settings(plugin.options, env, ENV_PREFIX)
         options = replace(options, **_pairs(settings.policy_options, plugin))
-        options = _no_pause_yet(options, env, settings.policy_options)
         settings = replace(settings, cluster=cluster, options=options)
         power = power_settings_from_env(env)
         backend = backend_settings_from_env(env) if power.enabled else PowerBackendSettings()
@@ -231,6 +233,8 @@ class ManagerSettings:
             raise ValidationError(f"{ENV_PREFIX}ALLOCATION_S", "must be between 0 and 3600 s")
         self.body_limits.validate()
         self.redis_endpoint.validate()
+        if self.checkpoint_dir and not self.checkpoint_dir.startswith("/"):
+            raise ValidationError(f"{ENV_PREFIX}CHECKPOINT_DIR", "must be an absolute path")
         if not 0.5 <= self.leader_lease_s <= 300:
             raise ValidationError(f"{ENV_PREFIX}LEADER_LEASE_S", "must be between 0.5 and 300 s")
         if not 0.05 <= self.leader_renew_s <= self.leader_lease_s / 2:
@@ -260,18 +264,6 @@ class ManagerSettings:
             if self.plugin.placed_by is PlacedBy.SWARM:
                 raise ValidationError(f"{ENV_PREFIX}OFFLOAD", "needs a policy that decides "
                                       "(not 'swarm')")
-
-
-def _no_pause_yet(options: Any, env: Mapping[str, str], pairs: str) -> Any:
-    """A policy that would pause its victims (DESIGN 3.14) kills them here unless
-    GREENSWARM_SUSPEND (or ``suspend=`` in GREENSWARM_POLICY_OPTIONS) says otherwise: the
-    agent cannot pause a container yet (its docker pause and unpause are issue 30's live
-    half), and a pause booked but not carried out would leave the books wrong."""
-    if not hasattr(options, "suspend") or f"{ENV_PREFIX}SUSPEND" in env:
-        return options
-    if any(part.strip().lower().startswith("suspend=") for part in pairs.split(",")):
-        return options
-    return replace(options, suspend=False)
 
 
 def _pairs(text: str, plugin: PolicyPlugin[Any]) -> dict[str, object]:

@@ -13,6 +13,9 @@ requests, and never walks a history.
  ``{p}:slo:tally``                      hash: ``{class}:{state}`` -> how many requests are in
                                         it as of their last event (states: met, missed for the
                                         requests that are over; meeting, missing for the rest)
+                                        ``{class}:{kind}`` -> how many events of that kind
+                                        (suspended, resumed, checkpoint-restart: DESIGN 3.14)
+                                        its requests' histories hold
  ``{p}:slo:flip:{class}:{state}:{n}``   sorted set: active requests counted in ``state``
                                         (meeting or missing) by the moment of their n-th change
                                         (n = 1, 2)
@@ -31,12 +34,14 @@ from enum import StrEnum
 from typing import Any
 
 from domain.classes import CLASSES
-from domain.events import Event
+from domain.events import Event, EventKind
 from domain.model import TaskType
 from domain.service_history import SloOutlook, checkpoint_interval_of, slo_outlook
 from domain.slo import SloTable
 
-TALLY_VERSION = 1
+TALLY_VERSION = 2  # 2: the preemption events counted per class
+# kinds counted per class (DESIGN 3.14: shown on the dashboard beside the SLO)
+COUNTED_KINDS = (EventKind.SUSPENDED, EventKind.RESUMED, EventKind.CHECKPOINT_RESTART)
 
 
 class SloState(StrEnum):
@@ -59,6 +64,9 @@ class ClassFulfilment:
     missed: int
     meeting: int
     missing: int
+    suspensions: int = 0  # its requests paused on their hosts (DESIGN 3.14)
+    resumes: int = 0
+    checkpoint_restarts: int = 0  # placed again after a kill, from a checkpoint
 
     @property
     def total(self) -> int:
@@ -74,7 +82,9 @@ class ClassFulfilment:
         return {"class": self.cls, "objective": self.objective, "met": self.met,
                 "missed": self.missed, "meeting": self.meeting, "missing": self.missing,
                 "requests": self.total,
-                "fulfilment": None if share is None else round(share, 6)}
+                "fulfilment": None if share is None else round(share, 6),
+                "suspensions": self.suspensions, "resumes": self.resumes,
+                "checkpoint_restarts": self.checkpoint_restarts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +161,17 @@ class SloTally:
             pipe.zadd(self.flip_key(new.cls, new.state, n), {request_id: moment})
         pipe.hset(record_key, "slo", new.bucket)
 
+    def count_events(self, pipe: Any, spec: Mapping[str, Any], events: Iterable[Event]) -> None:
+        """Count, on ``pipe``, the events of ``COUNTED_KINDS`` among ``events`` (written to a
+        record of ``spec``) in its class."""
+        cls = spec.get("class")
+        if not isinstance(cls, int) or isinstance(cls, bool) or cls not in CLASSES:
+            return
+        for event in events:
+            kind = getattr(event, "kind", None)
+            if kind in COUNTED_KINDS:
+                pipe.hincrby(self.tally_key, f"{cls}:{kind}", 1)
+
     # -- reading ---------------------------------------------------------------------------
 
     def classes(self, now: float) -> list[ClassFulfilment]:
@@ -169,10 +190,11 @@ class SloTally:
             stopped = meet_1 - meet_2  # counted meeting, no longer
             started = miss_1 - miss_2  # counted missing, meeting now
             count = {state: int(tally.get(f"{cls}:{state.value}", 0)) for state in SloState}
+            events = [int(tally.get(f"{cls}:{kind}", 0)) for kind in COUNTED_KINDS]
             out.append(ClassFulfilment(
                 cls, self.slo.objective(cls), count[SloState.MET], count[SloState.MISSED],
                 count[SloState.MEETING] - stopped + started,
-                count[SloState.MISSING] + stopped - started))
+                count[SloState.MISSING] + stopped - started, *events))
         return out
 
     # -- (re)building ----------------------------------------------------------------------

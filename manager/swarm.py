@@ -34,6 +34,7 @@ from domain.labels import (
     LABEL_TASK,
     LABEL_TYPE,
 )
+from manager.checkpoints import MOUNT_TARGET, job_env
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,9 @@ class Placement:
     memory: int
     reserve: bool = False  # the 'swarm' policy: reservations = request, Swarm places
     constraints: tuple[str, ...] = ()  # extra Swarm constraints (the 'swarm' policy)
+    # a checkpointing job's directory (DESIGN 3.14, manager/checkpoints.py), mounted at
+    # /checkpoint, its place and interval in its environment
+    checkpoint_dir: str | None = None
 
 
 class SwarmBackend:
@@ -212,12 +216,18 @@ class SwarmBackend:
             for p in spec.get("ports", [])
         }
         command = spec.get("command")
+        env = dict(spec.get("env", {}))
+        mounts = [Mount(target=m, source=None, type="volume") for m in spec.get("volumes", [])]
+        if placement.checkpoint_dir is not None:
+            env = {**job_env(spec), **env}
+            mounts.append(Mount(target=MOUNT_TARGET, source=placement.checkpoint_dir,
+                                type="bind"))
         with docker_errors(f"create service for {placement.task_id}"):
             service = self.client.services.create(
                 image=spec["image"],
                 args=command if command else None,
                 name=self.service_name(placement.task_id),
-                env=[f"{k}={v}" for k, v in sorted(spec.get("env", {}).items())],
+                env=[f"{k}={v}" for k, v in sorted(env.items())],
                 labels=labels,
                 container_labels=container_labels,
                 constraints=[
@@ -229,10 +239,7 @@ class SwarmBackend:
                 restart_policy=RestartPolicy(condition="none" if is_job else "any"),
                 mode=ServiceMode("replicated", replicas=1),
                 endpoint_spec=EndpointSpec(mode="dnsrr", ports=ports or None),
-                mounts=[
-                    Mount(target=m, source=None, type="volume") for m in spec.get("volumes", [])
-                ]
-                or None,
+                mounts=mounts or None,
             )
         return str(service.id)
 

@@ -5,6 +5,9 @@
 * A cut is applied live (CPU shares, memory and memory+swap together). Memory is never lowered
   below what the container uses plus a margin; the agent answers what it really applied, and
   the manager books that, so the books stay honest.
+* A task the manager suspends is paused (``docker pause``: the cgroup freezer; its memory and
+  place kept) and unpaused when it resumes (DESIGN 3.14); the reconciliation brings a
+  container to what the registry books (paused or not) when a push did not reach the node.
 * Every exit of our containers is reported (exit code, finished or failed, out of memory or
   not, and the service it belonged to), then the container and its anonymous volumes are
   removed. An exit that may be the OOM killer's waits a little for Docker's late ``oom`` event
@@ -88,6 +91,7 @@ class Desired:
     host: str
     cpu_shares: int
     memory: int
+    suspended: bool = False  # paused on its host (DESIGN 3.14)
 
 
 class ManagerLink:
@@ -106,7 +110,8 @@ class ManagerLink:
         body = self._call("GET", f"/registry/tasks/{task_id}")
         if body is None:
             return None
-        return Desired(str(body["host"]), int(body["cpu_shares"]), int(body["memory"]))
+        return Desired(str(body["host"]), int(body["cpu_shares"]), int(body["memory"]),
+                       bool(body.get("suspended", False)))
 
     def report_end(
         self, task_id: str, exit_code: int, service_id: str | None, oom: bool = False
@@ -255,6 +260,51 @@ class Agent:
         stats = container.stats(stream=False)
         return memory_used_from_stats(stats.get("memory_stats") or {})
 
+    # -- pauses (DESIGN 3.14) ---------------------------------------------------------------
+
+    def pause(self, task_id: str) -> bool:
+        """Pause the task's container (``docker pause``); True once it is paused (one paused
+        already stays so: a push repeated by the manager changes nothing)."""
+        with self._lock:
+            return self._set_paused(self._live(task_id), paused=True)
+
+    def unpause(self, task_id: str) -> bool:
+        """Unpause the task's container (``docker unpause``); False once it runs."""
+        with self._lock:
+            return self._set_paused(self._live(task_id), paused=False)
+
+    def _live(self, task_id: str) -> Any:
+        """The task's container that runs or is paused (404 when the node has none)."""
+        try:
+            found = self.client.containers.list(filters={
+                "label": f"{LABEL_TASK}={task_id}", "status": ["running", "paused"]})
+        except docker.errors.DockerException as exc:
+            raise UnavailableError(f"cannot list containers: {exc}") from exc
+        if not found:
+            raise NotFoundError(f"no running or paused container of task {task_id!r} on "
+                                "this node")
+        return found[0]
+
+    @staticmethod
+    def _set_paused(container: Any, *, paused: bool) -> bool:
+        """``container`` paused or running as asked; what it is now."""
+        try:
+            container.reload()
+            if paused and container.status == "running":
+                container.pause()
+            elif not paused and container.status == "paused":
+                container.unpause()
+            else:
+                return bool(container.status == "paused")
+        except docker.errors.NotFound as exc:
+            raise NotFoundError(f"container {container.id[:12]} is gone") from exc
+        except docker.errors.DockerException as exc:
+            what = "pause" if paused else "unpause"
+            raise UnavailableError(f"cannot {what} {container.id[:12]}: {exc}") from exc
+        log.info("task %s %s", container.labels.get(LABEL_TASK),
+                 "paused" if paused else "running again")
+        return paused
+
     # -- kills and exits --------------------------------------------------------------------
 
     def _exited(self, container: Any) -> None:
@@ -331,19 +381,46 @@ class Agent:
                 self._exited(container)
             elif container.status == "running":
                 self._converge_running(container)
+            elif container.status == "paused":
+                self._converge_paused(container)
+
+    def _desired(self, task_id: str) -> Desired | None:
+        """What the registry books for ``task_id``; None when it cannot say (or has none)."""
+        try:
+            return self.link.desired(task_id)
+        except UnavailableError as exc:
+            log.debug("registry unreachable (%s): using the labels of %s", exc, task_id)
+        except GreenSwarmError as exc:  # the manager refused to answer: not transient, say so
+            log.warning("the registry refused task %s (%s): using its labels", task_id, exc)
+        return None
+
+    def _converge_paused(self, container: Any) -> None:
+        """A paused container whose task the registry books here as running again (its resume
+        did not reach the node) is unpaused and given its resources; one the registry cannot
+        speak for stays paused."""
+        if self._bring_to_booking(container, paused=False):
+            self._converge_running(container)
+
+    def _bring_to_booking(self, container: Any, *, paused: bool) -> bool:
+        """Pause (``paused``) or unpause ``container`` when the registry books its task here
+        that way, read again under the node's lock: a push of the manager that changed the
+        booking meanwhile is applied after this, never undone by it. Whether it changed."""
+        task_id = container.labels.get(LABEL_TASK)
+        with self._lock:
+            desired = self._desired(task_id)
+            if desired is None or desired.host != self.node_id or desired.suspended != paused:
+                return False
+            self._set_paused(container, paused=paused)
+            return True
 
     def _converge_running(self, container: Any) -> None:
         task_id = container.labels.get(LABEL_TASK)
-        try:
-            desired = self.link.desired(task_id)
-        except UnavailableError as exc:
-            log.debug("registry unreachable (%s): using the labels of %s", exc, task_id)
-            desired = None
-        except GreenSwarmError as exc:  # the manager refused to answer: not transient, say so
-            log.warning("the registry refused task %s (%s): using its labels", task_id, exc)
-            desired = None
+        desired = self._desired(task_id)
         if desired is not None and desired.host != self.node_id:
             return  # booked elsewhere: a stale container on its way out
+        if desired is not None and desired.suspended:  # its pause did not reach the node
+            self._bring_to_booking(container, paused=True)
+            return
         cpu = desired.cpu_shares if desired else int(container.labels.get(LABEL_CPU, "0") or 0)
         if cpu < 2:
             return

@@ -1,4 +1,4 @@
-"""The node agent's REST endpoints (the manager pushes cuts and kills here)."""
+"""The node agent's REST endpoints (the manager pushes cuts, pauses and resumes here)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,21 @@ def set_resources(task_id: str) -> Response:
             "memory_unapplied": applied_memory - memory,
         }
     )
+
+
+@blueprint.post("/agent/tasks/<task_id>/pause")
+def pause(task_id: str) -> Response:
+    """Suspend a task on this node (``docker pause``, DESIGN 3.14); 404 when no container of
+    it runs here. Pausing one already paused changes nothing."""
+    paused = agent().pause(check_id(task_id, "task"))
+    return jsonify({"task": task_id, "paused": paused})
+
+
+@blueprint.post("/agent/tasks/<task_id>/unpause")
+def unpause(task_id: str) -> Response:
+    """Resume a suspended task where it stopped (``docker unpause``)."""
+    paused = agent().unpause(check_id(task_id, "task"))
+    return jsonify({"task": task_id, "paused": paused})
 
 
 @blueprint.post("/agent/cleanup")

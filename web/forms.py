@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.fields import Choice, Fields, Int, Named, Nullable, Num, Spec, Table, Text
+from domain.fields import Bool, Choice, Fields, Int, Named, Nullable, Num, Spec, Table, Text
 from domain.load import WINDOWS
 from domain.model import ID_TEXT, HostView, Task, TaskType
 from domain.regions import Region
@@ -24,7 +24,8 @@ TASK_FORM = Named("Task", Fields(
     {"id": _TEXT, "host": _TEXT, "class": _INT, "type": TASK_TYPE_FORM, "cpu_shares": _INT,
      "memory": _INT, "original_cpu_shares": _INT, "original_memory": _INT,
      "cut_received": _NUMBER, "cut_received_exact": _TEXT, "cpu_util": _NUMBER,
-     "memory_util": _NUMBER, "started_at": _NUMBER},
+     "memory_util": _NUMBER, "started_at": _NUMBER, "suspended": Bool(),
+     "suspended_cpu_shares": _INT},
     ("id", "host", "class", "type", "cpu_shares", "memory"), closed=False))
 WATCHER_FORM = Named("LoadWatcher", Fields(
     {"timestamp": _INT, "source": _TEXT,
@@ -83,4 +84,7 @@ def task_json(task: Task) -> dict[str, Any]:
         "cpu_util": task.cpu_util,
         "memory_util": task.memory_util,
         "started_at": task.started_at,
+        # paused on its host (DESIGN 3.14): no CPU booked, the shares it gets back on resume
+        "suspended": task.suspended,
+        "suspended_cpu_shares": task.suspended_cpu_shares,
     }

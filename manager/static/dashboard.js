@@ -122,6 +122,7 @@
         el("span", { class: "id" }, task.id),
         el("span", {}, "c" + task.class + " " + task.type,
           cut > 0 ? el("span", { class: "cut" }, " cut " + (cut * 100).toFixed(0) + "%") : null,
+          task.suspended ? el("span", { class: "paused" }, " paused") : null,
           service ? " A " + pct(service.availability) : "")));
     }
     if (!(host.tasks || []).length) list.append(el("li", { class: "empty" }, "no task"));
@@ -189,7 +190,12 @@
         big,
         el("div", { class: "small" }, row.requests
           ? (row.met + row.meeting) + " of " + row.requests + " met or meeting; " + row.missing + " missing now"
-          : "no request yet"));
+          : "no request yet"),
+        // preemptions that kept work (DESIGN 3.14), when there were any
+        row.suspensions || row.checkpoint_restarts
+          ? el("div", { class: "small preempted" }, (row.suspensions || 0) + " suspended, " +
+            (row.resumes || 0) + " resumed, " + (row.checkpoint_restarts || 0) + " checkpointed restarts")
+          : null);
     });
     document.getElementById("slo").replaceChildren(...tiles);
     const tasks = hosts.reduce((n, h) => n + (h.tasks || []).length, 0);

@@ -281,7 +281,8 @@ def test_a_kill_reschedules_the_victim_on_another_node_with_its_original_resourc
 ) -> None:
     """A class-4 busy loop makes its host EED (measured by that node's monitor). A class-1
     request fits nowhere else, even with cuts; the kill pass removes the busy loop and places
-    the request there; the victim comes back, uncut, on the only host with room for it."""
+    the request there (its memory does not fit beside the loop's: killed, not paused, DESIGN
+    3.14); the victim comes back, uncut, on the only host with room for it."""
     hog = names("hog")
     hot = cluster.submit(hog, 4, "service", 128, "32m", BURN)["request"]["host"]
     strict = cluster.submit(names("strict"), 1, "service", 450, "32m")["request"]["host"]
@@ -292,10 +293,11 @@ def test_a_kill_reschedules_the_victim_on_another_node_with_its_original_resourc
     old_container = task_containers(hot_node, hog)[0]["Id"]
     cluster.wait_region(hot, "EED", 120)  # a loaded machine may starve the loop a while
 
-    answer = cluster.submit(names("urgent"), 1, "service", 450, "32m")
+    answer = cluster.submit(names("urgent"), 1, "service", 450, "1000m")  # 1032m > 1 GiB
     decision = answer["decision"]
     assert (decision["pass"], answer["request"]["host"], decision["kills"]) == \
         ("kill", hot, [hog]), decision
+    assert not decision["suspends"], decision
     poll(lambda: cluster.request(hog)["status"] == "running" and cluster.request(hog)["kills"],
          60, f"{hog} to be rescheduled")
     record = cluster.request(hog)

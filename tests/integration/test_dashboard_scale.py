@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from domain.events import Placed
+from domain.events import Placed, Suspended
 from domain.lifecycle import RequestStatus
 from domain.model import Task
 from host_registry.redis_store import RedisStore
@@ -157,6 +157,8 @@ def test_the_dashboard_stays_readable_at_100_hosts_of_40_tasks(
         manager.power.meter(manager.clock(), manager.store.all_hosts())
         time.sleep(0.6)
     wait_for(lambda: len(manager.history.read("0", 10_000)[0]) >= 4, 30, "samples")
+    # a class-4 job paused on its host (DESIGN 3.14): its class's tile counts it
+    manager.records.update("r003-00", Suspended("paused to make room", host="node003", by="x"))
 
     with chromium() as browser:
         browser.get(url + "/dashboard")
@@ -183,6 +185,8 @@ def test_the_dashboard_stays_readable_at_100_hosts_of_40_tasks(
             "return [...document.querySelectorAll('.slo-class')].map((t) => t.textContent);"))
             == 4 and found, "an SLO tile per class")
         assert all("%" in t and f"of {HOSTS // 4 * TASKS} " in t for t in tiles), tiles
+        assert ["suspended" in t for t in tiles] == [False, False, False, True], tiles
+        assert "1 suspended, 0 resumed, 0 checkpointed restarts" in tiles[3], tiles
         # charts from the manager's own samples, drawn
         for chart in ("chart-power", "chart-hosts", "chart-util", "chart-queue", "chart-slo"):
             wait(browser, lambda d, c=chart: int(d.find_element(By.ID, c).get_attribute(

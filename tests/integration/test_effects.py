@@ -11,8 +11,10 @@ from fractions import Fraction
 
 import pytest
 
-from domain.decision import TaskCut
-from domain.events import Cut, Restored
+from domain.decision import Decision, Pass, TaskCut
+from domain.events import Cut, Placed, Restored, Resumed, Suspended
+from domain.lifecycle import RequestStatus
+from domain.model import Request, Task, TaskType
 from domain.restore import TaskRestore
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer, free_port
@@ -21,6 +23,7 @@ from manager.effects import Effects
 from manager.faults import RecordFaults
 from manager.records import RequestRecords
 from manager.swarm import SwarmBackend
+from scheduler.service import Outcome
 
 pytestmark = pytest.mark.redis
 _numbers = itertools.count()
@@ -32,6 +35,7 @@ def effects(redis_srv: RedisServer) -> Iterator[Effects]:
     store = RedisStore.from_url(redis_srv.url, prefix=prefix)
     records = store.sibling(RequestRecords)
     records.create("a", {"cpu_shares": 1024, "memory": 2**30})
+    records.update("a", Placed("placed"), status=RequestStatus.RUNNING, host="h1")
     effects = Effects(store, records, SwarmBackend("unix:///nonexistent.sock", f"{prefix}-"),
                       AgentClient("token", timeout_s=2.0), room_freed=lambda host: None,
                       faults=RecordFaults(time.time))
@@ -63,3 +67,24 @@ def test_a_cut_given_back_the_agent_cannot_take_is_booked_not_yet_applied(
     assert event.reason.startswith(
         f"cut given back: 768 shares and {3 * 2**28} bytes (total cut 1/4); booked, not yet "
         "applied (")
+
+
+def test_a_suspension_and_its_resume_are_pushed_and_recorded_in_order(effects: Effects) -> None:
+    """A decision that pauses a victim (DESIGN 3.14) and an outcome that resumes it: both go to
+    the node's agent and into the victim's history, the pause before the newcomer starts. The
+    agent is unreachable here, so both are booked, not yet applied (the agent's reconciliation
+    applies the registry's booking later)."""
+    newcomer = Request("b", 1, TaskType.SERVICE, 512, 2**28)
+    decision = Decision(newcomer, True, "h1", Pass.KILL, 512, 2**28, suspends=("a",))
+    resumed = Task("a", "h1", 4, TaskType.JOB, 1024, 2**30, 1024, 2**30)
+    effects.carry_out(Outcome(applied=[decision], resumed=[resumed]))
+    history = effects.records.get("a").history
+    paused = [e for e in history if isinstance(e, (Suspended, Resumed))]
+    assert [type(e) for e in paused] == [Suspended, Resumed], history
+    suspended, back = paused
+    assert (suspended.host, suspended.by, suspended.applied) == ("h1", "b", False)
+    assert suspended.reason.startswith("suspended on h1 to make room for b; booked, not yet "
+                                       "applied (")
+    assert (back.host, back.applied) == ("h1", False)
+    assert back.reason.startswith("resumed on h1 with 1024 shares; booked, not yet applied (")
+    assert effects.records.get("a").status is RequestStatus.RUNNING  # still placed, paused

@@ -86,6 +86,9 @@ def test_a_cut_is_given_back_live_when_its_cutter_ends(live: Live) -> None:
 
 
 def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(live: Live) -> None:
+    live.stop_manager()  # victims are killed, not paused (DESIGN 3.14's default: below)
+    live.settings.update({"GREENSWARM_POLICY_OPTIONS": "suspend=false"})
+    live.start_manager()
     live.submit("victim", 4, "service", 700, "64m")
     old_container = live.running("victim").id
     live.submit("other", 4, "service", 700, "64m")
@@ -120,6 +123,85 @@ def test_kill_stops_the_victim_and_it_comes_back_with_its_original_resources(liv
     assert service["pending_s"] > 0 and service["slo"] == 0.5
     [listed] = [r for r in live.get("/requests") if r["id"] == "victim"]
     assert listed["service"]["preemptions"] == 1
+
+
+def test_a_victim_is_paused_where_only_cpu_is_missing_and_resumes_in_the_same_container(
+    live: Live,
+) -> None:
+    """DESIGN 3.14, the default: the class-1 request lacks only CPU on the node (memory fits
+    beside the class-4 jobs), so its victims are suspended, not killed: the agent pauses their
+    containers (`docker inspect`: State.Paused), which stay, booked with their memory and no
+    CPU. When the class-1 request ends, the agent unpauses them: the same containers run on."""
+    for name in ("j1", "j2", "j3"):
+        live.submit(name, 4, "job", 700, "64m")
+    containers = {name: live.running(name).id for name in ("j1", "j2", "j3")}
+    response = live.node_put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2}
+    )  # as the monitor would: EED, where the kill pass looks
+    assert response.status_code == 200 and response.json()["region"] == "EED"
+    answer = live.submit("strict", 1, "service", 1500, "64m")
+    decision = answer["decision"]
+    assert decision["pass"] == "kill" and not decision["kills"] and decision["suspends"]
+    paused = decision["suspends"]
+
+    def state(name: str) -> dict[str, Any]:
+        [container] = live.containers(name, all_=True)
+        container.reload()
+        assert container.id == containers[name], "the same container, not a new one"
+        return dict(container.attrs["State"])
+
+    poll(lambda: all(state(name)["Paused"] for name in paused), 30, "the victims to pause")
+    for name in paused:
+        record = live.request(name)
+        assert (record["status"], record["kills"]) == ("running", 0)
+        assert [(e["by"], e["applied"]) for e in record["history"]
+                if e["kind"] == "suspended"] == [("strict", True)]
+    booked = {t["id"]: t for t in live.get("/hosts")[0]["tasks"]}
+    assert all(booked[name]["suspended"] and booked[name]["cpu_shares"] == 0
+               and booked[name]["memory"] == 64 * 2**20 for name in paused), booked
+    # a paused task stopped by its client goes like any other (Docker stops a paused
+    # container); the host's CPU is still short for the others: they stay paused
+    gone, *paused = paused
+    assert live.delete(f"/requests/{gone}").status_code == 200
+    poll(lambda: not live.containers(gone, all_=True), 30, f"{gone}'s container to go")
+    assert all(state(name)["Paused"] for name in paused)
+    assert live.delete("/requests/strict").status_code == 200  # its CPU comes back
+    poll(lambda: not any(state(name)["Paused"] for name in paused), 30,
+         "the victims to run again")
+    for name in paused:
+        record = live.request(name)
+        assert [(e["host"], e["applied"]) for e in record["history"]
+                if e["kind"] == "resumed"] == [(live.node_id, True)]
+        assert state(name)["Running"] and record["kills"] == 0
+
+
+def test_a_pause_the_agent_missed_is_applied_by_its_reconciliation(live: Live) -> None:
+    """The agent is down when the manager suspends a victim: the pause is booked, not yet
+    applied (its history says so); the agent, back, pauses the container to what the registry
+    books, and unpauses it when the booking says it runs again."""
+    live.submit("j1", 4, "job", 1500, "64m")
+    container = live.running("j1")
+    response = live.node_put(
+        f"/registry/hosts/{live.node_id}/utilization", {"cpu_util": 0.95, "memory_util": 0.2})
+    assert response.json()["region"] == "EED"
+    live.stop_agent()
+    answer = live.submit("strict", 1, "service", 1500, "64m")
+    assert answer["decision"]["suspends"] == ["j1"], answer["decision"]
+    [suspended] = [e for e in live.request("j1")["history"] if e["kind"] == "suspended"]
+    assert suspended["applied"] is False and "not yet applied" in suspended["reason"]
+    live.start_agent()
+
+    def paused() -> bool:
+        container.reload()
+        return bool(container.attrs["State"]["Paused"])
+
+    poll(paused, 30, "the agent's reconciliation to pause j1")
+    live.stop_agent()
+    assert live.delete("/requests/strict").status_code == 200  # resumed in the books only
+    assert paused()
+    live.start_agent()
+    poll(lambda: not paused(), 30, "the agent's reconciliation to unpause j1")
+    assert live.request("j1")["status"] == "running"
 
 
 def test_a_kill_on_request_stops_the_task_and_places_it_again(live: Live) -> None:

@@ -13,7 +13,18 @@ from typing import Any
 import pytest
 import redis
 
-from domain.events import Ended, HostLost, Killed, Placed, Queued, Rejected, Started
+from domain.events import (
+    CheckpointRestart,
+    Ended,
+    HostLost,
+    Killed,
+    Placed,
+    Queued,
+    Rejected,
+    Resumed,
+    Started,
+    Suspended,
+)
 from domain.lifecycle import RequestStatus
 from domain.service_history import service_level
 from domain.slo import SloTable
@@ -148,3 +159,36 @@ def test_other_objectives_rebuild_the_tally_from_the_records(
     assert tally.is_current()
     for offset in (100.5, 150.0):
         assert tallied(tally, t + offset) == replayed(again, strict, t + offset)
+
+
+def test_suspensions_resumes_and_checkpointed_restarts_are_counted_per_class(
+    records: RequestRecords, client: redis.Redis,
+) -> None:
+    """DESIGN 3.14: what the dashboard shows beside each class's SLO, kept with the records,
+    and the same once the tally is rebuilt from them."""
+    records.keep_tally(SloTally(client, records.prefix, SloTable(), ALPHA_S))
+    t = time.time() + 1.0
+    for name, cls in (("paused", 4), ("saved", 3)):
+        records.create(name, {**spec(name, cls, "job"), "checkpoint": True,
+                              "checkpoint_interval_s": 10.0})
+        records.update(name, Placed("placed", t=t), **PLACED)
+    records.update("paused", Suspended("paused", t=t + 5, host="h1", by="x"))
+    records.update("paused", Resumed("runs again", t=t + 9, host="h1"))
+    records.update("paused", Suspended("paused", t=t + 12, host="h1", by="y"))
+    records.update("saved", Killed("killed", t=t + 20, host="h1"), kills=1)
+    records.update("saved", Placed("placed", t=t + 21), **{**PLACED, "host": "h2"})
+    records.update("saved", CheckpointRestart("from its checkpoint", t=t + 21, host="h2"))
+
+    def counts(tally: SloTally) -> dict[int, tuple[int, int, int]]:
+        return {row.cls: (row.suspensions, row.resumes, row.checkpoint_restarts)
+                for row in tally.classes(t + 30)}
+
+    tally = records.tally
+    assert tally is not None
+    wanted = {1: (0, 0, 0), 2: (0, 0, 0), 3: (0, 0, 1), 4: (2, 1, 0)}
+    assert counts(tally) == wanted
+    assert {row["class"]: row["suspensions"] for row in
+            (r.to_json() for r in tally.classes(t + 30))} == {1: 0, 2: 0, 3: 0, 4: 2}
+    rebuilt = SloTally(client, records.prefix, SloTable({4: 0.4}), ALPHA_S)
+    RequestRecords(client, records.prefix).keep_tally(rebuilt)
+    assert counts(rebuilt) == wanted
