@@ -62,6 +62,7 @@ class EventKind(StrEnum):
     SWITCH_FAILED = "switch-failed"
     SWITCH_ADVISED = "switch-advised"
     MOVED = "moved"
+    MOVE_UNDONE = "move-undone"
     # Overload (DESIGN 3.13, 3.14):
     REFUSED_AT_ADMISSION = "refused-at-admission"
     SUSPENDED = "suspended"
@@ -387,6 +388,17 @@ class Moved(EventBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MoveUndone(EventBase):
+    """A consolidation move that did not happen (DESIGN 3.15): Swarm refused the new container
+    or it did not run on ``target`` in time; the service stays on ``host``, where it ran all
+    along."""
+
+    kind: ClassVar[Literal[EventKind.MOVE_UNDONE]] = EventKind.MOVE_UNDONE
+    host: str | None = None  # the host it stays on
+    target: str | None = None  # the host it was to move to
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RefusedAtAdmission(EventBase):
     """Not admitted (DESIGN 3.13): no record is made, the events stream says it. Its class's
     SLO-weighted demand of ``resource`` (shares or bytes) against the room that class books."""
@@ -452,7 +464,7 @@ Event: TypeAlias = (
     Submitted | Queued | Placed | Started | Rejected | StartFailed | Cut | Restored | Killed
     | Preempted | HostLost | Exited | Ended | Stopped | Vanished | Swarm | Offloaded
     | NotOffloaded | SwitchingOff | SwitchedOff | SwitchingOn | SwitchedOn | SwitchFailed
-    | SwitchAdvised | Moved | RefusedAtAdmission | Suspended | Resumed
+    | SwitchAdvised | Moved | MoveUndone | RefusedAtAdmission | Suspended | Resumed
     | CheckpointRestart | Other
 )
 # The kinds of a host's power: host events, never in a request's history.

@@ -9,6 +9,7 @@ jobs, and labels that carry the request. Docker's errors become the project's er
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -19,7 +20,15 @@ from typing import Any
 
 import docker
 import docker.errors
-from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
+from docker.types import (
+    EndpointSpec,
+    Mount,
+    Resources,
+    RestartPolicy,
+    RollbackConfig,
+    ServiceMode,
+    UpdateConfig,
+)
 
 from domain.constraints import NodeFacts
 from domain.errors import NotFoundError, UnavailableError, ValidationError
@@ -235,6 +244,26 @@ class SwarmBackend:
                 or None,
             )
         return str(service.id)
+
+    def move(self, task_id: str, node_id: str) -> None:
+        """Pin the service of ``task_id`` to ``node_id``, make-before-break (DESIGN 3.15): a
+        service update with the new ``node.id`` constraint and the update order
+        ``start-first``, so the new container runs before the old one stops; an update that
+        fails rolls back (start-first too), leaving the old container where it was. The rest of
+        the task template (image, command, env, resources, other constraints) is the service's
+        own: the current spec is read and only its placement changed."""
+        with docker_errors(f"move service of {task_id}"):
+            service = self.client.services.get(self.service_name(task_id))
+            template = copy.deepcopy(service.attrs["Spec"]["TaskTemplate"])
+            placement = template.setdefault("Placement", {})
+            kept = [c for c in placement.get("Constraints") or []
+                    if not c.replace(" ", "").startswith("node.id==")]
+            placement["Constraints"] = [f"node.id=={node_id}", *kept]
+            self.client.api.update_service(
+                service.id, service.version, task_template=template,
+                update_config=UpdateConfig(order="start-first", failure_action="rollback"),
+                rollback_config=RollbackConfig(order="start-first"),
+                fetch_current_spec=True)
 
     def remove(self, task_id: str) -> bool:
         """Remove the service of ``task_id``; False when there was none."""
