@@ -44,11 +44,11 @@ from manager.history import History, build_sample
 from manager.leadership import Leadership, LeaderView, Lease, holder_id
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
+from manager.moving import CONSOLIDATING, LiveConsolidation, MoveParts
 from manager.nodes import NodeNames
 from manager.offload import Offloading
 from manager.peering import Peering
 from manager.power import PowerView
-from manager.moving import CONSOLIDATING, LiveConsolidation, MoveParts
 from manager.power_backends import BackendKind, DockerNodes, make_backend
 from manager.reconcile import SwarmSync
 from manager.records import RequestRecords

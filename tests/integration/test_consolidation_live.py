@@ -23,8 +23,8 @@ import pytest
 
 import manager.reconcile
 from domain.power import PowerSettings
-from lab.processes import RedisServer
 from host_registry.redis_store import RedisStore
+from lab.processes import RedisServer
 from manager.agents import AgentClient
 from manager.app import create_app
 from manager.core import Manager
