@@ -138,9 +138,9 @@ class LiveConsolidation:
         before = store.task(move.task)
         if before is None or before.host != move.source:
             return  # ended or moved since the plan
-        store.end_task(move.task)
-        store.load_task(_on(before, move.target, move.cpu_shares, move.memory))
         try:
+            store.end_task(move.task)
+            store.load_task(_on(before, move.target, move.cpu_shares, move.memory))
             self.parts.backend.move(move.task, move.target)
         except GreenSwarmError as exc:
             log.warning("consolidation: %s not moved to %s: %s", move.task, move.target, exc)
@@ -198,6 +198,8 @@ class LiveConsolidation:
         move = moving.move
         del self._moves[move.task]
         self.counts["undone"] += 1
+        if self.parts.store.task(move.task) is None:
+            return  # ended meanwhile: its ending removed the service
         self._rebook(moving.before)
         try:
             self.parts.backend.move(move.task, move.source)
@@ -214,12 +216,17 @@ class LiveConsolidation:
         log.warning("consolidation: move of %s undone: %s", move.task, why)
 
     def _rebook(self, before: Task) -> None:
+        """``before`` booked again as it was: off the target if it was booked there, on the
+        source if it is not booked (its move's booking failed half-way)."""
         store = self.parts.store
-        try:
-            store.end_task(before.id)
-        except NotFoundError:
-            return  # ended meanwhile
-        store.load_task(before)
+        now = store.task(before.id)
+        if now is not None and now.host != before.host:
+            try:
+                store.end_task(before.id)
+            except NotFoundError:
+                return  # ended meanwhile
+        if store.task(before.id) is None:
+            store.load_task(before)
 
     def _publish(self, host: str | None) -> None:
         with self._lock:

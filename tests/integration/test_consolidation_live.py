@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import manager.reconcile
+from domain.errors import UnavailableError
 from domain.power import PowerSettings
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer
@@ -223,3 +224,24 @@ def test_the_events_stream_lists_the_move(built: tuple[Cluster, Path]) -> None:
     _round(cluster)
     events = cluster.client.get("/events?limit=1000", headers=AUTH).get_json()["events"]
     assert [e["kind"] for e in events if e["request"] == "lone"].count("moved") == 1
+
+
+def test_a_move_swarm_does_not_take_leaves_the_booking_where_it_was(
+        built: tuple[Cluster, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster, log = built
+    _place(cluster, "n1", "lone")
+    _place(cluster, "n2", "b")
+    _services_ran(cluster)
+
+    def refuse_update(task_id: str, node_id: str) -> None:
+        raise UnavailableError("the engine does not answer the service update")
+
+    monkeypatch.setattr(cluster.swarm, "move", refuse_update)
+    _round(cluster)
+    assert _booked(cluster, "lone") == "n1" and _booked(cluster, "b") == "n2"
+    consolidation = cluster.manager.consolidation
+    assert consolidation is not None
+    assert consolidation.moving() == frozenset() and consolidation.emptying() == frozenset()
+    assert consolidation.counts == {"moved": 0, "undone": 1}
+    assert cluster.record("lone")["status"] == "running"
+    assert _calls(log) == []
