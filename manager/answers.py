@@ -47,7 +47,7 @@ POWER = Named("Power", _open(
                       "estimated_w", "measured_w", "estimated_kwh", "measured_kwh", "since"),
      "switching": Nullable(_open(
          {"backend": TEXT, "hosts": Table(COUNT), "switches": Table(COUNT),
-          "advice": Items(TEXT)}, "backend", "hosts", "switches"))},
+          "advice": Items(TEXT), "moves": Table(COUNT)}, "backend", "hosts", "switches"))},
     "hosts", "cluster"))
 # DESIGN 3.10, at the moment of the answer: availability, the class's SLO, Q (s), ...
 SERVICE_LEVEL = Named("ServiceLevel", _open(

@@ -27,6 +27,7 @@ from domain.power import PowerSettings
 from host_registry.redis_store import RedisStore
 from lab.processes import RedisServer
 from manager.agents import AgentClient
+from manager.answers import POWER
 from manager.app import create_app
 from manager.core import Manager
 from manager.power_backends import BackendKind, PowerBackendSettings
@@ -158,6 +159,10 @@ def test_a_service_moves_make_before_break_and_its_host_is_switched_off(
     record = cluster.record("lone")
     assert record["host"] == "n2" and record["status"] == "running"
     assert "n1" not in cluster.manager.consolidation.emptying()
+
+    power = cluster.client.get("/power", headers=AUTH).get_json()
+    POWER.read(power, "power")  # the answer is what the OpenAPI document says
+    assert power["switching"]["moves"] == {"moved": 1, "undone": 0}
 
     _round(cluster)  # n1 is empty: the power manager's idle rule switches it off
     _until("n1 switched off", lambda: "off n1 h1" in _calls(log), cluster)
