@@ -119,7 +119,8 @@ def power() -> Response:
         "switching": (None if manager_.switching is None
                       else {**manager_.switching.summary_json(),
                             **({} if manager_.consolidation is None
-                               else {"moves": dict(manager_.consolidation.counts)})}),
+                               else {"moves": dict(manager_.consolidation.counts),
+                                     "last_consolidation": manager_.consolidation.last})}),
     })
 
 

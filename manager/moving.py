@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
+from typing import Any, Protocol
 
 from domain.errors import GreenSwarmError, NotFoundError
 from domain.events import Moved, MoveUndone
@@ -93,6 +93,7 @@ class LiveConsolidation:
         self._moving: frozenset[str] = frozenset()
         self._emptying: frozenset[str] = frozenset()
         self.counts = {"moved": 0, "undone": 0}
+        self.last: dict[str, Any] | None = None  # the last round's plan (GET /power)
 
     # -- read by any thread ----------------------------------------------------------------
 
@@ -120,6 +121,7 @@ class LiveConsolidation:
         plan = consolidator.plan(self.parts.store, now, on=set(self.parts.on_hosts()),
                                  excluded=self.parts.excluded)
         consolidator.commit(plan, now)
+        self.last = {**plan.to_json(), "t": now}
         if not plan.planned:
             log.debug("consolidation: %s (%s)", plan.verdict.value, plan.detail)
             return

@@ -84,26 +84,41 @@ class Poller:
         self._thread.join(timeout=10)
 
 
+def _submit(stack: Stack, fields: dict[str, Any]) -> dict[str, Any]:
+    """A class-4 busybox service with ``fields`` (a port, constraints: more than
+    ``Stack.submit`` sends)."""
+    response = requests.post(stack.url + "/requests", headers=stack.headers(), timeout=60,
+                             json={"image": BUSYBOX, "class": 4, "type": "service",
+                                   "memory": "32m", **fields})
+    assert response.status_code == 201, response.text
+    answer: dict[str, Any] = response.json()
+    assert answer["request"]["status"] == "running", answer
+    return answer
+
+
 def _moved(stack: Stack, name: str) -> list[dict[str, Any]]:
     return [e for e in stack.request(name)["history"] if e["kind"] == "moved"]
 
 
 def test_a_service_moves_between_lab_nodes_and_answers_throughout(
         lab: Lab, stack: Stack) -> None:
-    a = stack.submit("mv-a", 4, "service", 64, "32m", command=HTTPD, image=BUSYBOX)
+    a = _submit(stack, {"name": "mv-a", "command": HTTPD, "cpu_shares": 64,
+                        "ports": [{"published": PORT, "target": PORT}]})
     source = a["request"]["host"]
     nodes = {n["swarm_node_id"]: n for n in stack.nodes}
     target = next(h for h in nodes if h != source)
-    answer = requests.post(stack.url + "/requests", headers=stack.headers(), timeout=60, json={
-        "image": BUSYBOX, "name": "mv-b", "class": 4, "type": "service", "cpu_shares": 128,
-        "memory": "32m", "command": IDLE, "constraints": [f"node.id!={source}"]})
-    assert answer.status_code == 201, answer.text
-    assert answer.json()["request"]["host"] == target, answer.json()
+    b = _submit(stack, {"name": "mv-b", "command": IDLE, "cpu_shares": 128,
+                        "constraints": [f"node.id!={source}"]})
+    assert b["request"]["host"] == target, b
     addresses = [n["address"] for n in nodes.values()]
     poll(lambda: _answers(nodes[source]["address"]), 60, "mv-a to answer on its node")
     started = time.monotonic()
     with Poller(addresses) as poller:
-        poll(lambda: bool(_moved(stack, "mv-a")), 240, "mv-a to be moved")
+        try:
+            poll(lambda: bool(_moved(stack, "mv-a")), 240, "mv-a to be moved")
+        except AssertionError:
+            print("\nGET /power:", stack.get("/power")["switching"])
+            raise
         poll(lambda: not task_containers(nodes[source], "mv-a"), 60,
              "mv-a's old container to stop")
         time.sleep(2)  # a few more rounds after the old one stopped
