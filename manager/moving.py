@@ -238,8 +238,9 @@ class LiveConsolidation:
 
 
 def _on(task: Task, host: str, cpu_shares: int, memory: int) -> Task:
-    """``task`` booked on ``host`` with these resources (the rest unchanged)."""
+    """``task`` booked on ``host`` with these resources, uncut and running (its new container
+    is a fresh one: not paused), its times and preemptions unchanged (it never stopped)."""
     return Task(task.id, host, task.cls, task.type, cpu_shares, memory,
                 task.original_cpu_shares, task.original_memory, Fraction(0),
                 task.cpu_util, task.memory_util, task.started_at, task.executed_s,
-                task.pending_s, task.preemptions, task.constraints)
+                task.pending_s, task.preemptions, task.constraints, task.checkpoint_interval_s)
