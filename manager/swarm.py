@@ -332,8 +332,12 @@ def _newest_said(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     made right after it refused the last one's container (``rejected``: no such image, memory
     below the floor) stands for that refusal. Swarm replaces a refused task within a second,
     so the newest is nearly always the pending replacement and a refusal read from it alone
-    would be seen only by chance."""
-    ordered = sorted(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), reverse=True)
+    would be seen only by chance.
+
+    Newest is created last (``CreatedAt``), not changed last (``Version.Index``, bumped at
+    every change of a task): after a start-first update (a consolidation move, DESIGN 3.15) the
+    old task is shut down after the new one runs, so it is the one changed last."""
+    ordered = sorted(tasks, key=_created_order, reverse=True)
     if not ordered:
         return None
     newest = ordered[0]
@@ -342,6 +346,13 @@ def _newest_said(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
             and _task_state(ordered[1].get("Status", {}).get("State", "")) is TaskState.REJECTED):
         return ordered[1]
     return newest
+
+
+def _created_order(task: Mapping[str, Any]) -> tuple[float, int]:
+    """A task's place in creation order: ``CreatedAt``, then its version (a task without a
+    readable creation time sorts by its version alone, as before)."""
+    created = swarm_time(task.get("CreatedAt"))
+    return (0.0 if created is None else created, int(task.get("Version", {}).get("Index", 0)))
 
 
 def swarm_time(raw: object) -> float | None:
