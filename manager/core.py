@@ -184,6 +184,7 @@ class Manager:
             MoveParts(self.store, self.records, self.backend, self.clock, self.swarm.host_name,
                       lambda: control.on_hosts() - self.swarm.paused, control.excluded,
                       self.swarm.close_hosts))
+        moving.counted = self.metrics.moved
         self.swarm.moving = moving.moving
         self.swarm.emptying = moving.emptying
         control.keep_on = moving.emptying

@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from domain.errors import GreenSwarmError, NotFoundError
-from domain.events import Moved, MoveUndone
+from domain.events import Moved, MoveStarted, MoveUndone
 from domain.model import Request, Task
 from host_registry.redis_store import RedisStore
 from manager.records import RequestRecords
@@ -92,8 +92,9 @@ class LiveConsolidation:
         self._lock = threading.Lock()
         self._moving: frozenset[str] = frozenset()
         self._emptying: frozenset[str] = frozenset()
-        self.counts = {"moved": 0, "undone": 0}
+        self.counts = {"started": 0, "moved": 0, "undone": 0}
         self.last: dict[str, Any] | None = None  # the last round's plan (GET /power)
+        self.counted: Callable[[str], None] = lambda _result: None  # the metrics' counter
 
     # -- read by any thread ----------------------------------------------------------------
 
@@ -140,6 +141,13 @@ class LiveConsolidation:
         before = store.task(move.task)
         if before is None or before.host != move.source:
             return  # ended or moved since the plan
+        self._count("started")
+        source, target = self.parts.host_name(move.source), self.parts.host_name(move.target)
+        self._record(move.task, MoveStarted(
+            f"consolidation: moving from {source} to {target} make-before-break (its new "
+            "container starts before the old one stops)", t=self.parts.clock(),
+            host=move.source, target=move.target, cpu_shares=move.cpu_shares,
+            memory=move.memory))
         try:
             store.end_task(move.task)
             store.load_task(_on(before, move.target, move.cpu_shares, move.memory))
@@ -147,9 +155,26 @@ class LiveConsolidation:
         except GreenSwarmError as exc:
             log.warning("consolidation: %s not moved to %s: %s", move.task, move.target, exc)
             self._rebook(before)
-            self.counts["undone"] += 1
+            self._count("undone")
+            self._record(move.task, MoveUndone(
+                f"consolidation: not moved to {target}, stays on {source}: Swarm did not take "
+                f"the update: {exc}", t=self.parts.clock(), host=move.source,
+                target=move.target), host=move.source)
             return
         self._moves[move.task] = _Moving(move, before)
+
+    def _count(self, result: str) -> None:
+        self.counts[result] += 1
+        self.counted(result)
+
+    def _record(self, task_id: str, event: MoveStarted | Moved | MoveUndone,
+                **changes: Any) -> None:
+        """``event`` into the request's history (a failed write is logged: the move goes on)."""
+        try:
+            self.parts.records.update(task_id, event, **changes)
+        except GreenSwarmError as exc:
+            log.warning("consolidation: the %s of %s not recorded: %s", event.kind.value,
+                        task_id, exc)
 
     def _follow(self, now: float) -> None:
         """The moves Swarm finished, refused or let time out; the round ends with the last."""
@@ -183,23 +208,20 @@ class LiveConsolidation:
             self._undo(moving, f"not running on the target after {self.timeout_s:g} s")
 
     def _moved(self, move: Move, now: float) -> None:
-        self.counts["moved"] += 1
+        self._count("moved")
         name, source = self.parts.host_name(move.target), self.parts.host_name(move.source)
-        try:
-            self.parts.records.update(move.task, Moved(
-                f"consolidation: moved from {source} to {name} make-before-break (its new "
-                "container ran before the old one stopped)", t=now, host=move.target,
-                source=move.source, cpu_shares=move.cpu_shares, memory=move.memory),
-                host=move.target)
-        except GreenSwarmError as exc:
-            log.warning("consolidation: the move of %s not recorded: %s", move.task, exc)
+        self._record(move.task, Moved(
+            f"consolidation: moved from {source} to {name} make-before-break (its new "
+            "container ran before the old one stopped)", t=now, host=move.target,
+            source=move.source, cpu_shares=move.cpu_shares, memory=move.memory),
+            host=move.target)
         log.info("consolidation: %s moved from %s to %s", move.task, source, name)
 
     def _undo(self, moving: _Moving, why: str) -> None:
         """The booking back on the source, the service pinned there again."""
         move = moving.move
         del self._moves[move.task]
-        self.counts["undone"] += 1
+        self._count("undone")
         if self.parts.store.task(move.task) is None:
             return  # ended meanwhile: its ending removed the service
         self._rebook(moving.before)
@@ -208,13 +230,10 @@ class LiveConsolidation:
         except GreenSwarmError as exc:
             log.warning("consolidation: %s not pinned back to %s: %s", move.task,
                         move.source, exc)
-        try:
-            self.parts.records.update(move.task, MoveUndone(
-                f"consolidation: not moved to {self.parts.host_name(move.target)}, stays on "
-                f"{self.parts.host_name(move.source)}: {why}", host=move.source,
-                target=move.target), host=move.source)
-        except GreenSwarmError as exc:
-            log.warning("consolidation: the undone move of %s not recorded: %s", move.task, exc)
+        self._record(move.task, MoveUndone(
+            f"consolidation: not moved to {self.parts.host_name(move.target)}, stays on "
+            f"{self.parts.host_name(move.source)}: {why}", t=self.parts.clock(),
+            host=move.source, target=move.target), host=move.source)
         log.warning("consolidation: move of %s undone: %s", move.task, why)
 
     def _rebook(self, before: Task) -> None:

@@ -162,7 +162,11 @@ def test_a_service_moves_make_before_break_and_its_host_is_switched_off(
 
     power = cluster.client.get("/power", headers=AUTH).get_json()
     POWER.read(power, "power")  # the answer is what the OpenAPI document says
-    assert power["switching"]["moves"] == {"moved": 1, "undone": 0}
+    assert power["switching"]["moves"] == {"started": 1, "moved": 1, "undone": 0}
+    metrics = cluster.client.get("/metrics", headers=AUTH).get_data(as_text=True)
+    assert 'greenswarm_consolidation_moves_total{result="started"} 1.0' in metrics
+    assert 'greenswarm_consolidation_moves_total{result="moved"} 1.0' in metrics
+    assert 'greenswarm_consolidation_moves_total{result="undone"} 0.0' in metrics
 
     _round(cluster)  # n1 is empty: the power manager's idle rule switches it off
     _until("n1 switched off", lambda: "off n1 h1" in _calls(log), cluster)
@@ -186,7 +190,7 @@ def test_a_move_swarm_refuses_is_undone_and_the_service_stays(
     record = cluster.record("lone")
     assert record["status"] == "running" and record["host"] == "n1"
     kinds = [e["kind"] for e in record["history"]]
-    assert "move-undone" in kinds and "moved" not in kinds
+    assert [k for k in kinds if "move" in k] == ["move-started", "move-undone"], kinds
     assert "n1" not in cluster.manager.scheduler.closed_hosts
 
 
@@ -228,7 +232,10 @@ def test_the_events_stream_lists_the_move(built: tuple[Cluster, Path]) -> None:
     cluster.swarm.run_moved("lone")
     _round(cluster)
     events = cluster.client.get("/events?limit=1000", headers=AUTH).get_json()["events"]
-    assert [e["kind"] for e in events if e["request"] == "lone"].count("moved") == 1
+    moves = [e for e in events if e["request"] == "lone" and "move" in e["kind"]]
+    assert [e["kind"] for e in moves] == ["move-started", "moved"], moves
+    assert (moves[0]["host"], moves[0]["target"]) == ("n1", "n2")
+    assert (moves[1]["host"], moves[1]["source"]) == ("n2", "n1")
 
 
 def test_a_move_swarm_does_not_take_leaves_the_booking_where_it_was(
@@ -247,6 +254,9 @@ def test_a_move_swarm_does_not_take_leaves_the_booking_where_it_was(
     consolidation = cluster.manager.consolidation
     assert consolidation is not None
     assert consolidation.moving() == frozenset() and consolidation.emptying() == frozenset()
-    assert consolidation.counts == {"moved": 0, "undone": 1}
-    assert cluster.record("lone")["status"] == "running"
+    assert consolidation.counts == {"started": 1, "moved": 0, "undone": 1}
+    record = cluster.record("lone")
+    assert record["status"] == "running" and record["host"] == "n1"
+    undone = [e for e in record["history"] if e["kind"] == "move-undone"]
+    assert len(undone) == 1 and "does not answer" in undone[0]["reason"], record["history"]
     assert _calls(log) == []
