@@ -240,6 +240,7 @@ class PowerControl:
             if host_id not in known:
                 self.book.remove_host(host_id)
                 self.idle_since.pop(host_id, None)
+        self._publish()  # hosts added or removed: the views count them (GET /power)
         return out
 
     def on_hosts(self) -> frozenset[str]:

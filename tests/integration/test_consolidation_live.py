@@ -163,6 +163,7 @@ def test_a_service_moves_make_before_break_and_its_host_is_switched_off(
     power = cluster.client.get("/power", headers=AUTH).get_json()
     POWER.read(power, "power")  # the answer is what the OpenAPI document says
     assert power["switching"]["moves"] == {"started": 1, "moved": 1, "undone": 0}
+    assert power["switching"]["hosts"]["on"] == 2, power["switching"]  # both still on
     metrics = cluster.client.get("/metrics", headers=AUTH).get_data(as_text=True)
     assert 'greenswarm_consolidation_moves_total{result="started"} 1.0' in metrics
     assert 'greenswarm_consolidation_moves_total{result="moved"} 1.0' in metrics
