@@ -261,3 +261,37 @@ def test_a_move_swarm_does_not_take_leaves_the_booking_where_it_was(
     undone = [e for e in record["history"] if e["kind"] == "move-undone"]
     assert len(undone) == 1 and "does not answer" in undone[0]["reason"], record["history"]
     assert _calls(log) == []
+
+
+def test_the_dashboard_counts_the_moves(built: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """In a real headless Chromium, against the manager app served over HTTP: the summary
+    line gives the services moved beside the switching (as the simulator's reports do)."""
+    import threading
+
+    from selenium.webdriver.common.by import By
+    from werkzeug.serving import make_server
+
+    from tests.support.watchers import artefacts_dir, chromium, log_in, wait
+
+    cluster, _ = built
+    _place(cluster, "n1", "lone")
+    _place(cluster, "n2", "b")
+    _services_ran(cluster)
+    _round(cluster)
+    cluster.swarm.run_moved("lone")
+    _round(cluster)
+    server = make_server("127.0.0.1", 0, create_app(cluster.manager), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with chromium() as browser:
+            browser.get(f"http://127.0.0.1:{server.port}/dashboard")
+            log_in(browser, TOKEN)
+            summary = wait(browser, lambda d: [e for e in d.find_elements(By.ID, "watts")
+                                               if "with switching" in e.text], "the kWh")[0]
+            assert "1 service moved;" in summary.text, summary.text
+            browser.save_screenshot(str(artefacts_dir(tmp_path) / "dashboard-moves.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
