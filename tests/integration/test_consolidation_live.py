@@ -50,14 +50,14 @@ def swarm() -> StandInSwarm:
 
 
 def _build(redis_srv: RedisServer, swarm: StandInSwarm, tmp_path: Path,
-           monkeypatch: pytest.MonkeyPatch, **power: Any) -> tuple[Cluster, Path]:
+           monkeypatch: pytest.MonkeyPatch, backend: BackendKind = BackendKind.COMMAND,
+           **power: Any) -> tuple[Cluster, Path]:
     monkeypatch.setattr(manager.reconcile, "NODE_GRACE_S", 0.0)
     commands, log = _commands(tmp_path)
     config = ManagerSettings(
         token=TOKEN, redis_prefix=f"mov{next(_numbers)}", node_gone_s=1.0, policy="energy",
-        power_settings=PowerSettings(enabled=True, idle_s=0.0, min_on=1, **power),
-        power_backend_settings=PowerBackendSettings(BackendKind.COMMAND,
-                                                    commands_file=str(commands)))
+        power_settings=PowerSettings(**{"enabled": True, "idle_s": 0.0, "min_on": 1, **power}),
+        power_backend_settings=PowerBackendSettings(backend, commands_file=str(commands)))
     store = RedisStore.from_url(redis_srv.url, config.classes, config.bounds,
                                 config.redis_prefix)
     clock = Clock(time.time())
@@ -219,6 +219,35 @@ def test_consolidate_off_moves_nothing(redis_srv: RedisServer, swarm: StandInSwa
         _services_ran(cluster)
         _round(cluster)
         assert cluster.swarm.moves == [] and _booked(cluster, "lone") == "n1"
+    finally:
+        cluster.manager.loop.stop()
+        cluster.store.flush()
+
+
+@pytest.mark.parametrize("setting", ["power manager off", "backend advise"])
+def test_without_switching_nothing_moves(redis_srv: RedisServer, swarm: StandInSwarm,
+                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         setting: str) -> None:
+    """DESIGN 3.15: consolidation runs with the power manager (default on with it); a lab
+    without it, or whose backend switches nothing (advise, the default outside the lab), never
+    sees its services move: an emptied host would not be switched off."""
+    if setting == "power manager off":
+        cluster, _ = _build(redis_srv, swarm, tmp_path, monkeypatch, enabled=False)
+    else:
+        cluster, _ = _build(redis_srv, swarm, tmp_path, monkeypatch, backend=BackendKind.ADVISE)
+    try:
+        assert cluster.manager.consolidation is None
+        _place(cluster, "n1", "lone")
+        _place(cluster, "n2", "b")
+        _services_ran(cluster)
+        for _ in range(3):
+            cluster.sync()
+            if cluster.manager.switching is not None:
+                cluster.manager.loop.call(cluster.manager.power_tick)
+            _later(cluster, 120.0)
+        assert cluster.swarm.moves == [] and _booked(cluster, "lone") == "n1"
+        power = cluster.client.get("/power", headers=AUTH).get_json()
+        assert (power["switching"] or {}).get("moves") is None
     finally:
         cluster.manager.loop.stop()
         cluster.store.flush()
