@@ -47,6 +47,9 @@ from scheduler.consolidation import Consolidator, Move
 log = logging.getLogger(__name__)
 # The policies that consolidate (DESIGN 3.15).
 CONSOLIDATING = frozenset({"energy", "qos"})
+# a service update Swarm rolled back (or is rolling back, or paused on a failure): the move
+# failed, the old container runs (or runs again) on the source
+ROLLED_BACK = frozenset({"rollback_started", "rollback_completed", "rollback_paused", "paused"})
 MOVE_TIMEOUT_S = 180.0  # a moved service runs on its target within this, or the move is undone
 
 
@@ -198,7 +201,10 @@ class LiveConsolidation:
         if info is None or task is None or task.host != move.target:
             del self._moves[move.task]  # stopped or ended meanwhile: its ending saw to it
             return
-        if info.state is TaskState.RUNNING and info.node_id == move.target:
+        if info.update_state in ROLLED_BACK:
+            self._undo(moving, f"Swarm rolled the update back ({info.update_state}): "
+                               f"{info.message or 'the new task did not run'}")
+        elif info.state is TaskState.RUNNING and info.node_id == move.target:
             del self._moves[move.task]
             self._moved(move, now)
         elif info.state in (TaskState.REJECTED, TaskState.FAILED, TaskState.SHUTDOWN):

@@ -117,6 +117,9 @@ class ServiceInfo:
     exit_code: int | None
     message: str
     running_since: float | None = None  # RUNNING: when Swarm saw its container run (epoch s)
+    # the service's last update as Swarm reports it (UpdateStatus.State: "updating",
+    # "completed", "rollback_completed", ...; None: never updated)
+    update_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -318,9 +321,10 @@ class SwarmBackend:
             message = status.get("Err") or status.get("Message", "")
             if state is TaskState.RUNNING:
                 running_since = swarm_time(status.get("Timestamp"))
+        update = attrs.get("UpdateStatus") or {}
         return ServiceInfo(
             attrs["ID"], attrs["Spec"]["Name"], task_id, state, node_id, exit_code, message,
-            running_since,
+            running_since, update.get("State") or None,
         )
 
     def close(self) -> None:

@@ -195,6 +195,23 @@ def test_a_move_swarm_refuses_is_undone_and_the_service_stays(
     assert "n1" not in cluster.manager.scheduler.closed_hosts
 
 
+def test_a_move_swarm_rolls_back_is_undone_at_once(built: tuple[Cluster, Path]) -> None:
+    cluster, _ = built
+    _place(cluster, "n1", "lone")
+    _place(cluster, "n2", "b")
+    _services_ran(cluster)
+    _round(cluster)
+    assert cluster.swarm.moves == [("lone", "n2")]
+    cluster.swarm.roll_back("lone")  # the new task failed on n2: Swarm runs it on n1 again
+    _round(cluster)  # seen at the next round, not after the move's timeout
+    assert _booked(cluster, "lone") == "n1"
+    record = cluster.record("lone")
+    kinds = [e["kind"] for e in record["history"] if "move" in e["kind"]]
+    assert kinds == ["move-started", "move-undone"], record["history"]
+    assert "rolled the update back" in record["history"][-1]["reason"]
+    assert "n1" not in cluster.manager.scheduler.closed_hosts
+
+
 def test_a_host_with_a_job_is_never_emptied(built: tuple[Cluster, Path]) -> None:
     cluster, _ = built
     _place(cluster, "n1", "job", kind="job")

@@ -111,13 +111,15 @@ class StandInSwarm:
         running = not self.move_pending
         self.services_by_task[task_id] = _with(
             info, node_id=node_id, state=TaskState.RUNNING if running else TaskState.PENDING,
-            running_since=time.time() if running else None)
+            running_since=time.time() if running else None,
+            update_state="completed" if running else "updating")
 
     def run_moved(self, task_id: str) -> None:
         """The moved service's new task runs."""
         self.services_by_task[task_id] = _with(self.services_by_task[task_id],
                                                state=TaskState.RUNNING,
-                                               running_since=time.time())
+                                               running_since=time.time(),
+                                               update_state="completed")
 
     def remove(self, task_id: str) -> bool:
         self._check()
@@ -130,6 +132,15 @@ class StandInSwarm:
         rejected = getattr(TaskState, "REJECTED", TaskState.FAILED)
         self.services_by_task[task_id] = _with(info, state=rejected, message=message,
                                                exit_code=0)
+
+    def roll_back(self, task_id: str) -> None:
+        """Swarm rolled a moved service back (its new task failed on the target): it runs on
+        its first node again, and the service's update status says so."""
+        info = self.services_by_task[task_id]
+        first = next(p.node_id for p in self.created if p.task_id == task_id)
+        self.services_by_task[task_id] = _with(
+            info, node_id=first, state=TaskState.RUNNING, running_since=time.time(),
+            update_state="rollback_completed")
 
     def close(self) -> None:
         return None

@@ -46,3 +46,11 @@ def test_after_a_start_first_update_the_new_task_stands_for_the_service() -> Non
     info = SwarmBackend._describe(ATTRS, [old, new])
     assert info is not None
     assert (info.state, info.node_id) == (TaskState.RUNNING, "n2")
+
+
+def test_the_service_update_status_is_read() -> None:
+    attrs = {**ATTRS, "UpdateStatus": {"State": "rollback_completed", "Message": "rolled back"}}
+    info = SwarmBackend._describe(attrs, [task(10, "running")])
+    assert info is not None and info.update_state == "rollback_completed"
+    never = SwarmBackend._describe(ATTRS, [task(10, "running")])
+    assert never is not None and never.update_state is None
