@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import manager.reconcile
+from cli.client import _event_line
 from domain.errors import UnavailableError
 from domain.power import PowerSettings
 from host_registry.redis_store import RedisStore
@@ -283,6 +284,10 @@ def test_the_events_stream_lists_the_move(built: tuple[Cluster, Path]) -> None:
     assert [e["kind"] for e in moves] == ["move-started", "moved"], moves
     assert (moves[0]["host"], moves[0]["target"]) == ("n1", "n2")
     assert (moves[1]["host"], moves[1]["source"]) == ("n2", "n1")
+    # `greenswarm events` prints each with its kind, the host by its name, and its sentence
+    lines = [_event_line(e, {"n1": "h1", "n2": "h2"}) for e in moves]
+    assert "move-started" in lines[0] and "on h1" in lines[0] and "to h2" in lines[0], lines
+    assert "moved" in lines[1] and "on h2" in lines[1] and "from h1" in lines[1], lines
 
 
 def test_a_move_swarm_does_not_take_leaves_the_booking_where_it_was(
