@@ -61,7 +61,9 @@ class EventKind(StrEnum):
     SWITCHED_ON = "switched-on"
     SWITCH_FAILED = "switch-failed"
     SWITCH_ADVISED = "switch-advised"
+    MOVE_STARTED = "move-started"
     MOVED = "moved"
+    MOVE_UNDONE = "move-undone"
     # Overload (DESIGN 3.13, 3.14):
     REFUSED_AT_ADMISSION = "refused-at-admission"
     SUSPENDED = "suspended"
@@ -375,6 +377,19 @@ class SwitchAdvised(EventBase):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MoveStarted(EventBase):
+    """Consolidation started to move a service make-before-break (DESIGN 3.15): booked on
+    ``target`` from now, Swarm asked to start its new container there before the old one on
+    ``host`` stops. A ``moved`` or a ``move-undone`` event ends it."""
+
+    kind: ClassVar[Literal[EventKind.MOVE_STARTED]] = EventKind.MOVE_STARTED
+    host: str | None = None  # the host it runs on until the move is done
+    target: str | None = None  # the host it moves to
+    cpu_shares: int | None = None
+    memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Moved(EventBase):
     """A service moved make-before-break by consolidation (DESIGN 3.15): its new container ran
     before the old one stopped; it never stopped."""
@@ -384,6 +399,17 @@ class Moved(EventBase):
     source: str | None = None  # the host it left
     cpu_shares: int | None = None
     memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveUndone(EventBase):
+    """A consolidation move that did not happen (DESIGN 3.15): Swarm refused the new container
+    or it did not run on ``target`` in time; the service stays on ``host``, where it ran all
+    along."""
+
+    kind: ClassVar[Literal[EventKind.MOVE_UNDONE]] = EventKind.MOVE_UNDONE
+    host: str | None = None  # the host it stays on
+    target: str | None = None  # the host it was to move to
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -454,7 +480,7 @@ Event: TypeAlias = (
     Submitted | Queued | Placed | Started | Rejected | StartFailed | Cut | Restored | Killed
     | Preempted | HostLost | Exited | Ended | Stopped | Vanished | Swarm | Offloaded
     | NotOffloaded | SwitchingOff | SwitchedOff | SwitchingOn | SwitchedOn | SwitchFailed
-    | SwitchAdvised | Moved | RefusedAtAdmission | Suspended | Resumed
+    | SwitchAdvised | MoveStarted | Moved | MoveUndone | RefusedAtAdmission | Suspended | Resumed
     | CheckpointRestart | Other
 )
 # The kinds of a host's power: host events, never in a request's history.

@@ -47,7 +47,10 @@ POWER = Named("Power", _open(
                       "estimated_w", "measured_w", "estimated_kwh", "measured_kwh", "since"),
      "switching": Nullable(_open(
          {"backend": TEXT, "hosts": Table(COUNT), "switches": Table(COUNT),
-          "advice": Items(TEXT)}, "backend", "hosts", "switches"))},
+          "advice": Items(TEXT), "moves": Table(COUNT),
+          "last_consolidation": Nullable(_open({"verdict": TEXT, "detail": TEXT},
+                                               "verdict", "detail"))},
+         "backend", "hosts", "switches"))},
     "hosts", "cluster"))
 # DESIGN 3.10, at the moment of the answer: availability, the class's SLO, Q (s), ...
 SERVICE_LEVEL = Named("ServiceLevel", _open(

@@ -117,7 +117,10 @@ def power() -> Response:
                   for host_id, p in powers.items()},
         "cluster": manager_.power.cluster_json(powers),
         "switching": (None if manager_.switching is None
-                      else manager_.switching.summary_json()),
+                      else {**manager_.switching.summary_json(),
+                            **({} if manager_.consolidation is None
+                               else {"moves": dict(manager_.consolidation.counts),
+                                     "last_consolidation": manager_.consolidation.last})}),
     })
 
 

@@ -45,6 +45,7 @@ from manager.history import History, build_sample
 from manager.leadership import Leadership, LeaderView, Lease, holder_id
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
+from manager.moving import CONSOLIDATING, LiveConsolidation, MoveParts
 from manager.nodes import NodeNames
 from manager.offload import Offloading
 from manager.peering import Peering
@@ -58,6 +59,7 @@ from manager.submit import Submissions
 from manager.swarm import SwarmBackend
 from manager.switching import PowerControl, PowerParts, PowerStates
 from manager.views import Health, Views
+from scheduler.consolidation import Consolidator
 from scheduler.plugin import PlacedBy
 from scheduler.service import Scheduler
 
@@ -139,6 +141,8 @@ class Manager:
                                        self.submissions, self.offloading, self.endings,
                                        self.views)
         self.switching = self._power_control() if settings.power_settings.enabled else None
+        self.consolidation = (self._consolidation(self.switching)
+                              if self.switching is not None else None)
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
@@ -169,6 +173,27 @@ class Manager:
         self.power.state_of = control.state_of
         self.power.standby_w = settings.power_settings.standby_w
         return control
+
+    def _consolidation(self, control: PowerControl) -> LiveConsolidation | None:
+        """Consolidation (DESIGN 3.15): the energy and qos policies with the power manager, its
+        ``consolidate`` on (``GREENSWARM_POWER_CONSOLIDATE``, default on) and a backend that
+        switches (with ``advise`` or ``none`` no host is switched off, so none is emptied)."""
+        settings = self.settings
+        if (not settings.power_settings.consolidate or settings.policy not in CONSOLIDATING
+                or not control.backend.switches):
+            return None
+        scheduler = self.scheduler
+        phi_s = float(getattr(scheduler.policy, "safety_margin_s", 10.0))
+        moving = LiveConsolidation(
+            Consolidator(settings.power_settings, scheduler.slo, scheduler.alpha_s, phi_s),
+            MoveParts(self.store, self.records, self.backend, self.clock, self.swarm.host_name,
+                      lambda: control.on_hosts() - self.swarm.paused, control.excluded,
+                      self.swarm.close_hosts))
+        moving.counted = self.metrics.moved
+        self.swarm.moving = moving.moving
+        self.swarm.emptying = moving.emptying
+        control.keep_on = moving.emptying
+        return moving
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -290,6 +315,11 @@ class Manager:
             self.switching.tick()
         except GreenSwarmError as exc:
             log.warning("power: the round failed: %s", exc)
+        if self.consolidation is not None:
+            try:
+                self.consolidation.tick()
+            except GreenSwarmError as exc:
+                log.warning("consolidation: the round failed: %s", exc)
 
     def _sample(self) -> None:
         """One sample of the cluster into the manager's history (DESIGN 11)."""

@@ -222,6 +222,11 @@ class ManagerMetrics:
             "greenswarm_admission_refusals",
             "new requests not admitted (DESIGN 3.13), by class and the resource short",
             ["class", "resource"], registry=r)
+        self.moves = Counter("greenswarm_consolidation_moves",
+                             "services moved by consolidation (DESIGN 3.15): started, moved "
+                             "(running on the new host), undone", ["result"], registry=r)
+        for result in ("started", "moved", "undone"):
+            self.moves.labels(result)  # each result shown from 0
         if state is not None:
             r.register(state)
 
@@ -247,6 +252,10 @@ class ManagerMetrics:
             self.restores.inc(len(outcome.restored))
         if outcome.resumed:
             self.resumes.inc(len(outcome.resumed))
+
+    def moved(self, result: str) -> None:
+        """A consolidation move ``started``, ``moved`` or ``undone``."""
+        self.moves.labels(result).inc()
 
     def refused_at_admission(self, cls: int, resource: str) -> None:
         self.admission_refusals.labels(str(cls), resource).inc()

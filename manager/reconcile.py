@@ -100,6 +100,10 @@ class SwarmSync:
         # to every pass, and their nodes, drained or Down, are not lost nodes (set by the
         # manager when it switches hosts: manager/switching.py).
         self.power_exempt: Callable[[], frozenset[str]] = frozenset
+        # consolidation (manager/moving.py): the tasks whose move runs (their services left
+        # alone) and the host being emptied (closed to the passes)
+        self.moving: Callable[[], frozenset[str]] = frozenset
+        self.emptying: Callable[[], frozenset[str]] = frozenset
         self.paused: frozenset[str] = frozenset()  # as of the last pass
         self.ready_ids: frozenset[str] = frozenset()  # Ready and active, as of the last pass
         self.passes = 0  # passes done (a host switched on counts Ready from a later pass)
@@ -173,7 +177,8 @@ class SwarmSync:
         self.ready_ids = frozenset(n.id for n in nodes
                                    if n.availability is NodeAvailability.ACTIVE)
         self.passes += 1
-        reopened_or_closed = self.scheduler.set_closed_hosts(self.paused | exempt)
+        reopened_or_closed = self.scheduler.set_closed_hosts(
+            self.paused | exempt | self.emptying())
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()
         if joined or reopened_or_closed or relabelled:
@@ -182,7 +187,8 @@ class SwarmSync:
     def close_hosts(self) -> None:
         """The hosts switched by the power manager changed: paused and switched hosts closed,
         and what waits retried when one opened."""
-        if self.scheduler.set_closed_hosts(self.paused | self.power_exempt()):
+        closed = self.paused | self.power_exempt() | self.emptying()
+        if self.scheduler.set_closed_hosts(closed):
             self.queue_retry()
 
     def _nodes_out(self, listed: list[NodeInfo], hosts: set[str], now: float,
@@ -266,6 +272,8 @@ class SwarmSync:
         if record.status in FINAL:
             self.backend.remove(info.task_id)  # left over from an earlier run
             return
+        if info.task_id in self.moving():
+            return  # its newest task is the move's, pending or refused: the move sees to it
         task = self.store.task(info.task_id)
         if info.state is TaskState.REJECTED:
             self._refused(info, task)

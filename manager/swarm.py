@@ -9,6 +9,7 @@ jobs, and labels that carry the request. Docker's errors become the project's er
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -19,7 +20,15 @@ from typing import Any
 
 import docker
 import docker.errors
-from docker.types import EndpointSpec, Mount, Resources, RestartPolicy, ServiceMode
+from docker.types import (
+    EndpointSpec,
+    Mount,
+    Resources,
+    RestartPolicy,
+    RollbackConfig,
+    ServiceMode,
+    UpdateConfig,
+)
 
 from domain.constraints import NodeFacts
 from domain.errors import NotFoundError, UnavailableError, ValidationError
@@ -109,6 +118,9 @@ class ServiceInfo:
     exit_code: int | None
     message: str
     running_since: float | None = None  # RUNNING: when Swarm saw its container run (epoch s)
+    # the service's last update as Swarm reports it (UpdateStatus.State: "updating",
+    # "completed", "rollback_completed", ...; None: never updated)
+    update_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +255,26 @@ class SwarmBackend:
             )
         return str(service.id)
 
+    def move(self, task_id: str, node_id: str) -> None:
+        """Pin the service of ``task_id`` to ``node_id``, make-before-break (DESIGN 3.15): a
+        service update with the new ``node.id`` constraint and the update order
+        ``start-first``, so the new container runs before the old one stops; an update that
+        fails rolls back (start-first too), leaving the old container where it was. The rest of
+        the task template (image, command, env, resources, other constraints) is the service's
+        own: the current spec is read and only its placement changed."""
+        with docker_errors(f"move service of {task_id}"):
+            service = self.client.services.get(self.service_name(task_id))
+            template = copy.deepcopy(service.attrs["Spec"]["TaskTemplate"])
+            placement = template.setdefault("Placement", {})
+            kept = [c for c in placement.get("Constraints") or []
+                    if not c.replace(" ", "").startswith("node.id==")]
+            placement["Constraints"] = [f"node.id=={node_id}", *kept]
+            self.client.api.update_service(
+                service.id, service.version, task_template=template,
+                update_config=UpdateConfig(order="start-first", failure_action="rollback"),
+                rollback_config=RollbackConfig(order="start-first"),
+                fetch_current_spec=True)
+
     def remove(self, task_id: str) -> bool:
         """Remove the service of ``task_id``; False when there was none."""
         try:
@@ -296,9 +328,10 @@ class SwarmBackend:
             message = status.get("Err") or status.get("Message", "")
             if state is TaskState.RUNNING:
                 running_since = swarm_time(status.get("Timestamp"))
+        update = attrs.get("UpdateStatus") or {}
         return ServiceInfo(
             attrs["ID"], attrs["Spec"]["Name"], task_id, state, node_id, exit_code, message,
-            running_since,
+            running_since, update.get("State") or None,
         )
 
     def close(self) -> None:
@@ -310,8 +343,12 @@ def _newest_said(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     made right after it refused the last one's container (``rejected``: no such image, memory
     below the floor) stands for that refusal. Swarm replaces a refused task within a second,
     so the newest is nearly always the pending replacement and a refusal read from it alone
-    would be seen only by chance."""
-    ordered = sorted(tasks, key=lambda t: t.get("Version", {}).get("Index", 0), reverse=True)
+    would be seen only by chance.
+
+    Newest is created last (``CreatedAt``), not changed last (``Version.Index``, bumped at
+    every change of a task): after a start-first update (a consolidation move, DESIGN 3.15) the
+    old task is shut down after the new one runs, so it is the one changed last."""
+    ordered = sorted(tasks, key=_created_order, reverse=True)
     if not ordered:
         return None
     newest = ordered[0]
@@ -320,6 +357,13 @@ def _newest_said(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
             and _task_state(ordered[1].get("Status", {}).get("State", "")) is TaskState.REJECTED):
         return ordered[1]
     return newest
+
+
+def _created_order(task: Mapping[str, Any]) -> tuple[float, int]:
+    """A task's place in creation order: ``CreatedAt``, then its version (a task without a
+    readable creation time sorts by its version alone, as before)."""
+    created = swarm_time(task.get("CreatedAt"))
+    return (0.0 if created is None else created, int(task.get("Version", {}).get("Index", 0)))
 
 
 def swarm_time(raw: object) -> float | None:

@@ -181,6 +181,9 @@ class PowerControl:
         self.ready_timeout_s = 180.0  # a node switched on is Ready within this, or it failed
         self._failed_at: dict[str, float] = {}  # hosts whose last switch failed: when
         self._snapshot: dict[str, HostPower] = {}
+        # the hosts never idle, whatever their bookings: the one consolidation empties (its old
+        # containers run until the new ones do; manager/moving.py)
+        self.keep_on: Callable[[], frozenset[str]] = frozenset
 
     # -- start and the scheduler's gate ------------------------------------------------------
 
@@ -254,10 +257,11 @@ class PowerControl:
 
     def _power_hosts(self, now: float) -> list[PowerHost]:
         views = list(self.parts.store.all_hosts())
+        kept = self.keep_on()
         out: list[PowerHost] = []
         for view in views:
             power = self.book.add_host(view.id, now)
-            if power.state is PowerState.ON and view.task_count == 0:
+            if power.state is PowerState.ON and view.task_count == 0 and view.id not in kept:
                 idle = self.idle_since.setdefault(view.id, max(now, power.since))
             else:
                 self.idle_since.pop(view.id, None)
@@ -268,7 +272,16 @@ class PowerControl:
             if host_id not in known:
                 self.book.remove_host(host_id)
                 self.idle_since.pop(host_id, None)
+        self._publish()  # hosts added or removed: the views count them (GET /power)
         return out
+
+    def on_hosts(self) -> frozenset[str]:
+        """The hosts that are on (the candidates of every pass and of consolidation)."""
+        return frozenset(self.book.in_state(PowerState.ON))
+
+    def excluded(self, request: Request) -> dict[str, str]:
+        """The hosts ``request``'s constraints rule out, with why (the nodes' last facts)."""
+        return self._excluded(request)
 
     def _excluded(self, request: Request) -> dict[str, str]:
         if not request.constraints:

@@ -168,6 +168,13 @@
     document.getElementById("queue-count").textContent = sorted.length + " waiting, most urgent first";
   }
 
+  function moved(moves) {
+    // consolidation's moves (DESIGN 3.15), when the manager consolidates
+    if (!moves) return "";
+    return moves.moved + " service" + (moves.moved === 1 ? "" : "s") + " moved" +
+      (moves.undone ? ", " + moves.undone + " move" + (moves.undone === 1 ? "" : "s") + " undone" : "") + "; ";
+  }
+
   function drawSummary(power, slo, hosts) {
     const c = power.cluster;
     if (c) {
@@ -175,7 +182,7 @@
       document.getElementById("energy-since").textContent = "since " + clock(c.since);
       const sw = power.switching;
       const switched = sw ? "with switching (" + Object.entries(sw.hosts).filter(([, n]) => n)
-        .map(([state, n]) => n + " " + state).join(", ") + "; " + c.estimated_kwh_all_on.toFixed(4) +
+        .map(([state, n]) => n + " " + state).join(", ") + "; " + moved(sw.moves) + c.estimated_kwh_all_on.toFixed(4) +
         " kWh had all stayed on); " : "";
       document.getElementById("watts").textContent = "estimated " + switched +
         (c.measured_hosts ? c.measured_kwh.toFixed(4) + " kWh measured on " + c.measured_hosts + " hosts; " : "") +

@@ -4,7 +4,8 @@ Only for the fast suite's tests of what the manager does with what the Swarm say
 is Down, gone or back under a new id, a task Swarm refused): a real node's loss needs the lab
 (root, minutes), so those tests say they use this and the lab's tests (tests/e2e) do it for
 real. It answers the calls the manager makes (``nodes``, ``services``, ``create``, ``remove``,
-``ping``) with the backend's own types; a created service runs at once on its node.
+``move``, ``ping``) with the backend's own types; a created service runs at once on its node, a
+moved one on its new node (or its new task stays pending there with ``move_pending``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from domain.errors import UnavailableError
+from domain.errors import NotFoundError, UnavailableError
 from manager.swarm import NodeAvailability, NodeInfo, Placement, ServiceInfo, TaskState
 
 _ids = itertools.count(1)
@@ -37,6 +38,8 @@ class StandInSwarm:
     services_by_task: dict[str, ServiceInfo] = field(default_factory=dict)
     created: list[Placement] = field(default_factory=list)
     reachable: bool = True  # False: every call fails as when the engine does not answer
+    moves: list[tuple[str, str]] = field(default_factory=list)  # (task id, node id) per move
+    move_pending: bool = False  # a moved service's new task stays pending (run_moved runs it)
 
     @classmethod
     def of(cls, count: int, cpu: int = 2048, memory: int = 4 * 2**30) -> StandInSwarm:
@@ -97,6 +100,27 @@ class StandInSwarm:
             placement.node_id, None, "", time.time())
         return service_id
 
+    def move(self, task_id: str, node_id: str) -> None:
+        """The service update with the new node constraint (start-first): its newest task is
+        the new one, on ``node_id``: running at once, or pending with ``move_pending``."""
+        self._check()
+        info = self.services_by_task.get(task_id)
+        if info is None:
+            raise NotFoundError(f"stand-in Swarm: no service of {task_id}")
+        self.moves.append((task_id, node_id))
+        running = not self.move_pending
+        self.services_by_task[task_id] = _with(
+            info, node_id=node_id, state=TaskState.RUNNING if running else TaskState.PENDING,
+            running_since=time.time() if running else None,
+            update_state="completed" if running else "updating")
+
+    def run_moved(self, task_id: str) -> None:
+        """The moved service's new task runs."""
+        self.services_by_task[task_id] = _with(self.services_by_task[task_id],
+                                               state=TaskState.RUNNING,
+                                               running_since=time.time(),
+                                               update_state="completed")
+
     def remove(self, task_id: str) -> bool:
         self._check()
         return self.services_by_task.pop(task_id, None) is not None
@@ -108,6 +132,15 @@ class StandInSwarm:
         rejected = getattr(TaskState, "REJECTED", TaskState.FAILED)
         self.services_by_task[task_id] = _with(info, state=rejected, message=message,
                                                exit_code=0)
+
+    def roll_back(self, task_id: str) -> None:
+        """Swarm rolled a moved service back (its new task failed on the target): it runs on
+        its first node again, and the service's update status says so."""
+        info = self.services_by_task[task_id]
+        first = next(p.node_id for p in self.created if p.task_id == task_id)
+        self.services_by_task[task_id] = _with(
+            info, node_id=first, state=TaskState.RUNNING, running_since=time.time(),
+            update_state="rollback_completed")
 
     def close(self) -> None:
         return None

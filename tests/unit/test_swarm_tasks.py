@@ -35,3 +35,22 @@ def test_a_pending_task_after_one_that_ran_is_pending() -> None:
     info = SwarmBackend._describe(ATTRS, [task(10, "failed"), task(12, "pending", node="")])
     assert info is not None and info.state is TaskState.PENDING
     assert SwarmBackend._describe(ATTRS, []) is not None
+
+
+def test_after_a_start_first_update_the_new_task_stands_for_the_service() -> None:
+    # a consolidation move (DESIGN 3.15) as the lab's Swarm lists it once done: the new task
+    # runs on n2; the old one on n1 was shut down after it, so its Version.Index is the higher
+    # (Swarm bumps it at each change): the service is the task created last, not changed last
+    old = {**task(30, "shutdown", node="n1"), "CreatedAt": "2026-11-27T12:00:00.5Z"}
+    new = {**task(25, "running", node="n2"), "CreatedAt": "2026-11-27T12:05:00.25Z"}
+    info = SwarmBackend._describe(ATTRS, [old, new])
+    assert info is not None
+    assert (info.state, info.node_id) == (TaskState.RUNNING, "n2")
+
+
+def test_the_service_update_status_is_read() -> None:
+    attrs = {**ATTRS, "UpdateStatus": {"State": "rollback_completed", "Message": "rolled back"}}
+    info = SwarmBackend._describe(attrs, [task(10, "running")])
+    assert info is not None and info.update_state == "rollback_completed"
+    never = SwarmBackend._describe(ATTRS, [task(10, "running")])
+    assert never is not None and never.update_state is None
