@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -118,11 +118,19 @@ def prune(cache: Path, keep: int = KEEP) -> list[Path]:
     return removed
 
 
-def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path:
-    """The compiled core's directory for the current sources: reused, or built."""
-    cache = cache_root() if cache is None else cache
-    sources, python, compiler = source_hash(), python_tag(), mypy_version()
-    key = build_key(sources, python, compiler)
+def build_once(cache: Path, key: str, sources: str, *, what: str, cached: Callable[[], bool],
+               announce: str, compile_into: Callable[[Path], dict[str, object]],
+               scratch: Iterable[str], report: bool = True,
+               check: Callable[[], object] = lambda: None) -> Path:
+    """``cache/key``, reused when ``cached()`` (asked under the cache's lock, so a build that
+    waited for another's finds it) or else built (``check()`` first, which raises when the
+    build cannot be made, then ``announce`` said):
+    ``compile_into(work)`` compiles
+    into a temporary directory of the cache and gives the manifest's fields; the scratch
+    entries go, the directory is renamed into place only when complete (under the cache's
+    lock), the oldest builds are pruned, and the tree's marker names the key. ``what`` names
+    the build in the lines printed. The mypyc build and the Rust build (native/rust_build.py)
+    both go this way."""
     final = cache / key
 
     def say(line: str) -> None:
@@ -130,24 +138,21 @@ def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path
             print(f"native: {line}", flush=True)
 
     with locked(cache):
-        if (final / MANIFEST).is_file():
-            say(f"the compiled core for these sources is cached: {final}")
+        if cached():
+            say(f"{what} for these sources is cached: {final}")
             os.utime(final / MANIFEST)  # recently used: the last to be pruned
         else:
+            check()
             start = time.monotonic()
-            say(f"compiling {len(MODULES)} modules with mypyc into {final} "
-                "(about a minute on 2 cores)")
+            say(announce)
             work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
             work.chmod(0o755)  # mkdtemp makes it private; the services read it too
             try:
-                _compile(work, jobs, cache / f"{key}.log")
-                _check_complete(work / "lib")
-                manifest = {"sources": sources, "python": python, "mypy": compiler,
-                            "modules": list(MODULES), "built_from": str(ROOT),
+                manifest = {**compile_into(work), "built_from": str(ROOT),
                             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
                 (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-                for scratch in ("c", "temp", "mypy-cache", "setup_native.py"):
-                    target = work / scratch
+                for name in scratch:
+                    target = work / name
                     if target.is_dir():
                         shutil.rmtree(target)
                     elif target.exists():
@@ -158,11 +163,30 @@ def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path
                 raise
             say(f"built in {time.monotonic() - start:.0f} s")
             for old in prune(cache):
-                say(f"removed an old build: {old}")
+                say(f"removed an old build of {what}: {old}")
         marker = root_marker(cache)
         marker.parent.mkdir(exist_ok=True)
         marker.write_text(json.dumps({"root": str(ROOT), "sources": sources, "key": key}) + "\n")
     return final
+
+
+def build(cache: Path | None = None, jobs: int = 2, report: bool = True) -> Path:
+    """The compiled core's directory for the current sources: reused, or built."""
+    cache = cache_root() if cache is None else cache
+    sources, python, compiler = source_hash(), python_tag(), mypy_version()
+    key = build_key(sources, python, compiler)
+    def compile_into(work: Path) -> dict[str, object]:
+        _compile(work, jobs, cache / f"{key}.log")
+        _check_complete(work / "lib")
+        return {"sources": sources, "python": python, "mypy": compiler,
+                "modules": list(MODULES)}
+
+    return build_once(cache, key, sources, what="the compiled core",
+                      cached=(cache / key / MANIFEST).is_file,
+                      announce=f"compiling {len(MODULES)} modules with mypyc into {cache / key} "
+                               "(about a minute on 2 cores)",
+                      compile_into=compile_into,
+                      scratch=("c", "temp", "mypy-cache", "setup_native.py"), report=report)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,19 +16,16 @@ in Python); the compiler's output is in ``<cache>/rust/<key>.log``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 import zipfile
 from pathlib import Path
 
 from native import rust
-from native.build import BuildError, locked, prune
-from native.loader import ROOT, cache_root, ext_suffix, python_tag, root_marker
+from native.build import BuildError, build_once
+from native.loader import ROOT, cache_root, ext_suffix, python_tag
 
 REGISTRY = Path("/usr/share/cargo/registry")
 CARGO_CONFIG = f"""# Written by native/rust_build.py: Debian's packaged crates, offline.
@@ -104,43 +101,20 @@ def build(cache: Path | None = None, report: bool = True) -> Path:
     builds = rust.rust_cache(top)
     sources, python = rust.source_hash(), python_tag()
     key = rust.build_key(sources, python)
-    final = builds / key
 
-    def say(line: str) -> None:
-        if report:
-            print(f"native: {line}", flush=True)
+    def compile_into(work: Path) -> dict[str, object]:
+        _, maturin = toolchain()
+        log = builds / f"{key}.log"
+        _check(_compile(rust.CRATE, work, maturin, log), log)
+        return {"sources": sources, "python": python, "module": rust.MODULE}
 
-    with locked(builds):
-        if rust.find_build(top, sources, python, ext_suffix()) is not None:
-            say(f"the Rust core for these sources is cached: {final}")
-            os.utime(final / rust.MANIFEST)
-        else:
-            _, maturin = toolchain()
-            start = time.monotonic()
-            say(f"building the Rust core with maturin into {final} (about a minute, 1 job)")
-            work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=builds))
-            work.chmod(0o755)
-            log = builds / f"{key}.log"
-            try:
-                target = _compile(rust.CRATE, work, maturin, log)
-                _check(target, log)
-                manifest = {"sources": sources, "python": python, "module": rust.MODULE,
-                            "built_from": str(ROOT),
-                            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-                (work / rust.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-                for scratch in ("crate", "target", "wheel"):
-                    shutil.rmtree(work / scratch, ignore_errors=True)
-                os.rename(work, final)
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
-            say(f"built in {time.monotonic() - start:.0f} s")
-            for old in prune(builds):
-                say(f"removed an old Rust build: {old}")
-        marker = root_marker(builds)
-        marker.parent.mkdir(exist_ok=True)
-        marker.write_text(json.dumps({"root": str(ROOT), "sources": sources, "key": key}) + "\n")
-    return final
+    return build_once(
+        builds, key, sources, what="the Rust core",
+        cached=lambda: rust.find_build(top, sources, python, ext_suffix()) is not None,
+        announce=f"building the Rust core with maturin into {builds / key} (about a minute, "
+                 "1 job)",
+        compile_into=compile_into, scratch=("crate", "target", "wheel"), report=report,
+        check=toolchain)
 
 
 def main(argv: list[str] | None = None) -> int:
