@@ -348,6 +348,13 @@ class RecorderFeed:
                 self._on_stopped(tracked, event, record)
             case ev.StartFailed() | ev.Vanished():
                 self._on_lost(tracked, event, record)
+            case ev.Suspended() | ev.Resumed():
+                # paused on its host, or running again (DESIGN 3.14): counted, and the pause
+                # is time not running, as in the simulator
+                if record and tracked.in_run:
+                    pause = (self.recorder.on_resumed if isinstance(event, ev.Resumed)
+                             else self.recorder.on_suspended)
+                    pause(self._t(_wall_s(event)), tracked.sub.request_id)
 
     def _on_placed(self, tracked: _Tracked, event: ev.Placed, record: bool) -> None:
         if event.host is not None:

@@ -21,9 +21,11 @@ from domain.events import (
     Queued,
     Rejected,
     Restored,
+    Resumed,
     Started,
     Stopped,
     Submitted,
+    Suspended,
     with_changes,
 )
 from domain.lifecycle import RequestStatus as R
@@ -426,6 +428,18 @@ def test_a_cut_given_back_is_counted_and_the_task_has_its_resources_again() -> N
     world.poll("d")
     assert tracked.cpu == 400
     assert world.finish().metrics.restores == 1
+
+
+def test_a_pause_and_its_resume_from_the_history_are_counted_and_time_kept() -> None:
+    """DESIGN 3.14: a job the live manager paused (its ``suspended`` event) and resumed is
+    counted as the simulator counts it, and its pause is time not running."""
+    world = World(job("j", 0.0, cls=4, makespan=100.0))
+    world.answer("j", 0.0)
+    world.event("j", 10.0, Suspended("suspended for c1", host="nodeA", by="c1", applied=True))
+    world.event("j", 40.0, Resumed("resumed", host="nodeA", applied=True))
+    world.poll("j")
+    m = world.finish().metrics
+    assert (m.suspensions, m.resumes) == (1, 1)
 
 
 def test_a_kill_no_decision_made_still_counts() -> None:
