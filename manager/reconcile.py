@@ -4,7 +4,8 @@ service checked against the books. Runs on the manager's scheduling loop only.
 Only Swarm nodes are hosts, as Swarm defines their availability: an ``active`` node takes new
 placements; a ``pause`` one keeps its tasks and takes none (the scheduler closes it); a
 ``drain`` one loses its tasks at once, like a node that left (those are rescheduled after
-``NODE_GRACE_S``, so that a node that blinks keeps its tasks). What becomes of a node that is
+``NODE_GRACE_S``, so that a node that blinks keeps its tasks; a Down node takes no new task
+meanwhile). What becomes of a node that is
 Down, gone, or back under a new id: manager/nodes.py.
 
 Every record is reconciled on its own (manager/faults.py): a node, a service or a booked task
@@ -105,6 +106,9 @@ class SwarmSync:
         self.moving: Callable[[], frozenset[str]] = frozenset
         self.emptying: Callable[[], frozenset[str]] = frozenset
         self.paused: frozenset[str] = frozenset()  # as of the last pass
+        # hosts whose node Swarm lists but not Ready (Down): their tasks wait out the grace of
+        # a blink, but nothing new is placed there meanwhile
+        self.down: frozenset[str] = frozenset()
         self.ready_ids: frozenset[str] = frozenset()  # Ready and active, as of the last pass
         self.passes = 0  # passes done (a host switched on counts Ready from a later pass)
 
@@ -174,11 +178,12 @@ class SwarmSync:
                 joined |= self.faults.attempt("node", node.id, partial(self.store.add_host, spec))
         self._nodes_out(listed, set(known), now, exempt)
         self.paused = frozenset(n.id for n in nodes if n.availability is NodeAvailability.PAUSE)
+        self.down = frozenset(n.id for n in listed if not n.ready and n.id not in exempt)
         self.ready_ids = frozenset(n.id for n in nodes
                                    if n.availability is NodeAvailability.ACTIVE)
         self.passes += 1
         reopened_or_closed = self.scheduler.set_closed_hosts(
-            self.paused | exempt | self.emptying())
+            self.paused | self.down | exempt | self.emptying())
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()
         if joined or reopened_or_closed or relabelled:
@@ -187,7 +192,7 @@ class SwarmSync:
     def close_hosts(self) -> None:
         """The hosts switched by the power manager changed: paused and switched hosts closed,
         and what waits retried when one opened."""
-        closed = self.paused | self.power_exempt() | self.emptying()
+        closed = self.paused | self.down | self.power_exempt() | self.emptying()
         if self.scheduler.set_closed_hosts(closed):
             self.queue_retry()
 

@@ -325,3 +325,26 @@ def test_a_container_swarm_refuses_fails_its_request_with_swarms_reason(
         assert cluster.store.task(name) is None  # its room is free
         assert name not in cluster.swarm.services_by_task
         assert f"on {cluster.manager.views.host_name(host)}:" in ended["reason"], ended
+
+
+def test_a_down_node_takes_no_new_task_while_its_own_wait_out_the_grace(
+        redis_srv: RedisServer, swarm: StandInSwarm) -> None:
+    """A node Swarm calls Down keeps its tasks for NODE_GRACE_S (a blink), but no new task is
+    placed there meanwhile: the HA chaos test's leader's node, stopped, took the new leader's
+    placements until the grace ran out."""
+    built = make_cluster(redis_srv.url, swarm, f"rec{next(_numbers)}")
+    built.sync()
+    try:
+        _on(built, "n1", ["a"])  # the fuller host: the one energy would fill next
+        built.swarm.set_down("n1")
+        built.sync()
+        assert (built.record("a")["status"], built.record("a")["host"]) == ("running", "n1")
+        assert built.submit("b")["request"]["host"] == "n2"
+        assert built.manager.scheduler.closed_hosts == frozenset({"n1"})
+        built.swarm.set_ready("n1")  # back within the grace: open again, its task kept
+        built.sync()
+        assert built.manager.scheduler.closed_hosts == frozenset()
+        assert built.record("a")["host"] == "n1"
+    finally:
+        built.manager.loop.stop()
+        built.store.flush()

@@ -62,6 +62,9 @@ class StandInSwarm:
     def set_down(self, node_id: str) -> None:
         self.states[node_id] = "down"
 
+    def set_ready(self, node_id: str) -> None:
+        self.states[node_id] = "ready"
+
     def drain(self, node_id: str) -> None:
         """``docker node update --availability drain``: Swarm moves its tasks away."""
         self.nodes_by_id[node_id] = _with(self.nodes_by_id[node_id],
