@@ -261,7 +261,10 @@ class Live:
 
     def containers(self, task: str | None = None, *, all_: bool = False) -> list[Any]:
         label = LABEL_TASK if task is None else f"{LABEL_TASK}={task}"
-        found = self.docker.containers.list(all=all_, filters={"label": label})
+        # a container Swarm removes between the list and its inspection is skipped, not an
+        # error (it failed a teardown, which then left the other cluster's processes running)
+        found = self.docker.containers.list(all=all_, filters={"label": label},
+                                            ignore_removed=True)
         return [
             c
             for c in found
@@ -324,8 +327,10 @@ def federated_pair(
         a.start_manager()
         yield a, b
     finally:
-        a.close()
-        b.close()
+        try:
+            a.close()
+        finally:
+            b.close()
 
 
 def poll(check: Callable[[], bool], timeout_s: float, what: str) -> None:
