@@ -15,6 +15,10 @@ bodies and maps answers to errors.
 from __future__ import annotations
 
 import logging
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from urllib.parse import urlsplit
 
 import requests
 from flask import Flask, Response, jsonify, request
@@ -31,6 +35,10 @@ _PASSED_IN = ("Authorization", "Content-Type", "Cookie", "Accept", "Forwarded",
 _PASSED_OUT = ("Content-Type", "Set-Cookie", "Retry-After", "Location", "WWW-Authenticate",
                "Allow")
 CONNECT_TIMEOUT_S = 2.0
+# The leader's name must resolve within this (a connect timeout does not cover it): a leader
+# whose task died leaves a name Swarm's DNS takes about 10 s to give up on, and relays stuck on
+# it held every worker thread of a standby past the new leader's election.
+RESOLVE_TIMEOUT_S = 1.0
 READ_TIMEOUT_S = 75.0  # longer than the scheduling loop's own limit on a call (60 s)
 
 
@@ -38,6 +46,8 @@ class LeaderForward:
     def __init__(self, leadership: Leadership) -> None:
         self.leadership = leadership
         self._session = requests.Session()
+        # resolutions run here, so a stuck one holds a resolver, not a worker thread
+        self._resolvers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="leader-dns")
 
     def install(self, app: Flask) -> None:
         """After web.install's hooks: the caller's credential and body bounds are checked here
@@ -61,6 +71,11 @@ class LeaderForward:
         headers = {name: request.headers[name] for name in _PASSED_IN if name in request.headers}
         headers[FORWARDED_HEADER] = "1"
         path = request.full_path if request.query_string else request.path
+        if not self._resolves(leader_url):
+            log.warning("forwarding %s %s: the leader %s does not resolve within %g s",
+                        request.method, request.path, leader_url, RESOLVE_TIMEOUT_S)
+            return self._no_leader(leader_url, f"the leader {leader_url} does not answer (its "
+                                   f"name does not resolve within {RESOLVE_TIMEOUT_S:g} s)")
         try:
             answer = self._session.request(
                 request.method, leader_url + path, data=request.get_data(), headers=headers,
@@ -74,6 +89,17 @@ class LeaderForward:
             for value in answer.raw.headers.getlist(name) if answer.raw else ():
                 response.headers.add(name, value)
         return response
+
+    def _resolves(self, url: str) -> bool:
+        parts = urlsplit(url)
+        if parts.hostname is None:
+            return False
+        found = self._resolvers.submit(socket.getaddrinfo, parts.hostname, parts.port or 80)
+        try:
+            found.result(timeout=RESOLVE_TIMEOUT_S)
+        except (FutureTimeout, OSError):
+            return False
+        return True
 
     @staticmethod
     def _no_leader(leader_url: str | None, why: str = "") -> Response:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ from lab.processes import RedisServer, free_port, wait_for
 from manager.agents import AgentClient
 from manager.app import create_app
 from manager.core import Manager
-from manager.leadership import Lease, holder_id
+from manager.leadership import LeaderView, Lease, Role, holder_id
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
 from tests.support.standin_swarm import StandInSwarm
@@ -222,3 +223,31 @@ def test_a_dashboard_login_through_the_standby_works_on_both(
     assert browser.cookies, "the leader's Set-Cookie did not come back through the standby"
     for running in (second, first):
         assert browser.get(running.url + "/healthz", timeout=10).json()["details"] is True
+
+
+def test_a_leader_whose_name_does_not_resolve_is_not_waited_for(
+        pair: tuple[Running, Running], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby relaying to a leader whose task died: Swarm's DNS takes about 10 s to give up
+    on the dead task's name, and relays stuck on it held every worker thread of the standby
+    past the next leader's election (the lab's chaos test). Stand-in: a slow resolution cannot
+    be had for real in the fast suite, so the resolver is made to hang on one made-up name."""
+    first, second = pair
+    wait_for(lambda: first.get("/hosts").json(), 10.0, "the leader to reconcile the node")
+    slow_name = "dead-leader.invalid"
+    real = socket.getaddrinfo
+
+    def resolve(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == slow_name:
+            time.sleep(5.0)
+            raise socket.gaierror("no such name")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    second.pause()  # its view stays as set here: the lease names the dead leader
+    second.manager.leadership._view = LeaderView(Role.STANDBY, f"http://{slow_name}:8080")
+    started = time.monotonic()
+    answer = _submit(second, "via-a-dead-name")
+    took = time.monotonic() - started
+    assert answer.status_code == 503, answer.text
+    assert "does not resolve" in answer.json()["message"]
+    assert took < 3.0, took
