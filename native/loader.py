@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from native import rust
+from native.digest import files_digest
 
 # The compiled modules (profiled with ``python -m benchmarks.sim_speed --skip-thesis
 # --large-hosts 100 --large-hours 0.25 --profile 40``). Left interpreted: domain.store (its
@@ -136,12 +137,7 @@ def python_tag() -> str:
 
 def source_hash(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> str:
     """sha256 over the compiled modules' names and sources."""
-    digest = hashlib.sha256()
-    for module in modules:
-        digest.update(module.encode() + b"\0")
-        digest.update(module_path(module, root).read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+    return files_digest((module, module_path(module, root)) for module in modules)
 
 
 def build_key(sources: str, python: str, mypy_version: str) -> str:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from native.digest import files_digest
+
 MODULE = "greenswarm_core"
 ENV = "GREENSWARM_NATIVE_RUST"
 MANIFEST = "manifest.json"
@@ -41,12 +43,7 @@ def crate_sources(crate: Path = CRATE) -> list[Path]:
 
 def source_hash(crate: Path = CRATE) -> str:
     """sha256 over the crate's sources (names relative to the crate, and contents)."""
-    digest = hashlib.sha256()
-    for path in crate_sources(crate):
-        digest.update(str(path.relative_to(crate)).encode() + b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+    return files_digest((str(path.relative_to(crate)), path) for path in crate_sources(crate))
 
 
 def build_key(sources: str, python: str) -> str:
