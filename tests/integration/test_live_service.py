@@ -72,6 +72,10 @@ def test_a_cut_is_given_back_live_when_its_cutter_ends(live: Live) -> None:
     live.wait_status("cutter", "completed")
     live.wait_resources("kept", (1800, 64 * 2**20))  # docker inspect: HostConfig
     assert live.running("kept").id == container, "the container was not replaced"
+    # the node applies the restore before the manager records it (manager/effects.py: the
+    # agent's answer, then the event): wait for the record, not only for docker inspect
+    poll(lambda: any(e["kind"] == "restored" for e in live.request("kept")["history"]), 10,
+         "the restored event in kept's history")
     record = live.request("kept")
     assert record["current"] == {"cpu_shares": 1800, "memory": 64 * 2**20}
     assert record["cut_received"] == "0"
