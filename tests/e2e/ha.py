@@ -97,6 +97,9 @@ class HaStack:
             "GREENSWARM_SERVICE_PREFIX": self.prefix,
             "GREENSWARM_LEADER_LEASE_S": f"{self.lease_s:g}",
             "GREENSWARM_SENTINEL_DOWN_AFTER_MS": str(self.down_after_ms),
+            # the names the managers advertise (docker-stack.ha.lab.yml's extra_hosts)
+            **{f"GREENSWARM_LAB_NODE{n['index']}_ADDRESS": n["address"]
+               for n in self.manager_nodes},
         }
 
     def docker(self, *args: str, timeout_s: float = 180.0) -> str:
