@@ -253,6 +253,11 @@ class Manager:
             self._state.prepared = True
         if self.switching is not None:  # as the last leader left them, at every take-over
             self.switching.load()
+        if self.consolidation is not None:  # before the reconciliation: it leaves them alone
+            try:
+                self.consolidation.resume()
+            except GreenSwarmError as exc:
+                log.warning("consolidation: the moves under way not taken over: %s", exc)
         self._sync_logged()
         self.queue_retry()
 

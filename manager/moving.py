@@ -32,12 +32,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
 from domain.errors import GreenSwarmError, NotFoundError
-from domain.events import Moved, MoveStarted, MoveUndone
+from domain.events import Event, Moved, MoveStarted, MoveUndone
 from domain.model import Request, Task
 from host_registry.redis_store import RedisStore
 from manager.records import RequestRecords
@@ -137,6 +137,47 @@ class LiveConsolidation:
         if not self._moves:
             consolidator.finished()
             self._publish(None)
+
+    def resume(self) -> int:
+        """At a take-over: follow the moves a former leader started and did not see end, and
+        keep its pins (DESIGN 13: the loop's work carries over). A task booked on the target of
+        its last ``move-started`` event, with no ``moved`` or ``move-undone`` after it, is
+        followed as if started now (done when Swarm runs it on the target, undone when Swarm
+        refused it or it does not run there within ``timeout_s``); a task moved within the
+        pin time is not moved again before it ends. Without this the new leader left the
+        request's record on the source while it ran on the target, and never undid a move
+        Swarm refused. A record that cannot be read is skipped (DESIGN 9). The number of moves
+        taken up."""
+        store, now = self.parts.store, self.parts.clock()
+        pin_s = self.consolidator.settings.move_pin_s
+        taken: list[Move] = []
+        for task in store.tasks():
+            if task.id in self._moves:
+                continue
+            try:
+                record = self.parts.records.get(task.id)
+            except GreenSwarmError as exc:
+                log.warning("consolidation: %s not looked at for a move under way: %s",
+                            task.id, exc)
+                continue
+            started, ended = _last_move(record.history)
+            last = ended or started
+            if last is not None and last.t is not None and now - last.t < pin_s:
+                self.consolidator.pins.setdefault(task.id, last.t)
+            if (started is None or ended is not None or started.host is None
+                    or started.target != task.host):
+                continue
+            move = Move(task.id, started.host, task.host, task.cpu_shares, task.memory)
+            before = replace(task, host=started.host, cpu_shares=record.cpu_shares,
+                             memory=record.memory, cut_received=Fraction(record.cut_received))
+            self._moves[task.id] = _Moving(move, before)
+            taken.append(move)
+        if taken:
+            log.info("consolidation: %d move(s) under way taken over", len(taken))
+            self._started_at = now
+            self.consolidator.in_flight = taken[0].source
+            self._publish(taken[0].source)
+        return len(taken)
 
     def _start(self, move: Move) -> None:
         """Book the task on the target, then ask Swarm to move it (start-first)."""
@@ -260,6 +301,18 @@ class LiveConsolidation:
             self._moving = frozenset(self._moves)
             self._emptying = frozenset() if host is None else frozenset({host})
         self.parts.closed_changed()
+
+
+def _last_move(history: list[Event]) -> tuple[MoveStarted | None, Moved | MoveUndone | None]:
+    """The last ``move-started`` of a history and the event that ended it (None: none yet)."""
+    started: MoveStarted | None = None
+    ended: Moved | MoveUndone | None = None
+    for event in history:
+        if isinstance(event, MoveStarted):
+            started, ended = event, None
+        elif isinstance(event, (Moved, MoveUndone)):
+            ended = event
+    return started, ended
 
 
 def _on(task: Task, host: str, cpu_shares: int, memory: int) -> Task:

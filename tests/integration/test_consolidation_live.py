@@ -213,6 +213,63 @@ def test_a_move_swarm_rolls_back_is_undone_at_once(built: tuple[Cluster, Path]) 
     assert "n1" not in cluster.manager.scheduler.closed_hosts
 
 
+def _successor(cluster: Cluster, redis_url: str) -> Cluster:
+    """A second manager on the same Redis and Swarm that takes the books over, as a new leader
+    does when the lease passes to it (DESIGN 13: ``_take_over``, which ``_lead`` posts on the
+    loop of an elected manager; these managers are driven by hand)."""
+    first = cluster.manager
+    assert isinstance(first.clock, Clock)
+    store = RedisStore.from_url(redis_url, first.settings.classes, first.settings.bounds,
+                                first.settings.redis_prefix)
+    second = Manager(first.settings, store, store.sibling(RequestRecords), cluster.swarm,  # type: ignore[arg-type]
+                     AgentClient(TOKEN), clock=Clock(first.clock.now))
+    second.loop.start()
+    second.loop.call(second._take_over)
+    return Cluster(second, cluster.swarm, create_app(second).test_client(), store)
+
+
+@pytest.mark.parametrize("swarm_answer", ["runs it on the target", "refuses it"])
+def test_a_move_under_way_is_followed_by_the_next_leader(
+        built: tuple[Cluster, Path], redis_srv: RedisServer, swarm_answer: str) -> None:
+    """The leader that started a move dies before Swarm ran the new task: the next leader
+    takes the move over at its take-over (its record said the source, and a refused update
+    was never undone, before), keeps the source closed, and ends the move either way."""
+    cluster, _ = built
+    _place(cluster, "n1", "lone")
+    _place(cluster, "n2", "b")
+    _services_ran(cluster)
+    _round(cluster)
+    assert cluster.swarm.moves == [("lone", "n2")] and _booked(cluster, "lone") == "n2"
+    cluster.manager.loop.stop()  # the leader is gone; its move is under way
+
+    after = _successor(cluster, redis_srv.url)
+    try:
+        consolidation = after.manager.consolidation
+        assert consolidation is not None
+        assert consolidation.moving() == frozenset({"lone"})
+        assert consolidation.emptying() == frozenset({"n1"})
+        assert "n1" in after.manager.scheduler.closed_hosts  # no pass refills the source
+        if swarm_answer == "runs it on the target":
+            after.swarm.run_moved("lone")
+            _round(after)
+            record = after.record("lone")
+            assert record["host"] == "n2" and record["status"] == "running"
+            kinds = [e["kind"] for e in record["history"] if "move" in e["kind"]]
+            assert kinds == ["move-started", "moved"], record["history"]
+            assert consolidation.consolidator.pins.keys() >= {"lone"}  # not moved again soon
+        else:
+            after.swarm.refuse("lone", "no such image on h2")
+            _round(after)
+            assert _booked(after, "lone") == "n1"
+            assert after.swarm.moves == [("lone", "n2"), ("lone", "n1")]
+            record = after.record("lone")
+            assert record["host"] == "n1" and record["status"] == "running"
+        assert consolidation.moving() == frozenset() and consolidation.emptying() == frozenset()
+        assert "n1" not in after.manager.scheduler.closed_hosts
+    finally:
+        after.manager.loop.stop()
+
+
 def test_a_host_with_a_job_is_never_emptied(built: tuple[Cluster, Path]) -> None:
     cluster, _ = built
     _place(cluster, "n1", "job", kind="job")
