@@ -194,7 +194,30 @@ class HaStack:
         hosts = requests.get(leader + "/hosts", headers=self.headers(), timeout=5).json()
         if len(hosts) != len(self.lab.nodes):
             return False
-        return self.redis_replicas() >= 1
+        return self.redis_replicas() >= 1 and self.sentinels_formed()
+
+    def sentinels_formed(self) -> bool:
+        """Every Sentinel watches the same primary and knows the other two: a failover needs
+        two of them to agree and a majority to elect one that carries it out. Just after
+        `docker stack deploy` they are still (re)starting (each waits for redis-primary's
+        address) and finding each other; a primary lost then is never replaced (seen: every
+        manager without Redis for a minute, until the primary's node came back)."""
+        primaries = set()
+        for node in self.manager_nodes:
+            found = self._service_containers("redis-sentinel", node)
+            if len(found) != 1:
+                return False
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+                code, out = found[0].exec_run(["redis-cli", "-p", "26379", "sentinel", "master",
+                                               "greenswarm"])
+                lines = out.decode().splitlines() if code == 0 else []
+                said = dict(zip(lines[0::2], lines[1::2], strict=False))
+                if said.get("num-other-sentinels") != "2" or said.get("flags") != "master":
+                    return False
+                primaries.add(said.get("ip"))
+                continue
+            return False
+        return len(primaries) == 1
 
     # -- Redis, through a Sentinel ------------------------------------------------------------
 
