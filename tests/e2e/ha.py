@@ -477,7 +477,13 @@ def run_fault(stack: HaStack, fault: str, tag: str, report: Callable[[str], None
     if stopped is not None:  # on again: the node rejoins (its tasks come back by Swarm)
         done = lab_cli("power", "on", stopped["name"], timeout_s=180)
         gap.append(f"{stopped['name']} switched on again: exit {done.returncode}")
-    lost, duplicated, phantoms = _check(stack, stream, stopped)
+    try:
+        lost, duplicated, phantoms = _check(stack, stream, stopped)
+    except AssertionError:  # what the gap looked like, for the failure's reader
+        for line in gap:
+            report(f"  {line}")
+        raise
+    gap += _phantom_lines(stack, stream, set(phantoms), struck_s)
     outcome = Outcome(
         fault=fault,
         failover_s=None if first is None else first.done_s - struck_s,
@@ -549,13 +555,30 @@ def _gap_lines(stack: HaStack, stream: Stream, watch: Watch, struck_s: float, ba
     return lines
 
 
+def _phantom_lines(stack: HaStack, stream: Stream, phantoms: set[str], struck_s: float
+                   ) -> list[str]:
+    """What the clients of the requests recorded without a 201 were told, and when (from the
+    fault; negative: while it was being made)."""
+    told: dict[str, list[float]] = {}
+    for a in stream.attempts:
+        if a.name in phantoms:
+            key = (f"{a.status} {a.error[:60]}" if a.status else f"no answer ({a.error})")
+            told.setdefault(f"{key} via {stack.node_of(a.via)['name']}", []).append(
+                a.sent_s - struck_s)
+    return [f"recorded without a 201, told {key}: x{len(ts)}, sent at t={min(ts):.1f}.."
+            f"{max(ts):.1f}" for key, ts in told.items()]
+
+
 def _check(stack: HaStack, stream: Stream, stopped: dict[str, Any] | None
            ) -> tuple[list[str], list[str], list[str]]:
     """Lost: accepted (201) yet not in the records. Duplicated: running in more than one
     container across the live nodes, or on more than one host in the registry. Phantoms:
     in the records though the client never saw its 201."""
     url = stack.leader_url() or stack.urls[0]
-    poll(lambda: stack.leader_url() is not None, 60, "a leader to check the records")
+    try:
+        poll(lambda: stack.leader_url() is not None, 60, "a leader to check the records")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the managers say {stack.roles()}") from None
     url = stack.leader_url() or url
     records = requests.get(url + "/requests", headers=stack.headers(), timeout=30).json()
     known = {r["id"]: r for r in records} | {r.get("name", ""): r for r in records}
