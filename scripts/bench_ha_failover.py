@@ -58,7 +58,7 @@ def one_run(index: int, faults: list[str], heartbeat_s: float | None) -> list[Ou
             try:
                 print(f"run {index}: deployed and healthy in {stack.up():.1f} s", flush=True)
                 for fault in faults:
-                    outcomes.append(run_fault(stack, fault, f"r{index}-{fault[:6]}",
+                    outcomes.append(run_fault(stack, fault, f"r{index}-{fault}",
                                               report=lambda line: print(line, flush=True)))
             finally:
                 stack.down()
