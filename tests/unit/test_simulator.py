@@ -560,8 +560,12 @@ def test_a_run_leaves_what_its_caller_froze_frozen_and_freezes_nothing_more(
         sim = thesis_sim("energy", seed=1, duration_s=900.0)
         sim.progress = lambda t_s, end_s: seen.append(gc.get_freeze_count())
         sim.run()
-        assert len(seen) > 1 and set(seen) == {frozen}  # collected, never frozen by the run
-        assert gc.get_freeze_count() == frozen
+        # An object the caller froze may still die by its reference count during the run (the
+        # count fell by one in a full CI run: 310,343 to 310,342); an unfreeze would drop the
+        # count to 0 and a freeze by the run would raise it by the run's objects (thousands).
+        assert len(seen) > 1
+        assert all(frozen - 100 <= count <= frozen for count in seen), (frozen, set(seen))
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
