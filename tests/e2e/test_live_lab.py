@@ -80,7 +80,7 @@ def _no_container(node: dict[str, Any]) -> Callable[[], bool]:
     def check() -> bool:
         client = node_engine(node)
         try:
-            return not client.containers.list(all=True)
+            return not client.containers.list(all=True, ignore_removed=True)
         finally:
             client.close()
     return check

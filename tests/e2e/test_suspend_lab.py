@@ -58,7 +58,8 @@ def _node(lab: Lab, host_id: str) -> dict[str, Any]:
 def containers_of(node: dict[str, Any], task: str) -> list[dict[str, Any]]:
     """`docker inspect` of every container of ``task`` on ``node``'s own engine, paused too."""
     with node_client(node) as client:
-        found = client.containers.list(all=True, filters={"label": f"{LABEL_TASK}={task}"})
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_TASK}={task}"},
+                                       ignore_removed=True)
         return [c.attrs for c in found]
 
 

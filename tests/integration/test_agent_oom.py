@@ -152,7 +152,9 @@ def node(redis_srv: RedisServer, docker_socket: str, busybox_image: str) -> Iter
         yield Node(f"http://127.0.0.1:{server.port}", reports, store, client, busybox_image,
                    docker_socket)
     finally:
-        for container in client.containers.list(all=True, filters={"name": "gs-oomtest-"}):
+        # a container removed between the list and its inspection is skipped, not an error
+        for container in client.containers.list(all=True, filters={"name": "gs-oomtest-"},
+                                                ignore_removed=True):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 container.remove(force=True)  # the agent may be removing it too
         client.close()
@@ -172,7 +174,8 @@ def test_an_oom_event_after_the_die_is_still_reported_as_out_of_memory(node: Nod
     [report] = node.reports.of(task_id)
     assert (report["status"], report["exit_code"], report["oom"]) == ("failed", 137, True)
     assert node.store.task(task_id) is None
-    wait_for(lambda: not node.docker.containers.list(all=True, filters={"id": container.id}),
+    wait_for(lambda: not node.docker.containers.list(all=True, filters={"id": container.id},
+                                                     ignore_removed=True),
              10.0, "the container removed after the report")
 
 
