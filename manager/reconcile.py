@@ -182,8 +182,7 @@ class SwarmSync:
         self.ready_ids = frozenset(n.id for n in nodes
                                    if n.availability is NodeAvailability.ACTIVE)
         self.passes += 1
-        reopened_or_closed = self.scheduler.set_closed_hosts(
-            self.paused | self.down | exempt | self.emptying())
+        reopened_or_closed = self.scheduler.set_closed_hosts(self._closed(exempt))
         relabelled = self.scheduler.set_node_facts({n.id: n.facts() for n in nodes})
         self._reconcile()
         if joined or reopened_or_closed or relabelled:
@@ -192,9 +191,13 @@ class SwarmSync:
     def close_hosts(self) -> None:
         """The hosts switched by the power manager changed: paused and switched hosts closed,
         and what waits retried when one opened."""
-        closed = self.paused | self.down | self.power_exempt() | self.emptying()
-        if self.scheduler.set_closed_hosts(closed):
+        if self.scheduler.set_closed_hosts(self._closed(self.power_exempt())):
             self.queue_retry()
+
+    def _closed(self, exempt: frozenset[str]) -> frozenset[str]:
+        """The hosts no pass may use: paused and Down nodes (as of the last pass), the hosts
+        the power manager switched (``exempt``) and the one being emptied."""
+        return self.paused | self.down | exempt | self.emptying()
 
     def _nodes_out(self, listed: list[NodeInfo], hosts: set[str], now: float,
                    exempt: frozenset[str] = frozenset()) -> None:
