@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from domain.errors import GreenSwarmError, NotFoundError
 from domain.events import Event, Moved, MoveStarted, MoveUndone
-from domain.model import Request, Task
+from domain.model import Request, Task, TaskType
 from host_registry.redis_store import RedisStore
 from manager.records import RequestRecords
 from manager.swarm import ServiceInfo, TaskState
@@ -152,8 +152,8 @@ class LiveConsolidation:
         pin_s = self.consolidator.settings.move_pin_s
         taken: list[Move] = []
         for task in store.tasks():
-            if task.id in self._moves:
-                continue
+            if task.type is not TaskType.SERVICE or task.id in self._moves:
+                continue  # jobs are never moved: their records need not be read
             try:
                 record = self.parts.records.get(task.id)
             except GreenSwarmError as exc:
