@@ -207,16 +207,10 @@ class HaStack:
             found = self._service_containers("redis-sentinel", node)
             if len(found) != 1:
                 return False
-            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-                code, out = found[0].exec_run(["redis-cli", "-p", "26379", "sentinel", "master",
-                                               "greenswarm"])
-                lines = out.decode().splitlines() if code == 0 else []
-                said = dict(zip(lines[0::2], lines[1::2], strict=False))
-                if said.get("num-other-sentinels") != "2" or said.get("flags") != "master":
-                    return False
-                primaries.add(said.get("ip"))
-                continue
-            return False
+            said = _fields(_sentinel_cli(found[0], "sentinel", "master", "greenswarm"))
+            if said.get("num-other-sentinels") != "2" or said.get("flags") != "master":
+                return False
+            primaries.add(said.get("ip"))
         return len(primaries) == 1
 
     # -- Redis, through a Sentinel ------------------------------------------------------------
@@ -234,11 +228,9 @@ class HaStack:
         """``redis-cli -p 26379 <command>`` in the first Sentinel that answers."""
         for node in self.manager_nodes:
             for container in self._service_containers("redis-sentinel", node):
-                with contextlib.suppress(docker.errors.DockerException,
-                                         requests.RequestException):
-                    code, out = container.exec_run(["redis-cli", "-p", "26379", *command])
-                    if code == 0 and out.strip():
-                        return str(out.decode().strip())
+                said = _sentinel_cli(container, *command)
+                if said:
+                    return said
         raise AssertionError("no Sentinel answers")
 
     def primary_address(self) -> str:
@@ -270,6 +262,22 @@ class HaStack:
         found = self._service_containers("manager", node)
         assert len(found) == 1, f"{len(found)} manager containers on {node['name']}"
         return found[0]
+
+
+def _sentinel_cli(container: Any, *command: str) -> str:
+    """``redis-cli -p 26379 <command>`` in one Sentinel's container; "" when it does not
+    answer."""
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        code, out = container.exec_run(["redis-cli", "-p", "26379", *command])
+        if code == 0:
+            return str(out.decode().strip())
+    return ""
+
+
+def _fields(text: str) -> dict[str, str]:
+    """redis-cli's answer of alternating names and values (``sentinel master``) as a map."""
+    lines = text.splitlines()
+    return dict(zip(lines[0::2], lines[1::2], strict=False))
 
 
 # -- the stream of submissions ----------------------------------------------------------------
@@ -516,8 +524,7 @@ def _dashboard(stack: HaStack, url: str) -> str:
 def _sentinel_view(stack: HaStack) -> str:
     try:
         primary = stack.primary_address()
-        flags = stack.sentinel("sentinel", "master", "greenswarm").splitlines()
-        state = flags[flags.index("flags") + 1] if "flags" in flags else "?"
+        state = _fields(stack.sentinel("sentinel", "master", "greenswarm")).get("flags", "?")
         return f"{primary} ({state}), replicas in sync {stack.redis_replicas()}"
     except (AssertionError, IndexError) as exc:
         return f"unknown ({exc})"
@@ -545,14 +552,20 @@ def _gap_lines(stack: HaStack, stream: Stream, watch: Watch, struck_s: float, ba
     refusals: dict[str, tuple[int, float]] = {}
     for a in stream.attempts:
         if struck_s <= a.sent_s <= back_s and a.status != 201:
-            where = stack.node_of(a.via)["name"]
-            key = (f"{a.status} Retry-After={a.retry_after} leader={a.leader_named} "
-                   f"{a.error[:60]}" if a.status else f"no answer ({a.error})") + f" via {where}"
+            key = _told(stack, a)
             count, longest = refusals.get(key, (0, 0.0))
             refusals[key] = (count + 1, max(longest, a.done_s - a.sent_s))
     lines += [f"submission answered {key}: x{n}, the longest in {took:.1f} s"
               for key, (n, took) in refusals.items()]
     return lines
+
+
+def _told(stack: HaStack, a: Attempt) -> str:
+    """What a client was told (status, Retry-After, the leader named, the message; or no
+    answer), and by which manager."""
+    said = (f"{a.status} Retry-After={a.retry_after} leader={a.leader_named} {a.error[:60]}"
+            if a.status else f"no answer ({a.error})")
+    return f"{said} via {stack.node_of(a.via)['name']}"
 
 
 def _phantom_lines(stack: HaStack, stream: Stream, phantoms: set[str], struck_s: float
@@ -562,9 +575,7 @@ def _phantom_lines(stack: HaStack, stream: Stream, phantoms: set[str], struck_s:
     told: dict[str, list[float]] = {}
     for a in stream.attempts:
         if a.name in phantoms:
-            key = (f"{a.status} {a.error[:60]}" if a.status else f"no answer ({a.error})")
-            told.setdefault(f"{key} via {stack.node_of(a.via)['name']}", []).append(
-                a.sent_s - struck_s)
+            told.setdefault(_told(stack, a), []).append(a.sent_s - struck_s)
     return [f"recorded without a 201, told {key}: x{len(ts)}, sent at t={min(ts):.1f}.."
             f"{max(ts):.1f}" for key, ts in told.items()]
 
