@@ -312,10 +312,25 @@ def serve(app: Flask, host: str, port: int, threads: int) -> None:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         log.info("signal %s: shutting down", signum)
-        server.close()
+        raise _Stopped
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving on %s", listen_addresses(host, port))
-    with contextlib.suppress(OSError):  # the listening socket closes under the loop at exit
-        server.run()
+    try:
+        server.run()  # ends on _Stopped as on Ctrl-C: the requests under way finish first
+    except _Stopped:  # before the loop ran, or during its own shutdown
+        pass
+    finally:
+        for signum, handler in previous.items():  # a second signal: as the caller had it
+            signal.signal(signum, handler)
+        with contextlib.suppress(OSError):
+            server.close()
+
+
+class _Stopped(KeyboardInterrupt):
+    """Raised by the signal handler, in the main thread, into waitress's loop, which ends on it
+    as on Ctrl-C. Closing the server from the handler is not enough: the loop runs as long as a
+    connection is open, so a client that keeps one alive (an agent reporting every 2 s) kept a
+    stopping manager up until it was killed, its leadership unreleased. It ended before only
+    when the closed descriptors happened to fail the loop's next ``select``. A KeyboardInterrupt
+    because waitress's dispatch passes those on (and keeps any other exception to itself)."""

@@ -8,10 +8,12 @@ and string lengths (400 naming the field, or "body"), never a 500."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,6 +306,70 @@ def served_registry(redis_srv: RedisServer, tmp_path: Path) -> Iterator[list[str
         for url in urls:
             wait_serving(process, url + "/healthz", 30.0, "the registry")
         yield urls
+    finally:
+        stop_child(process)
+
+
+# A served app whose SIGTERM handler, once serve's has run, takes the descriptors it closed, as
+# any other thread opening a file or a connection at that moment does (the manager's Redis and
+# Docker clients): a stand-in for a race that cannot be made to happen on demand.
+ROOT = Path(__file__).resolve().parents[2]
+_SERVED = """
+import os, signal, sys
+from flask import Flask
+from web.edge import serve
+
+app = Flask("edge-test")
+app.get("/healthz")(lambda: "ok")
+held = []
+install = signal.signal
+
+def wrapping(signum, handler):
+    def handle(number, frame):
+        try:
+            handler(number, frame)
+        finally:
+            held.extend(os.pipe() for _ in range(8))
+    return install(signum, handle if callable(handler) else handler)
+
+signal.signal = wrapping
+serve(app, sys.argv[1], int(sys.argv[2]), 4)
+print("served to the end")
+"""
+
+
+@pytest.mark.parametrize("hosts", ["127.0.0.1", "127.0.0.1, 127.0.0.2"])
+def test_a_served_app_ends_on_sigterm_while_a_client_keeps_its_connection(
+    tmp_path: Path, hosts: str
+) -> None:
+    """A kept-alive connection in use (an agent reporting) does not hold a stopping process:
+    waitress's loop ran on while one was open, so a manager told to stop outlived its grace
+    (SIGKILL after 15 s in the tests, 10 s under Swarm) and never gave up its leadership; the
+    next manager then waited for the lease to expire."""
+    port = free_port()
+    script = tmp_path / "served.py"
+    script.write_text(_SERVED)
+    log_path = tmp_path / "served.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, str(script), hosts, str(port)],
+                                   stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        url = f"http://127.0.0.1:{port}/healthz"
+        wait_serving(process, url, 30.0, "the app")
+        with requests.Session() as client:  # keeps its connection alive between requests
+            assert client.get(url, timeout=10).status_code == 200
+            process.terminate()
+            code = None
+            for _ in range(40):  # as an agent reports: a request every 0.2 s, for 8 s at most
+                code = process.poll()
+                if code is not None:
+                    break
+                with contextlib.suppress(requests.RequestException):
+                    client.get(url, timeout=2)
+                time.sleep(0.2)
+        assert code == 0, log_path.read_text()
+        assert "served to the end" in log_path.read_text()
     finally:
         stop_child(process)
 
