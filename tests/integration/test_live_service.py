@@ -359,7 +359,7 @@ def test_manager_restart_loses_no_request(live: Live) -> None:
             record["history"],
         )
     assert live.get("/healthz")["pending"] == 1
-    live.delete("/requests/keep")
+    assert live.delete("/requests/keep").status_code == 200
     live.wait_status("waiting", "running")
 
 

@@ -141,7 +141,13 @@ class Live:
             "manager", ["manager", "--listen", f"127.0.0.1:{self.manager_port}"]
         )
         wait_serving(self.manager, self.url + "/healthz", 30.0, "the manager")
+        # the only manager, but it leads only once the lease of one killed before expires
+        wait_for(self._leads, 30.0, "the manager to lead")
         wait_for(lambda: bool(self.get("/hosts")), 30.0, "the manager to see its node")
+
+    def _leads(self) -> bool:
+        answer = requests.get(self.url + "/healthz", timeout=30, headers=self.headers())
+        return bool(answer.json().get("role", "leader") == "leader")  # none: no election
 
     def start_agent(self) -> None:
         self.agent = self._spawn(
@@ -249,12 +255,17 @@ class Live:
         return record
 
     def wait_status(self, name: str, *statuses: str, timeout_s: float = 60.0) -> dict[str, Any]:
-        wait_for(
-            lambda: self.request(name)["status"] in statuses,
-            timeout_s,
-            f"{name} to be {'/'.join(statuses)}",
-            interval_s=0.2,
-        )
+        try:
+            wait_for(
+                lambda: self.request(name)["status"] in statuses,
+                timeout_s,
+                f"{name} to be {'/'.join(statuses)}",
+                interval_s=0.2,
+            )
+        except TimeoutError as exc:  # what it was instead, for a run that cannot be repeated
+            record = self.request(name)
+            raise TimeoutError(f"{exc}; it is {record['status']}, its last events "
+                               f"{record['history'][-3:]}") from None
         return self.request(name)
 
     # -- Docker -------------------------------------------------------------------------------
