@@ -172,8 +172,9 @@ class Agent:
         filters = {"label": LABEL_TASK}
         if not include_exited:
             filters["status"] = "running"
-        try:
-            return list(self.client.containers.list(all=include_exited, filters=filters))
+        try:  # one removed between docker-py's list and its inspection is simply gone
+            return list(self.client.containers.list(all=include_exited, filters=filters,
+                                                    ignore_removed=True))
         except docker.errors.DockerException as exc:
             raise UnavailableError(f"cannot list containers: {exc}") from exc
 
@@ -277,7 +278,8 @@ class Agent:
         """The task's container that runs or is paused (404 when the node has none)."""
         try:
             found = self.client.containers.list(filters={
-                "label": f"{LABEL_TASK}={task_id}", "status": ["running", "paused"]})
+                "label": f"{LABEL_TASK}={task_id}", "status": ["running", "paused"]},
+                ignore_removed=True)
         except docker.errors.DockerException as exc:
             raise UnavailableError(f"cannot list containers: {exc}") from exc
         if not found:

@@ -208,3 +208,23 @@ def test_the_reconciliation_holds_a_sigkilled_exit_for_its_late_notice_too(node:
     replay(agent, (0.2, oom_event_for(die)))
     wait_for(lambda: bool(node.reports.of(task_id)), 5.0, "the report with the notice")
     assert node.reports.of(task_id)[0]["oom"] is True
+
+
+def test_a_container_removed_between_the_list_and_its_inspection_is_skipped(node: Node) -> None:
+    """docker-py lists the containers' ids, then inspects each: one removed in between (Swarm
+    ending a task, the agent removing an exited one) failed the agent's whole pass ("cannot
+    list containers"). The race is built for real: the engine's own listing, taken before one
+    of the two containers is removed, is what the agent's client lists (the one stand-in)."""
+    kept, gone = (
+        node.docker.containers.run(node.image, ["sleep", "300"], detach=True,
+                                   labels={LABEL_TASK: f"listed{next(_numbers)}"},
+                                   name=f"gs-oomtest-listed{next(_numbers)}")
+        for _ in range(2)
+    )
+    agent = node.agent()
+    listing = agent.client.api.containers(all=True, filters={"label": LABEL_TASK})
+    assert {kept.id, gone.id} <= {c["Id"] for c in listing}
+    gone.remove(force=True)
+    agent.client.api.containers = lambda *args, **kwargs: listing  # the list as it was
+    found = {c.id for c in agent.containers(include_exited=True)}
+    assert kept.id in found and gone.id not in found
