@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks.memory import peak_mib
 from domain.classes import ClassTable
 from domain.model import HostSpec, Request, Task, TaskType
 from domain.store import ClusterStore
@@ -207,7 +208,21 @@ def run(
                     f"(decide + apply); {cycle_rate:,.0f} cycles per second with the task's end",
                     flush=True,
                 )
+            print(f"{kind} {count} memory: this process's peak so far {peak_mib():.0f} MiB"
+                  + (f", Redis's used memory {redis_used_mib(redis_url):.0f} MiB"
+                     if kind == "redis" and redis_url else ""), flush=True)
     return results
+
+
+def redis_used_mib(redis_url: str) -> float:
+    """What the Redis server holds now (its books are the Redis store's whole cluster)."""
+    import redis  # I/O edge: only when asked for
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return float(client.info("memory")["used_memory"]) / 2**20
+    finally:
+        client.close()
 
 
 def main(argv: list[str] | None = None) -> int:

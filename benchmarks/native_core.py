@@ -12,7 +12,8 @@
 2. The whole command ``python -m benchmarks.sim_speed --skip-thesis --large-hosts H
    --large-hours X`` (energy policy, thesis load scaled to the cluster) in four processes, one
    per core: pure Python, pure + Rust, mypyc, mypyc + Rust; the fastest of ``--repeat`` runs
-   of each, as wall seconds and microseconds per simulated request.
+   of each, as wall seconds and microseconds per simulated request, with the peak memory each
+   process printed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ CORES = (  # (name, settings)
 )
 WALL = re.compile(r"^\s+wall ([0-9.]+) s")
 REQUESTS = re.compile(r"energy policy: ([0-9,]+) requests")
+PEAK = re.compile(r"peak memory of the process ([0-9.]+) MiB")
 
 
 def corpus(hosts: int) -> list[Args]:
@@ -94,7 +96,7 @@ def sim_speed(hosts: int, hours: float, repeat: int) -> None:
     base = {k: v for k, v in os.environ.items() if k not in switches}  # the cache stays
     results: dict[str, float] = {}
     for name, settings in CORES:
-        walls, cpus = [], []
+        walls, cpus, peaks = [], [], []
         requests = 0
         for _ in range(repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -105,16 +107,18 @@ def sim_speed(hosts: int, hours: float, repeat: int) -> None:
             wall = [WALL.match(line) for line in done.stdout.splitlines()]
             found = [float(m.group(1)) for m in wall if m]
             count = REQUESTS.search(done.stdout)
-            if done.returncode != 0 or not found or count is None:
+            peak = PEAK.search(done.stdout)
+            if done.returncode != 0 or not found or count is None or peak is None:
                 print(f"  {name:<11} failed: {done.stderr.strip().splitlines()[-1:]}")
                 break
             walls.append(found[0])
+            peaks.append(float(peak.group(1)))
             requests = int(count.group(1).replace(",", ""))
         if walls:
             results[name] = min(cpus)
             print(f"  {name:<11} {min(walls):6.1f} s wall  {min(cpus):7.2f} s CPU  "
-                  f"{min(cpus) / requests * 1e6:7.1f} us CPU per request ({requests} requests)",
-                  flush=True)
+                  f"{min(cpus) / requests * 1e6:7.1f} us CPU per request ({requests} requests)"
+                  f"  peak {max(peaks):5.0f} MiB", flush=True)
     pairs = (("pure", "pure+rust", "the Rust core, pure"),
              ("mypyc", "mypyc+rust", "the Rust core, compiled"),
              ("pure+rust", "mypyc+rust", "the mypyc build, with the Rust core"),

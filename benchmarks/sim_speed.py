@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from benchmarks.memory import peak_mib
 from cli.argtypes import positive_float
 from sim.config import SimConfig, SimResult
 from sim.engine import ProgressCallback, simulate
@@ -124,6 +125,7 @@ def thesis_hour(seed: int) -> None:
         print(f"  {policy:<8} {wall:6.2f} s wall  {m.requests:>6} requests  "
               f"{result.stats.events:>7} events  {result.stats.decisions:>6} decisions  "
               f"{'ok' if wall < THESIS_TARGET_S else 'OVER TARGET'}")
+    print(f"  peak memory of the process so far {peak_mib():.0f} MiB")
 
 
 def large(
@@ -154,6 +156,8 @@ def large(
           f"{s.events:,} events, {s.decisions:,} decisions, {m.successful:,} placed, "
           f"{m.failed:,} refused, decision p50 {m.decision_ms_p50 or 0:.3f} ms p99 "
           f"{m.decision_ms_p99 or 0:.3f} ms")
+    print(f"  peak memory of the process {peak_mib():.0f} MiB (the thesis hour's included, "
+          "when it ran first)")
     if hours >= 24:
         print(f"  24 h on {hosts} hosts: {wall:.0f} s measured (target < "
               f"{LARGE_TARGET_S:.0f} s): {'ok' if wall < LARGE_TARGET_S else 'OVER TARGET'}")
