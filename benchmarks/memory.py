@@ -21,4 +21,3 @@ def peak_mib() -> float:
                 return int(line.split()[1]) / 1024
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return maxrss / (2**20 if sys.platform == "darwin" else 1024)
-
