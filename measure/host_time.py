@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 from domain.energy import DEFAULT_STANDBY_W, EnergyMeter, PowerModel
 from domain.errors import ValidationError
@@ -22,6 +23,16 @@ from domain.regions import Region, RegionBounds
 from measure.results import SERIES_COLUMNS, HostSeries
 
 _N_SERIES = len(SERIES_COLUMNS)
+
+# The Rust implementation of HostTime and advance (native/rust/src/host_time.rs, DESIGN 10)
+# when this process runs the native core (importable only then: see domain.rooms): a class
+# with the same attributes (read-only but ``oom``; ``bins`` a copy) and ``advance(t)`` and
+# ``record(...)`` methods, the book's regions and bins given at construction. The Python class
+# and function below stay the reference (tests/unit/test_native_host_time.py compares them).
+try:
+    from greenswarm_core import HostTime as NativeHostTime
+except ImportError:
+    NativeHostTime = None  # type: ignore[assignment,misc]
 
 
 class HostTime:
@@ -115,19 +126,28 @@ def advance(host: HostTime, t: float, bounds: RegionBounds, t0_s: float, step_s:
     host.last_t = t
 
 
-def host_series(hosts: Mapping[str, HostTime], t0_s: float, step_s: float,
+AnyHostTime: TypeAlias = "HostTime | NativeHostTime"
+
+
+def host_time_implementation() -> str:
+    """``rust`` or ``python``: which HostTime a :class:`HostBook` of this process makes."""
+    return "python" if NativeHostTime is None else "rust"
+
+
+def host_series(hosts: Mapping[str, AnyHostTime], t0_s: float, step_s: float,
                 t_end: float) -> HostSeries:
     """Each host's bins as bin averages over the time accounted for in them."""
     duration = t_end - t0_s
     n_bins = math.ceil(duration / step_s - 1e-9) if duration > 0 else 0
     values: dict[str, list[tuple[float, ...]]] = {name: [] for name in SERIES_COLUMNS}
     for host in hosts.values():
+        bins = host.bins  # once: the Rust class's is a copy
         # the bins never reached count as uncovered; every column is as long as the coverage
-        coverage = host.bins[_N_SERIES][:n_bins]
+        coverage = bins[_N_SERIES][:n_bins]
         missing = (0.0,) * (n_bins - len(coverage))
         for k, name in enumerate(SERIES_COLUMNS):
             row = [value / covered if covered > 0 else 0.0
-                   for value, covered in zip(host.bins[k], coverage, strict=False)]
+                   for value, covered in zip(bins[k], coverage, strict=False)]
             values[name].append((*row, *missing))
     return HostSeries(
         t0_s=t0_s,
@@ -145,7 +165,8 @@ class HostBook:
     """Every host's time accounting and the cluster's energy meter (see the module docstring).
 
     ``duration_hint_s``: the bins of the expected duration are made at once (+1: a float edge
-    at the end; at most PREALLOCATED_BINS)."""
+    at the end; at most PREALLOCATED_BINS). Each host's accounting is the Rust class when this
+    process loaded the Rust core, unless ``reference`` (to compare them)."""
 
     __slots__ = ("bounds", "energy", "hosts", "models", "step_s", "t0_s")
 
@@ -158,6 +179,8 @@ class HostBook:
         step_s: float,
         duration_hint_s: float | None,
         standby_w: float = DEFAULT_STANDBY_W,
+        *,
+        reference: bool = False,
     ) -> None:
         self.bounds = bounds
         self.t0_s = t0_s
@@ -166,15 +189,20 @@ class HostBook:
         bins = 0
         if duration_hint_s and 0 < duration_hint_s < math.inf:
             bins = min(PREALLOCATED_BINS, math.ceil(duration_hint_s / step_s) + 1)
-        self.hosts: dict[str, HostTime] = {}
+        self.hosts: dict[str, AnyHostTime] = {}
         for spec in specs:
             if spec.id in self.hosts:
                 raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
-            self.hosts[spec.id] = HostTime(spec, self.models[spec.id], t0_s, bins)
+            model = self.models[spec.id]
+            self.hosts[spec.id] = (
+                HostTime(spec, model, t0_s, bins) if reference or NativeHostTime is None
+                else NativeHostTime(spec.cpu_capacity, spec.memory_capacity, model, t0_s, bins,
+                                    bounds.lee_below, bounds.eed_above, t0_s, step_s,
+                                    _power_table(model)))
         self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s,
                                   standby_w=standby_w)
 
-    def host(self, host_id: str) -> HostTime:
+    def host(self, host_id: str) -> AnyHostTime:
         host = self.hosts.get(host_id)
         if host is None:
             raise ValidationError("host_id", f"unknown host {host_id!r}")
@@ -184,7 +212,7 @@ class HostBook:
         self,
         t: float,
         host_id: str,
-        host: HostTime,
+        host: AnyHostTime,
         cpu: float,
         mem: float,
         mem_bytes: float,
@@ -194,6 +222,10 @@ class HostBook:
     ) -> None:
         """Record the host's state, checked by the caller, from ``t`` on (allocations: None
         keeps them)."""
+        if not isinstance(host, HostTime):  # the Rust class: the same steps
+            power = host.record(t, cpu, mem, mem_bytes, task_count, cpu_alloc, mem_alloc)
+            self.energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0, power)
+            return
         advance(host, t, self.bounds, self.t0_s, self.step_s)
         if cpu != host.cpu or mem_bytes != host.mem_bytes:  # else the same watts
             host.power = host.model.power_w_unchecked(cpu, mem_bytes)
@@ -216,7 +248,19 @@ class HostBook:
                 raise ValidationError(
                     "t_end", f"{t_end} is before the last state of {host_id} at {host.last_t}"
                 )
-            advance(host, t_end, self.bounds, self.t0_s, self.step_s)
+            if isinstance(host, HostTime):
+                advance(host, t_end, self.bounds, self.t0_s, self.step_s)
+            else:
+                host.advance(t_end)
+
+
+def _power_table(model: PowerModel) -> tuple[tuple[float, ...], float] | None:
+    """What the Rust class needs to compute the model's power itself (PowerModel's
+    ``power_w_unchecked``, the same float operations): its table's watts and its memory watts
+    per GiB; None for another model (a subclass may compute its own way: it is asked)."""
+    if type(model) is not PowerModel:
+        return None
+    return model.table.watts, model.memory_w_per_gib
 
 
 def _power_models(

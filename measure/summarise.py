@@ -27,7 +27,7 @@ from typing import Any
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.energy import JOULES_PER_KWH, EnergyReport, PowerModel
 from domain.regions import RegionBounds
-from measure.host_time import HostTime, host_series
+from measure.host_time import AnyHostTime, host_series
 from measure.results import HostSummary, PolicyMetrics, PolicyResult, WindowStats
 from measure.service_levels import RequestLevel, ServiceSummary
 from measure.stats import Stats
@@ -236,7 +236,7 @@ def summarise(
     run: RunInfo,
     tallies: Tallies,
     ends: OpenEnds,
-    hosts: Mapping[str, HostTime],
+    hosts: Mapping[str, AnyHostTime],
     energy: EnergyReport,
     service: ServiceSummary,
     levels: Sequence[RequestLevel],
@@ -311,7 +311,7 @@ def _allocations(tallies: Tallies, ends: OpenEnds) -> dict[str, Any]:
     }
 
 
-def _host_time(hosts: Collection[HostTime], duration_s: float) -> dict[str, Any]:
+def _host_time(hosts: Collection[AnyHostTime], duration_s: float) -> dict[str, Any]:
     """Utilization, booking and regions, time-weighted over all host-time (and busy time)."""
     host_time = duration_s * len(hosts)
 
@@ -393,7 +393,7 @@ def _overload(tallies: Tallies) -> dict[str, Any]:
 
 
 def _host_summaries(
-    hosts: Mapping[str, HostTime], energy: EnergyReport, duration_s: float
+    hosts: Mapping[str, AnyHostTime], energy: EnergyReport, duration_s: float
 ) -> tuple[HostSummary, ...]:
     summaries: list[HostSummary] = []
     for host_id, host in hosts.items():

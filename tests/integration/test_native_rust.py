@@ -73,8 +73,9 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
                                                                    tmp_path: Path) -> None:
     with_rust = simulate(tmp_path / "rust", "1")
     without = simulate(tmp_path / "python", "0")
-    assert (with_rust["core"], with_rust["rust"], with_rust["rooms"]) == ("pure", "rust", "rust")
-    assert (without["core"], without["rust"], without["rooms"]) == ("pure", "python", "python")
+    parts = ("core", "rust", "rooms", "host_time")
+    assert tuple(with_rust[k] for k in parts) == ("pure", "rust", "rust", "rust")
+    assert tuple(without[k] for k in parts) == ("pure", "python", "python", "python")
     rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
     assert sorted(rust_files) == sorted(python_files)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
@@ -83,15 +84,16 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
         assert rust_files[rel] == value, rel
 
 
-CORE = ("from native import loader\nloader.enable()\nimport domain.rooms\n"
-        "print(loader.rust_core(), domain.rooms.rooms_implementation())\n")
+CORE = ("from native import loader\nloader.enable()\nimport domain.rooms, measure.host_time\n"
+        "print(loader.rust_core(), domain.rooms.rooms_implementation(),\n"
+        "      measure.host_time.host_time_implementation())\n")
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
-    ({}, "rust rust"),
-    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust"),
-    ({"GREENSWARM_NATIVE": "0"}, "python python"),
-    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python"),
+    ({}, "rust rust rust"),
+    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust rust"),
+    ({"GREENSWARM_NATIVE": "0"}, "python python python"),
+    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python python"),
 ])
 def test_the_loader_serves_the_rust_core_only_when_allowed(
     built: None, settings: dict[str, str], expected: str,
@@ -106,7 +108,7 @@ def test_a_missing_rust_core_is_an_error_only_when_demanded(built: None, tmp_pat
     empty = {"GREENSWARM_NATIVE_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=env(**empty),
                           capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == "python python", done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "python python python", done.stderr
     demanded = env(**empty, GREENSWARM_NATIVE_RUST="1")
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=demanded,
                           capture_output=True, text=True, timeout=60, check=False)

@@ -23,9 +23,11 @@ def main() -> None:
     if status:
         sys.exit(status)
     import domain.rooms
+    import measure.host_time
 
     print(json.dumps({"core": loader.core(), "modules": loader.loaded_modules(),
-                      "rust": loader.rust_core(), "rooms": domain.rooms.rooms_implementation()}))
+                      "rust": loader.rust_core(), "rooms": domain.rooms.rooms_implementation(),
+                      "host_time": measure.host_time.host_time_implementation()}))
 
 
 if __name__ == "__main__":

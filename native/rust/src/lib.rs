@@ -11,6 +11,7 @@ use pyo3::{ffi, AsPyPointer};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+mod host_time;
 mod rooms;
 
 /// The number of terms of a host's tally (domain/tally.py).
@@ -99,6 +100,7 @@ fn room_plan() -> Vec<(u8, i64, bool)> {
 fn greenswarm_core(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute_rooms, m)?)?;
     m.add_function(wrap_pyfunction!(room_plan, m)?)?;
+    m.add_class::<host_time::HostTime>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
