@@ -5,10 +5,12 @@
                                                          # 15 min on 100 hosts x 4 cores
     python -m benchmarks.native_core --hosts 100 --hours 0.25 --repeat 3
 
-1. Rooms per call (``domain.rooms.compute_rooms``, what the Rust core holds today): the Python
+1. Rooms per call (``domain.rooms.compute_rooms``, the Rust core's first part): the Python
    reference as this process runs it (compiled by mypyc when built, else pure), against the
    Rust core, over the rooms of a seeded cluster of ``--hosts`` hosts x 20 tasks (the decision
-   benchmark's).
+   benchmark's); then host states per call (``measure.host_time.HostBook.record``, its second
+   part), 50,000 seeded states over ``--hosts`` hosts into a book of the Python reference and
+   one of the Rust class (when this process loaded the Rust core).
 2. The whole command ``python -m benchmarks.sim_speed --skip-thesis --large-hosts H
    --large-hours X`` (energy policy, thesis load scaled to the cluster) in four processes, one
    per core: pure Python, pure + Rust, mypyc, mypyc + Rust; the fastest of ``--repeat`` runs
@@ -25,6 +27,7 @@ loader.enable()
 
 import argparse
 import os
+import random
 import re
 import resource
 import subprocess
@@ -33,9 +36,13 @@ import time
 from collections.abc import Callable
 
 import domain.rooms
+import measure.host_time
 from benchmarks.decision_bench import populate
 from cli.argtypes import positive_float, positive_int
+from domain.model import HostSpec
+from domain.regions import RegionBounds
 from host_registry.memory import MemoryStore
+from measure.host_time import HostBook
 from native import rust
 
 Args = tuple[tuple[int, ...], int, int, tuple[int, ...], tuple[int, ...]]
@@ -87,6 +94,58 @@ def rooms_per_call(hosts: int) -> None:
           f"ratio {reference / fast:.1f}x")
 
 
+State = tuple[float, str, float, float, float, int, float, float]
+
+
+def host_states(hosts: int, count: int = 50_000) -> tuple[list[HostSpec], list[State]]:
+    """A seeded stream of host states as the simulator records them, in time order."""
+    rng = random.Random(1)
+    specs = [HostSpec(f"h{i:04d}", 4096, 8 << 30) for i in range(hosts)]
+    states: list[State] = []
+    t = 0.0
+    for _ in range(count):
+        t += rng.expovariate(2.0 * hosts / 5)  # the thesis load scaled: 2 changes/s per 5 hosts
+        cpu, mem = rng.random(), rng.random()
+        states.append((t, specs[rng.randrange(hosts)].id, cpu, mem, mem * (8 << 30),
+                       rng.randrange(8), rng.random() * 4096, rng.random() * (8 << 30)))
+    return specs, states
+
+
+def record_all(book: HostBook, states: list[State]) -> float:
+    """Seconds to record ``states`` into ``book`` (as the recorder does, host looked up)."""
+    hosts = book.hosts
+    start = time.perf_counter()
+    for t, host_id, cpu, mem, mem_bytes, tasks, cpu_alloc, mem_alloc in states:
+        book.record(t, host_id, hosts[host_id], cpu, mem, mem_bytes, tasks, cpu_alloc,
+                    mem_alloc)
+    return time.perf_counter() - start
+
+
+def host_states_per_call(hosts: int, rounds: int = 3) -> None:
+    if measure.host_time.host_time_implementation() != "rust":
+        print(f"host states per call: the Rust core is not loaded ({loader.rust_reason()})")
+        return
+    specs, states = host_states(hosts)
+    end = states[-1][0] + 1.0
+    made: dict[bool, HostBook] = {}
+    best = {True: float("inf"), False: float("inf")}
+    for _ in range(rounds):
+        for reference in (True, False):
+            book = HostBook(specs, None, RegionBounds(), 0.0, 60.0, end, reference=reference)
+            best[reference] = min(best[reference], record_all(book, states))
+            book.close(end)
+            made[reference] = book
+    python, rust_book = made[True], made[False]
+    for host_id, host in python.hosts.items():  # the same accounting, or nothing is measured
+        assert host.bins == rust_book.hosts[host_id].bins
+    assert python.energy.finish(end) == rust_book.energy.finish(end)
+    reference_ns, rust_ns = (best[r] / len(states) * 1e9 for r in (True, False))
+    print(f"host states per call ({len(states)} over {hosts} hosts, HostBook.record, the energy "
+          f"meter's update included), best of {rounds}:")
+    print(f"  python reference ({loader.core()}) {reference_ns:8.0f} ns   rust {rust_ns:8.0f} ns"
+          f"   ratio {reference_ns / rust_ns:.1f}x")
+
+
 def sim_speed(hosts: int, hours: float, repeat: int) -> None:
     print(f"\nthe first {hours:g} h on {hosts} hosts (python -m benchmarks.sim_speed "
           f"--skip-thesis --large-hosts {hosts} --large-hours {hours:g}), best of {repeat}:")
@@ -133,10 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=positive_int, default=100)
     parser.add_argument("--hours", type=positive_float, default=0.25)
     parser.add_argument("--repeat", type=positive_int, default=1)
-    parser.add_argument("--skip-sim", action="store_true", help="rooms per call only")
+    parser.add_argument("--skip-sim", action="store_true", help="the per-call parts only")
     args = parser.parse_args(argv)
     print(f"core: {loader.core()}, rust: {loader.rust_core()} ({loader.rust_reason()})")
     rooms_per_call(args.hosts)
+    host_states_per_call(args.hosts)
     if not args.skip_sim:
         sim_speed(args.hosts, args.hours, args.repeat)
     return 0

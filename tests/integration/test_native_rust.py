@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,14 @@ def test_a_failed_build_says_so_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [
         "native: WARNING: the Rust core is not built (cargo is not installed (Debian: "
         "apt-get install cargo)); its parts run in Python"]
+
+
+def test_the_benchmark_measures_both_parts_against_their_references(built: None) -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.native_core", "--skip-sim",
+                           "--hosts", "10"], cwd=ROOT, env=env(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for part in ("rooms per call", "host states per call"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(part))
+        assert re.search(r"rust +\d+ ns +ratio [0-9.]+x$", lines[at + 1]), lines[at:at + 2]
