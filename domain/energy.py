@@ -55,6 +55,15 @@ from typing import NamedTuple
 from domain.errors import ValidationError
 from domain.power import PowerState
 
+# The Rust implementation of _HostMeter (native/rust/src/energy.rs, DESIGN 10) when this process
+# runs the native core (importable only then: see domain.rooms): the same attributes (``state``
+# and ``state_w`` writable, the lists of pieces copies) and methods; _HostMeter stays the
+# reference (tests/unit/test_native_host_time.py compares them).
+try:
+    from greenswarm_core import HostMeter as NativeHostMeter
+except ImportError:
+    NativeHostMeter = None  # type: ignore[assignment,misc]
+
 GIB = 1024**3
 JOULES_PER_KWH = 3.6e6
 MEMORY_W_PER_GIB = 0.392
@@ -336,7 +345,10 @@ class EnergyMeter:
         *,
         t_start_s: float = 0.0,
         standby_w: float = DEFAULT_STANDBY_W,
+        reference: bool = False,
     ) -> None:
+        """``reference``: every host's meter the Python class, even when the Rust core is
+        loaded (to compare them)."""
         if not (math.isfinite(standby_w) and standby_w >= 0):
             raise ValidationError("standby_w", "must be finite and >= 0")
         self.standby_w = standby_w
@@ -348,7 +360,7 @@ class EnergyMeter:
             raise ValidationError("t_start_s", "must be finite")
         default = PowerModel.named()
         self.t_start_s = t_start_s
-        self._hosts: dict[str, _HostMeter] = {}
+        self._hosts: dict[str, _HostMeter | NativeHostMeter] = {}
         for host_id in host_ids:
             if model is None:
                 host_model = default
@@ -358,11 +370,20 @@ class EnergyMeter:
                 if host_id not in model:
                     raise ValidationError("model", f"no power model for host {host_id!r}")
                 host_model = model[host_id]
-            self._hosts[host_id] = _HostMeter(host_model, t_start_s)
+            self._hosts[host_id] = (
+                _HostMeter(host_model, t_start_s) if reference or NativeHostMeter is None
+                else NativeHostMeter(host_model, t_start_s,
+                                     host_model.power_w_unchecked(0.0, 0.0), PowerState.ON))
 
     @property
     def host_ids(self) -> tuple[str, ...]:
         return tuple(self._hosts)
+
+    def native_meter(self, host_id: str) -> NativeHostMeter | None:
+        """The host's meter when it is the Rust one (for the Rust host time accounting to
+        update it itself), else None."""
+        meter = self._hosts[host_id]
+        return None if isinstance(meter, _HostMeter) else meter
 
     def update(
         self, t: float, host_id: str, cpu_util: float, memory_in_use_bytes: float, empty: bool

@@ -165,8 +165,9 @@ class HostBook:
     """Every host's time accounting and the cluster's energy meter (see the module docstring).
 
     ``duration_hint_s``: the bins of the expected duration are made at once (+1: a float edge
-    at the end; at most PREALLOCATED_BINS). Each host's accounting is the Rust class when this
-    process loaded the Rust core, unless ``reference`` (to compare them)."""
+    at the end; at most PREALLOCATED_BINS). Each host's accounting and energy meter are the
+    Rust classes when this process loaded the Rust core (the accounting then updates the meter
+    itself), unless ``reference`` (to compare them)."""
 
     __slots__ = ("bounds", "energy", "hosts", "models", "step_s", "t0_s")
 
@@ -186,21 +187,26 @@ class HostBook:
         self.t0_s = t0_s
         self.step_s = step_s
         self.models = _power_models(specs, power_model)
+        seen: set[str] = set()
+        for spec in specs:
+            if spec.id in seen:
+                raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
+            seen.add(spec.id)
+        self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s,
+                                  standby_w=standby_w, reference=reference)
         bins = 0
         if duration_hint_s and 0 < duration_hint_s < math.inf:
             bins = min(PREALLOCATED_BINS, math.ceil(duration_hint_s / step_s) + 1)
         self.hosts: dict[str, AnyHostTime] = {}
         for spec in specs:
-            if spec.id in self.hosts:
-                raise ValidationError("hosts", f"host id {spec.id!r} appears twice")
             model = self.models[spec.id]
-            self.hosts[spec.id] = (
-                HostTime(spec, model, t0_s, bins) if reference or NativeHostTime is None
-                else NativeHostTime(spec.cpu_capacity, spec.memory_capacity, model, t0_s, bins,
-                                    bounds.lee_below, bounds.eed_above, t0_s, step_s,
-                                    _power_table(model)))
-        self.energy = EnergyMeter([h.id for h in specs], self.models, t_start_s=t0_s,
-                                  standby_w=standby_w)
+            meter = self.energy.native_meter(spec.id)  # None: the reference, or no Rust core
+            if meter is None or NativeHostTime is None:
+                self.hosts[spec.id] = HostTime(spec, model, t0_s, bins)
+                continue
+            self.hosts[spec.id] = NativeHostTime(
+                spec.cpu_capacity, spec.memory_capacity, model, t0_s, bins, bounds.lee_below,
+                bounds.eed_above, t0_s, step_s, _power_table(model), (spec.id, meter))
 
     def host(self, host_id: str) -> AnyHostTime:
         host = self.hosts.get(host_id)
@@ -222,9 +228,8 @@ class HostBook:
     ) -> None:
         """Record the host's state, checked by the caller, from ``t`` on (allocations: None
         keeps them)."""
-        if not isinstance(host, HostTime):  # the Rust class: the same steps
-            power = host.record(t, cpu, mem, mem_bytes, task_count, cpu_alloc, mem_alloc)
-            self.energy.update_unchecked(t, host_id, cpu, mem_bytes, task_count == 0, power)
+        if not isinstance(host, HostTime):  # the Rust class: the same steps, the meter's too
+            host.record(t, cpu, mem, mem_bytes, task_count, cpu_alloc, mem_alloc)
             return
         advance(host, t, self.bounds, self.t0_s, self.step_s)
         if cpu != host.cpu or mem_bytes != host.mem_bytes:  # else the same watts

@@ -1,6 +1,7 @@
 # The Rust extension module of the native core (native/rust/src/lib.rs), for mypy.
 
 from domain.energy import PowerModel
+from domain.power import PowerState
 
 __version__: str
 
@@ -14,32 +15,56 @@ def compute_rooms(
 def room_plan() -> list[tuple[int, int, bool]]: ...
 
 class HostTime:
-    """One host's time accounting (measure.host_time.HostTime and advance, in Rust)."""
+    """One host's time accounting (measure.host_time.HostTime and advance, in Rust); its
+    attributes are read-only but ``oom``, and ``bins`` and ``region_s`` copies."""
 
-    cap_cpu: int
-    cap_mem: int
-    model: PowerModel
-    last_t: float
-    cpu: float
-    mem: float
-    mem_bytes: float
-    power: float
-    cpu_alloc: float
-    mem_alloc: float
-    tasks: int
-    used: bool
-    cpu_s: float
-    mem_s: float
-    cpu_busy_s: float
-    mem_busy_s: float
-    busy_s: float
-    empty_s: float
-    cpu_alloc_s: float
-    mem_alloc_s: float
-    of_busy_s: float
-    region_s: list[float]
+    @property
+    def cap_cpu(self) -> int: ...
+    @property
+    def cap_mem(self) -> int: ...
+    @property
+    def model(self) -> PowerModel: ...
+    @property
+    def last_t(self) -> float: ...
+    @property
+    def cpu(self) -> float: ...
+    @property
+    def mem(self) -> float: ...
+    @property
+    def mem_bytes(self) -> float: ...
+    @property
+    def power(self) -> float: ...
+    @property
+    def cpu_alloc(self) -> float: ...
+    @property
+    def mem_alloc(self) -> float: ...
+    @property
+    def tasks(self) -> int: ...
+    @property
+    def used(self) -> bool: ...
+    @property
+    def cpu_s(self) -> float: ...
+    @property
+    def mem_s(self) -> float: ...
+    @property
+    def cpu_busy_s(self) -> float: ...
+    @property
+    def mem_busy_s(self) -> float: ...
+    @property
+    def busy_s(self) -> float: ...
+    @property
+    def empty_s(self) -> float: ...
+    @property
+    def cpu_alloc_s(self) -> float: ...
+    @property
+    def mem_alloc_s(self) -> float: ...
+    @property
+    def of_busy_s(self) -> float: ...
+    @property
+    def region_s(self) -> list[float]: ...
     oom: int
-    bins: list[list[float]]
+    @property
+    def bins(self) -> list[list[float]]: ...
     def __init__(
         self,
         cap_cpu: int,
@@ -52,6 +77,7 @@ class HostTime:
         t0_s: float,
         step_s: float,
         table: tuple[tuple[float, ...], float] | None = None,
+        meter: tuple[str, HostMeter] | None = None,
     ) -> None: ...
     def advance(self, t: float) -> None: ...
     def record(
@@ -64,3 +90,39 @@ class HostTime:
         cpu_alloc: float | None,
         mem_alloc: float | None,
     ) -> float: ...
+
+class HostMeter:
+    """One host's energy meter (domain.energy._HostMeter, in Rust); its attributes are
+    read-only but ``state`` and ``state_w``, and the lists of pieces copies."""
+
+    @property
+    def model(self) -> PowerModel: ...
+    @property
+    def last_t(self) -> float: ...
+    @property
+    def cpu_util(self) -> float: ...
+    @property
+    def memory(self) -> float: ...
+    @property
+    def watts(self) -> float: ...
+    @property
+    def empty(self) -> bool: ...
+    @property
+    def joules(self) -> list[float]: ...
+    @property
+    def joules_off(self) -> list[float]: ...
+    @property
+    def empty_s(self) -> float: ...
+    state: PowerState
+    state_w: float | None
+    @property
+    def drawn(self) -> list[float]: ...
+    @property
+    def not_on_s(self) -> float: ...
+    def __init__(
+        self, model: PowerModel, t_start_s: float, watts: float, state: PowerState
+    ) -> None: ...
+    def advance(self, t: float) -> None: ...
+    def set(
+        self, t: float, host_id: str, cpu_util: float, memory: float, empty: bool, watts: float
+    ) -> None: ...

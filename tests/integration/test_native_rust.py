@@ -59,10 +59,10 @@ def test_the_decision_tests_decide_alike_with_both(built: None, tmp_path: Path) 
     assert int(report.read_text()) > 10_000  # every view of those tests, with both
 
 
-def simulate(out: Path, rust: str) -> dict[str, Any]:
+def simulate(out: Path, rust: str, seconds: str = "3600", *options: str) -> dict[str, Any]:
     settings = {"GREENSWARM_NATIVE": "auto", "GREENSWARM_NATIVE_MYPYC": "0",
                 "GREENSWARM_NATIVE_RUST": rust}
-    done = subprocess.run([sys.executable, str(RUNNER), str(out), "3600"], cwd=ROOT,
+    done = subprocess.run([sys.executable, str(RUNNER), str(out), seconds, *options], cwd=ROOT,
                           env=env(**settings), capture_output=True, text=True, timeout=900,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -81,6 +81,24 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
     assert sorted(rust_files) == sorted(python_files)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
     assert len(policies) >= 7, sorted(python_files)
+    for rel, value in python_files.items():
+        assert rust_files[rel] == value, rel
+
+
+def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
+    built: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The power manager on (DESIGN 3.15), on twice the thesis's hosts with a short idle time,
+    so that hosts are switched off and on: each host's energy meter changes power state too."""
+    monkeypatch.setenv("GREENSWARM_POWER_IDLE_S", "20")
+    power = ("--power-manager", "on", "--policies", "energy,spread", "--hosts", "10x8c12g")
+    with_rust = simulate(tmp_path / "rust", "1", "1800", *power)
+    without = simulate(tmp_path / "python", "0", "1800", *power)
+    assert (with_rust["host_time"], without["host_time"]) == ("rust", "python")
+    rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
+    assert sorted(rust_files) == sorted(python_files)
+    energy = python_files["summary.json"]["policies"]["energy"]
+    assert energy["switches_off"] >= 1 and energy["hosts_off_mean"] > 0, energy
     for rel, value in python_files.items():
         assert rust_files[rel] == value, rel
 

@@ -19,7 +19,8 @@ def main() -> None:
     out = sys.argv[1]
     seconds = sys.argv[2] if len(sys.argv) > 2 else "600"
     status = greenswarm(["bench", "simulate", "--workload", "thesis", "--seed", "1",
-                         "--duration-s", seconds, "--out", out, "--no-plots", "--jobs", "2"])
+                         "--duration-s", seconds, "--out", out, "--no-plots", "--jobs", "2",
+                         *sys.argv[3:]])
     if status:
         sys.exit(status)
     import domain.rooms

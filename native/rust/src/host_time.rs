@@ -8,6 +8,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::energy::HostMeter;
+
 /// The series of measure.results.SERIES_COLUMNS, then the coverage of each bin.
 const N_SERIES: usize = 7;
 const N_COLUMNS: usize = N_SERIES + 1;
@@ -64,6 +66,9 @@ pub struct HostTime {
     oom: i64,
     bins: [Vec<f64>; N_COLUMNS],
     table: Option<Table>,
+    /// The host's id and its energy meter, when the book's meter is the Rust one: ``record``
+    /// updates it as HostBook.record does (``EnergyMeter.update_unchecked``).
+    meter: Option<(PyObject, Py<HostMeter>)>,
     lee_below: f64,
     eed_above: f64,
     t0_s: f64,
@@ -189,12 +194,14 @@ impl HostTime {
 #[pymethods]
 impl HostTime {
     /// HostTime(cap_cpu, cap_mem, model, t0, bins, lee_below, eed_above, t0_s, step_s,
-    /// table=None): a host of that capacity and power model from t0, with ``bins`` bins made
-    /// at once, in a book whose regions, first bin and bin width are those. ``table``: the
-    /// model's 11 watts and memory watts per GiB when it is a PowerModel (its power is then
-    /// computed here), else None (asked of ``model.power_w_unchecked``).
+    /// table=None, meter=None): a host of that capacity and power model from t0, with
+    /// ``bins`` bins made at once, in a book whose regions, first bin and bin width are those.
+    /// ``table``: the model's 11 watts and memory watts per GiB when it is a PowerModel (its
+    /// power is then computed here), else None (asked of ``model.power_w_unchecked``).
+    /// ``meter``: (host id, its HostMeter) for ``record`` to update, else None (the caller
+    /// updates the energy meter).
     #[new]
-    #[args(table = "None")]
+    #[args(table = "None", meter = "None")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -208,6 +215,7 @@ impl HostTime {
         t0_s: f64,
         step_s: f64,
         table: Option<([f64; 11], f64)>,
+        meter: Option<(PyObject, Py<HostMeter>)>,
     ) -> PyResult<Self> {
         let cap_cpu_f: f64 = cap_cpu.extract(py)?;
         let cap_mem_f: f64 = cap_mem.extract(py)?;
@@ -239,6 +247,7 @@ impl HostTime {
             oom: 0,
             bins: std::array::from_fn(|_| vec![0.0; bins]),
             table: table.map(|(watts, memory_w_per_gib)| Table { watts, memory_w_per_gib }),
+            meter,
             lee_below,
             eed_above,
             t0_s,
@@ -254,8 +263,9 @@ impl HostTime {
     }
 
     /// The state from ``t`` on (measure.host_time.HostBook.record; allocations: None keeps
-    /// them): the state until ``t`` integrated first. Returns the host's power in the new
-    /// state, its model's ``power_w_unchecked(cpu, mem_bytes)``, asked only when they changed.
+    /// them): the state until ``t`` integrated first, then the energy meter's state set when
+    /// this host holds it. Returns the host's power in the new state, its model's
+    /// ``power_w_unchecked(cpu, mem_bytes)``, computed only when they changed.
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
@@ -284,6 +294,10 @@ impl HostTime {
         }
         if let Some(value) = mem_alloc {
             self.mem_alloc = value / self.cap_mem_f;
+        }
+        if let Some((host_id, meter)) = &self.meter {
+            let mut meter = meter.as_ref(py).try_borrow_mut()?;
+            meter.set(py, t, host_id.as_ref(py), cpu, mem_bytes, task_count == 0, self.power)?;
         }
         Ok(self.power)
     }

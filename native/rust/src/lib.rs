@@ -11,6 +11,7 @@ use pyo3::{ffi, AsPyPointer};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+mod energy;
 mod host_time;
 mod rooms;
 
@@ -101,6 +102,7 @@ fn greenswarm_core(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute_rooms, m)?)?;
     m.add_function(wrap_pyfunction!(room_plan, m)?)?;
     m.add_class::<host_time::HostTime>()?;
+    m.add_class::<energy::HostMeter>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
