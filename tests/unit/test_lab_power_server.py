@@ -4,8 +4,13 @@ JSON errors, and says clearly that no lab is up. Switching real engines: tests/e
 
 from __future__ import annotations
 
+import signal
+import socket
 import stat
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,3 +200,35 @@ def test_lab_status_shows_a_node_switched_off_as_off_and_the_lab_still_up(
     lines = render(status).splitlines()
     assert any(line.startswith("gs-node2") and "  off  " in line for line in lines)
     assert any(line.startswith("lab up (1 node(s) switched off)") for line in lines)
+
+
+def test_a_served_endpoint_ends_on_sigterm_and_takes_its_pid_file_with_it(
+    tmp_path: Path,
+) -> None:
+    """``power stop`` and ``lab down`` stop a detached server with SIGTERM: it closes its
+    socket and removes its pid file (SIGTERM used to end it at once, the pid file left)."""
+    token, pid_file = tmp_path / "token", tmp_path / "run" / "power.pid"
+    token.write_text(TOKEN)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lab", "power", "serve", "--listen", f"127.0.0.1:{port}",
+         "--token-file", str(token), "--pidfile", str(pid_file)],
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(300):  # 30 s: a loaded machine starts Python slowly
+            if pid_file.exists() or server.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert pid_file.exists(), server.stdout.read() if server.stdout else ""
+        assert pid_file.read_text().strip() == str(server.pid)
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=10) == 0, server.stdout.read() if server.stdout else ""
+        assert not pid_file.exists()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
