@@ -27,13 +27,11 @@ import ipaddress
 import json
 import os
 import secrets
-import signal
 import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType
 from typing import Any
 from urllib.parse import unquote
 
@@ -49,6 +47,7 @@ from domain.settings import shared_token
 from lab.errors import LabUnavailableError
 from lab.proc import daemon_pid, pid_alive, spawn_daemon, stop_pids, wait_until
 from lab.settings import LabPaths, LabSettings
+from web.stopping import stopped_by_signals
 
 DEFAULT_LISTEN = "127.0.0.1:8089"
 MAX_BODY_BYTES = 4096  # no endpoint takes a body
@@ -188,35 +187,21 @@ def make_server(settings: LabSettings, host: str, port: int, token: str) -> Powe
     return PowerServer((host, port), settings, token)
 
 
-class _Stopped(KeyboardInterrupt):
-    """Raised by the SIGTERM handler into ``serve_forever`` (in the main thread), so that the
-    server closes and its pid file goes, as on Ctrl-C (without it SIGTERM, which ``power stop``
-    and ``lab down`` send, ended the process at once and left the pid file behind). A
-    KeyboardInterrupt because socketserver keeps an Exception raised while it hands a request
-    to its thread to itself (it logs it and serves on) and passes the others on."""
-
-
 def serve(settings: LabSettings, host: str, port: int, token: str,
           pid_path: Path | None = None, ready: Callable[[int], None] | None = None) -> None:
-    """Serve until SIGTERM/SIGINT; ``pid_path`` is written once the port is bound. Called from
-    the main thread (it handles SIGTERM while it serves)."""
+    """Serve until SIGTERM/SIGINT (``power stop`` and ``lab down`` send SIGTERM); ``pid_path``
+    is written once the port is bound and removed on the way out. Called from the main
+    thread."""
     server = make_server(settings, host, port, token)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped
-
-    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        if pid_path is not None:
-            pid_path.parent.mkdir(parents=True, exist_ok=True)
-            pid_path.write_text(f"{os.getpid()}\n")
-        if ready is not None:
-            ready(server.server_address[1])
-        server.serve_forever()
-    except _Stopped:
-        pass
+        with stopped_by_signals():  # ends serve_forever as Ctrl-C does (web.stopping)
+            if pid_path is not None:
+                pid_path.parent.mkdir(parents=True, exist_ok=True)
+                pid_path.write_text(f"{os.getpid()}\n")
+            if ready is not None:
+                ready(server.server_address[1])
+            server.serve_forever()
     finally:
-        signal.signal(signal.SIGTERM, previous)  # a second SIGTERM: as the caller had it
         server.server_close()
         if pid_path is not None and pid_path.exists() and pid_path.read_text().strip() == str(
                 os.getpid()):

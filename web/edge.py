@@ -18,10 +18,8 @@ import hmac
 import json
 import logging
 import math
-import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
@@ -36,6 +34,7 @@ from domain.errors import (
     http_status,
 )
 from web import access
+from web.stopping import stopped_by_signals
 
 log = logging.getLogger(__name__)
 MUTATING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -310,27 +309,11 @@ def serve(app: Flask, host: str, port: int, threads: int) -> None:
         max_request_body_size=SERVER_BODY_FACTOR * limits.max_body_bytes,
     )
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %s: shutting down", signum)
-        raise _Stopped
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     log.info("serving on %s", listen_addresses(host, port))
     try:
-        server.run()  # ends on _Stopped as on Ctrl-C: the requests under way finish first
-    except _Stopped:  # before the loop ran, or during its own shutdown
-        pass
-    finally:
-        for signum, handler in previous.items():  # a second signal: as the caller had it
-            signal.signal(signum, handler)
+        # ends on SIGTERM as on Ctrl-C: the requests under way finish first (web.stopping)
+        with stopped_by_signals(lambda signum: log.info("signal %s: shutting down", signum)):
+            server.run()
+    finally:  # the caller's handlers are back: a second signal acts as it had it
         with contextlib.suppress(OSError):
             server.close()
-
-
-class _Stopped(KeyboardInterrupt):
-    """Raised by the signal handler, in the main thread, into waitress's loop, which ends on it
-    as on Ctrl-C. Closing the server from the handler is not enough: the loop runs as long as a
-    connection is open, so a client that keeps one alive (an agent reporting every 2 s) kept a
-    stopping manager up until it was killed, its leadership unreleased. It ended before only
-    when the closed descriptors happened to fail the loop's next ``select``. A KeyboardInterrupt
-    because waitress's dispatch passes those on (and keeps any other exception to itself)."""
