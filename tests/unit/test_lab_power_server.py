@@ -5,12 +5,10 @@ JSON errors, and says clearly that no lab is up. Switching real engines: tests/e
 from __future__ import annotations
 
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import requests
 
 from domain.errors import AuthError, NotFoundError, UnavailableError, ValidationError
 from lab.power_server import make_server, parse_listen, read_token
+from lab.processes import free_port, stop_child, wait_serving
 from lab.settings import LabPaths, LabSettings
 from manager.power_backends import (
     BackendKind,
@@ -209,26 +208,18 @@ def test_a_served_endpoint_ends_on_sigterm_and_takes_its_pid_file_with_it(
     socket and removes its pid file (SIGTERM used to end it at once, the pid file left)."""
     token, pid_file = tmp_path / "token", tmp_path / "run" / "power.pid"
     token.write_text(TOKEN)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "lab", "power", "serve", "--listen", f"127.0.0.1:{port}",
          "--token-file", str(token), "--pidfile", str(pid_file)],
         cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        stderr=subprocess.STDOUT)
     try:
-        for _ in range(300):  # 30 s: a loaded machine starts Python slowly
-            if pid_file.exists() or server.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert pid_file.exists(), server.stdout.read() if server.stdout else ""
+        # 30 s: a loaded machine starts Python slowly; the pid file is written before it serves
+        wait_serving(server, f"http://127.0.0.1:{port}/healthz", 30, "the power endpoint")
         assert pid_file.read_text().strip() == str(server.pid)
-        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=10) == 0, server.stdout.read() if server.stdout else ""
         assert not pid_file.exists()
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
+        stop_child(server)
