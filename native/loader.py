@@ -135,9 +135,17 @@ def python_tag() -> str:
     return f"{sys.implementation.cache_tag} {ext_suffix()}"
 
 
+# The stubs the modules are compiled against (mypy_path): a compiled module checks what a
+# call into the Rust core returns against ``greenswarm_core.pyi``, so a build is of them too.
+STUBS = "stubs"
+
+
 def source_hash(root: Path = ROOT, modules: tuple[str, ...] = MODULES) -> str:
-    """sha256 over the compiled modules' names and sources."""
-    return files_digest((module, module_path(module, root)) for module in modules)
+    """sha256 over the compiled modules' names and sources, and the stubs they are compiled
+    against (by their names under ``stubs/``)."""
+    stubs = sorted((root / STUBS).glob("*.pyi"))
+    return files_digest([*((module, module_path(module, root)) for module in modules),
+                         *((f"{STUBS}/{stub.name}", stub) for stub in stubs)])
 
 
 def build_key(sources: str, python: str, mypy_version: str) -> str:

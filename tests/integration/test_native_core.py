@@ -131,6 +131,7 @@ def tree_copy(tmp_path: Path, built: Path) -> Iterator[tuple[Path, Path]]:
     for package in sorted(imported):
         shutil.copytree(ROOT / package, copy / package,
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / loader.STUBS, copy / loader.STUBS)  # the build is of them too
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / built.name).symlink_to(built)

@@ -107,3 +107,21 @@ def test_the_command_line_names_a_bad_setting(
     assert main(["policies"]) == 2
     err = capsys.readouterr().err
     assert "greenswarm: error: GREENSWARM_NATIVE='yes'" in err and "Traceback" not in err
+
+
+def test_a_changed_stub_makes_the_compiled_core_stale(tmp_path: Path) -> None:
+    """A compiled module checks what a call into the Rust core returns against its stub
+    (stubs/greenswarm_core.pyi): a build made against another stub would refuse the Rust
+    core's answers (a record() that had returned a float returned None: `TypeError: float
+    object expected; got None`), so the stub is part of what a build is of."""
+    root = tmp_path / "tree"
+    for module in loader.MODULES:
+        target = loader.module_path(module, root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(loader.module_path(module).read_bytes())
+    stub = root / "stubs" / "greenswarm_core.pyi"
+    stub.parent.mkdir()
+    stub.write_text("def record() -> float: ...\n")
+    before = loader.source_hash(root)
+    stub.write_text("def record() -> None: ...\n")
+    assert loader.source_hash(root) != before
