@@ -70,6 +70,16 @@ def simulate(out: Path, rust: str, seconds: str = "3600", *options: str) -> dict
     return loaded
 
 
+def same_results(tmp_path: Path) -> dict[str, Any]:
+    """Every result file of the runs in ``tmp_path / "rust"`` and ``tmp_path / "python"``
+    identical (but wall-clock values); the Python run's files."""
+    rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
+    assert sorted(rust_files) == sorted(python_files)
+    for rel, value in python_files.items():
+        assert rust_files[rel] == value, rel
+    return python_files
+
+
 def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
                                                                    tmp_path: Path) -> None:
     with_rust = simulate(tmp_path / "rust", "1")
@@ -77,12 +87,9 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
     parts = ("core", "rust", "rooms", "host_time")
     assert tuple(with_rust[k] for k in parts) == ("pure", "rust", "rust", "rust")
     assert tuple(without[k] for k in parts) == ("pure", "python", "python", "python")
-    rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
-    assert sorted(rust_files) == sorted(python_files)
+    python_files = same_results(tmp_path)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
     assert len(policies) >= 7, sorted(python_files)
-    for rel, value in python_files.items():
-        assert rust_files[rel] == value, rel
 
 
 def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
@@ -95,12 +102,8 @@ def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
     with_rust = simulate(tmp_path / "rust", "1", "1800", *power)
     without = simulate(tmp_path / "python", "0", "1800", *power)
     assert (with_rust["host_time"], without["host_time"]) == ("rust", "python")
-    rust_files, python_files = results(tmp_path / "rust"), results(tmp_path / "python")
-    assert sorted(rust_files) == sorted(python_files)
-    energy = python_files["summary.json"]["policies"]["energy"]
+    energy = same_results(tmp_path)["summary.json"]["policies"]["energy"]
     assert energy["switches_off"] >= 1 and energy["hosts_off_mean"] > 0, energy
-    for rel, value in python_files.items():
-        assert rust_files[rel] == value, rel
 
 
 CORE = ("from native import loader\nloader.enable()\nimport domain.rooms, measure.host_time\n"
