@@ -89,7 +89,7 @@ class HostTime:
         task_count: int,
         cpu_alloc: float | None,
         mem_alloc: float | None,
-    ) -> float: ...
+    ) -> None: ...
 
 class HostMeter:
     """One host's energy meter (domain.energy._HostMeter, in Rust); its attributes are

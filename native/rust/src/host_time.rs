@@ -199,7 +199,7 @@ impl HostTime {
     /// ``table``: the model's 11 watts and memory watts per GiB when it is a PowerModel (its
     /// power is then computed here), else None (asked of ``model.power_w_unchecked``).
     /// ``meter``: (host id, its HostMeter) for ``record`` to update, else None (the caller
-    /// updates the energy meter).
+    /// feeds the energy meter, reading ``power``).
     #[new]
     #[args(table = "None", meter = "None")]
     #[allow(clippy::too_many_arguments)]
@@ -263,9 +263,8 @@ impl HostTime {
     }
 
     /// The state from ``t`` on (measure.host_time.HostBook.record; allocations: None keeps
-    /// them): the state until ``t`` integrated first, then the energy meter's state set when
-    /// this host holds it. Returns the host's power in the new state, its model's
-    /// ``power_w_unchecked(cpu, mem_bytes)``, computed only when they changed.
+    /// them): the state until ``t`` integrated first, the power recomputed only when the load
+    /// changed, then the energy meter's state set when this host holds it.
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
@@ -277,7 +276,7 @@ impl HostTime {
         task_count: i64,
         cpu_alloc: Option<f64>,
         mem_alloc: Option<f64>,
-    ) -> PyResult<f64> {
+    ) -> PyResult<()> {
         self.integrate(t)?;
         if cpu != self.cpu || mem_bytes != self.mem_bytes {
             self.power = self.watts(py, cpu, mem_bytes)?;
@@ -299,7 +298,7 @@ impl HostTime {
             let mut meter = meter.as_ref(py).try_borrow_mut()?;
             meter.set(py, t, host_id.as_ref(py), cpu, mem_bytes, task_count == 0, self.power)?;
         }
-        Ok(self.power)
+        Ok(())
     }
 
     /// The bins: one list per series, then the coverage (copies).
