@@ -193,6 +193,9 @@ class MemoryStore:
         self._groups: dict[GroupKey, _Group] = {}
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
+        # per host, its tasks in tasks_on's order, until one of them changes: the preempt
+        # passes read a host's tasks once per request they judge it for
+        self._ordered: dict[str, list[Task]] = {}
         # per host, the ids of its tasks that hold a cut (cut_received > 0): restore_cuts runs
         # after every event that frees room, and most hosts have nothing to give back
         self._cut_tasks: dict[str, set[str]] = {}
@@ -251,10 +254,13 @@ class MemoryStore:
             raise NotFoundError(f"no host {host_id!r}") from None
 
     def tasks_on(self, host_id: str) -> list[Task]:
-        tasks = self._host_tasks.get(host_id)
-        if tasks is None:
-            raise NotFoundError(f"no host {host_id!r}")
-        return sorted(tasks.values(), key=lambda t: (-t.cls, t.util, t.id))
+        ordered = self._ordered.get(host_id)
+        if ordered is None:
+            tasks = self._host_tasks.get(host_id)
+            if tasks is None:
+                raise NotFoundError(f"no host {host_id!r}")
+            ordered = self._ordered[host_id] = sorted(tasks.values(), key=_task_order)
+        return list(ordered)
 
     def task(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
@@ -306,6 +312,7 @@ class MemoryStore:
     def remove_host(self, host_id: str) -> list[Task]:
         view = self.host(host_id)
         tasks = sorted(self._host_tasks.pop(host_id).values(), key=lambda t: t.id)
+        self._ordered.pop(host_id, None)
         del self._cut_tasks[host_id]
         del self._paused_tasks[host_id]
         for task in tasks:
@@ -348,6 +355,7 @@ class MemoryStore:
             raise ConflictError(f"task {decision.request.id!r} is already running")
         host = self.host(decision.host or "")
         on_host = self._host_tasks[host.id]
+        self._ordered.pop(host.id, None)
         booking = book(decision, host, on_host, self._classes, now, executed_s, pending_s,
                        preemptions)
         cut_tasks = self._cut_tasks[host.id]
@@ -368,6 +376,7 @@ class MemoryStore:
             raise ConflictError(f"task {task.id!r} is already booked")
         host = self.host(task.host)
         self._host_tasks[host.id][task.id] = self._tasks[task.id] = task
+        self._ordered.pop(host.id, None)
         self._note_cut(task)
         tally = combine(host.tally, contribution(task, self._classes))
         self._replace_view(host, host.with_tally(tally))
@@ -381,6 +390,7 @@ class MemoryStore:
         tally = combine(host.tally, contribution(task, self._classes), -1)
         tally = combine(tally, contribution(resized, self._classes))
         self._tasks[task_id] = self._host_tasks[task.host][task_id] = resized
+        self._ordered.pop(task.host, None)
         self._note_cut(resized)
         self._replace_view(host, host.with_tally(tally))
         return resized
@@ -390,6 +400,7 @@ class MemoryStore:
         if task is None:
             raise NotFoundError(f"no task {task_id!r}")
         del self._host_tasks[task.host][task_id]
+        self._ordered.pop(task.host, None)
         self._cut_tasks[task.host].discard(task_id)
         self._paused_tasks[task.host].discard(task_id)
         host = self._views[task.host]
@@ -408,6 +419,7 @@ class MemoryStore:
         if not restores:
             return []
         view, restored = apply_restores(host, on_host, restores, self._classes)
+        self._ordered.pop(host_id, None)
         for task in restored:
             on_host[task.id] = self._tasks[task.id] = task
             self._note_cut(task)
@@ -424,6 +436,7 @@ class MemoryStore:
                                   slo, self._classes)
         if not resumed:
             return []
+        self._ordered.pop(host_id, None)
         for task in resumed:
             on_host[task.id] = self._tasks[task.id] = task
             self._note_cut(task)
@@ -436,6 +449,7 @@ class MemoryStore:
             raise NotFoundError(f"no task {task_id!r}")
         updated = task.with_utilization(cpu_util, memory_util)
         self._tasks[task_id] = self._host_tasks[task.host][task_id] = updated
+        self._ordered.pop(task.host, None)
         return updated
 
     # -- pending queue ----------------------------------------------------------------------
@@ -499,3 +513,8 @@ class MemoryStore:
             half = len(changes) // 2
             del changes[:half]
             self._changes_base += half
+
+
+def _task_order(task: Task) -> tuple[int, float, str]:
+    """tasks_on's order: class descending, then utilization, then id."""
+    return -task.cls, task.util, task.id

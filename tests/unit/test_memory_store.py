@@ -4,15 +4,19 @@ whatever the blocks (host_registry.memory._Group) look like after many changes."
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
 import host_registry.memory as memory_module
-from domain.model import HostSpec, Task, TaskType
+from domain.model import HostSpec, Request, Task, TaskType
 from domain.regions import REGIONS
 from domain.rooms import ROOM_INDEX, ROOM_KEYS
+from domain.slo import SloTable
 from domain.store import Segment
 from host_registry.memory import MemoryStore
+from scheduler.policies.qos import QosPolicy
+from scheduler.registry import make_policy
 
 
 def brute_force(store: MemoryStore, segment: Segment) -> list[str]:
@@ -91,3 +95,66 @@ def test_blocks_split_merge_and_skip_by_their_largest_room(
         store.remove_host(f"h{i:02d}")
     assert group.size == 3 and len(group.blocks) == 1  # small blocks were merged
     assert fitting(1002, 0) == ["h02"] and fitting(1003, 0) == []
+
+
+def tasks_sorted_here(store: MemoryStore, host_id: str) -> list[Task]:
+    """A host's tasks from every task, in tasks_on's order (class descending, U, id)."""
+    return sorted((t for t in store.tasks() if t.host == host_id),
+                  key=lambda t: (-t.cls, t.util, t.id))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_hosts_tasks_read_in_order_after_every_kind_of_change(seed: int) -> None:
+    """tasks_on keeps each host's order until the host's tasks change: read after every
+    change the store takes (placements with kills, cuts and pauses, cuts given back, pauses
+    resumed, resizes, ends, utilization reports, a host leaving and coming back), it is the
+    order sorted afresh from every task."""
+    rng = random.Random(seed)
+    store = MemoryStore()
+    hosts = [f"h{i}" for i in range(3)]
+    for host_id in hosts:
+        store.add_host(HostSpec(host_id, 4096, 4096))
+    policy = make_policy("qos")
+    assert isinstance(policy, QosPolicy)
+    changes = Counter[str]()
+    for step in range(800):
+        now = float(step)
+        running = store.tasks()
+        roll = rng.random()
+        if roll < 0.3:
+            request = Request(f"r{step}", rng.randint(1, 4), rng.choice(list(TaskType)),
+                              rng.randint(300, 2000), rng.randint(100, 900))
+            decision = policy.decide_waiting(request, store, q_s=rng.uniform(-60, 60), now=now,
+                                             slo=SloTable(), alpha_s=0.0)
+            if not decision.placed:
+                continue
+            store.apply(decision, now)
+            changes[decision.pass_.value] += 1
+            changes["pause"] += len(decision.suspends)
+        elif roll < 0.45 and running:
+            task = rng.choice(running)
+            store.update_task_utilization(task.id, rng.random(), rng.random())
+            changes["utilization"] += 1
+        elif roll < 0.55 and running:
+            store.end_task(rng.choice(running).id)
+            changes["end"] += 1
+        elif roll < 0.65 and running:
+            task = rng.choice(running)
+            if task.suspended:
+                continue
+            store.resize_task(task.id, max(1, task.cpu_shares // 2), task.memory)
+            changes["resize"] += 1
+        elif roll < 0.8:
+            changes["restore"] += len(store.restore_cuts(rng.choice(hosts)))
+        elif roll < 0.95:
+            changes["resume"] += len(store.resume_suspended(rng.choice(hosts), now, SloTable()))
+        else:
+            host_id = rng.choice(hosts)
+            store.remove_host(host_id)
+            store.add_host(HostSpec(host_id, 4096, 4096))
+            changes["host back"] += 1
+        for host_id in hosts:
+            assert store.tasks_on(host_id) == tasks_sorted_here(store, host_id), (step, host_id)
+    # every kind of change happened
+    assert set(+changes) >= {"simple", "cut", "preempt", "utilization", "end", "resize",
+                            "pause", "restore", "resume", "host back"}, changes
