@@ -80,6 +80,8 @@ class QosPolicy:
     # task placed meanwhile carries the same e and p, so its Q is the same).
     _q_at: float = field(default=float("nan"), repr=False)
     _q: dict[tuple[str, bool], float] = field(default_factory=dict, repr=False)
+    # Each host's tasks judged at that moment, per (host, whether victims may be paused).
+    _judged_hosts: dict[tuple[str, bool], _Judged] = field(default_factory=dict, repr=False)
 
     # -- the Policy protocol ------------------------------------------------------------
 
@@ -191,82 +193,147 @@ class QosPolicy:
             notes.host("preempt", host, "the request exceeds the machine")
             return None
         phi = self.options.safety_margin_s
-        tasks = view.tasks_on(host.id)
         rc = request.cls
         strictest = min(rc, host.host_class or rc)
         # memory short even beside every task: victims must be killed to free it
         memory_short = host.memory_allocated + memory > host.memory_limits[strictest - 1]
         suspending = self.options.suspend and not memory_short
-        if now != self._q_at:
-            self._q_at, self._q = now, {}
-        known = self._q
-        qs = {}
-        for t in tasks:
-            key = (t.id, suspending and suspendable(t))
-            q = known.get(key)
-            if q is None:
-                q = known[key] = task_q_after(t, now, slo, alpha_s, paused=key[1])
-            qs[t.id] = q
-        order = sorted(tasks, key=lambda t: (-qs[t.id], -t.cls, t.util, t.id))
-        remaining = list(tasks)
+        judged = self._judged(host.id, view.tasks_on(host.id), suspending, now, slo, alpha_s)
+        counts = list(judged.counts)
         chosen: list[Task] = []
+        chosen_q: list[float] = []
         cpu_alloc, memory_alloc = host.cpu_allocated, host.memory_allocated
-        new_class = min([rc, *(t.cls for t in remaining)])
-        for task in [None, *order]:
-            if task is not None:
-                cpu_short = cpu_alloc + cpu > host.cpu_limits[new_class - 1]
-                mem_short = memory_alloc + memory > host.memory_limits[new_class - 1]
+        cpu_limits, memory_limits = host.cpu_limits, host.memory_limits
+        new_class = _strictest(counts, rc)
+        # (with nothing chosen: a host the simple and cut passes do not walk, an EED one,
+        # takes the request as it is)
+        fits = (cpu_alloc + cpu <= cpu_limits[new_class - 1]
+                and memory_alloc + memory <= memory_limits[new_class - 1])
+        if not fits:
+            for task, q_k, killed, capped, from_scratch in judged.order:
+                cpu_short = cpu_alloc + cpu > cpu_limits[new_class - 1]
+                mem_short = memory_alloc + memory > memory_limits[new_class - 1]
                 if not helps(task, cpu_short, mem_short):
                     continue  # a paused task holds memory only: taken while memory is short
-                killed = not (suspending and suspendable(task))
-                if not self._eligible(request, task, q_j, qs[task.id], now, slo, alpha_s, phi,
-                                      killed=killed):
+                if not _eligible(rc, q_j, task.cls, q_k, phi, capped=capped,
+                                 destroys_work=killed and from_scratch):
                     continue
                 chosen.append(task)
-                remaining.remove(task)
+                chosen_q.append(q_k)
+                counts[task.cls] -= 1
                 cpu_alloc -= task.cpu_shares
                 memory_alloc -= task.memory
-                new_class = min([rc, *(t.cls for t in remaining)])
-            if (cpu_alloc + cpu <= host.cpu_limits[new_class - 1]
-                    and memory_alloc + memory <= host.memory_limits[new_class - 1]):
-                # (with nothing chosen: a host the simple and cut passes do not walk, an EED
-                # one, takes the request as it is)
-                short = host.memory_allocated + memory - host.memory_limits[new_class - 1]
-                victims = split(chosen, short, self.options.suspend)
-                return victims, new_class, _cost(chosen, qs, phi)
-        notes.host("preempt", host, "does not fit even without every eligible task")
-        return None
+                new_class = _strictest(counts, rc)
+                if (cpu_alloc + cpu <= cpu_limits[new_class - 1]
+                        and memory_alloc + memory <= memory_limits[new_class - 1]):
+                    fits = True
+                    break
+        if not fits:
+            notes.host("preempt", host, "does not fit even without every eligible task")
+            return None
+        short = host.memory_allocated + memory - memory_limits[new_class - 1]
+        victims = split(chosen, short, self.options.suspend)
+        return victims, new_class, _cost(chosen, chosen_q, phi)
 
-    def _eligible(
+    def _judged(
         self,
-        request: Request,
-        task: Task,
-        q_j: float,
-        q_k: float,
+        host_id: str,
+        tasks: list[Task],
+        suspending: bool,
         now: float,
         slo: SloTable,
         alpha_s: float,
-        phi: float,
-        *,
-        killed: bool = True,
-    ) -> bool:
-        if (
-            self.options.overhead_cap
-            and task.cls == request.cls
-            and task_overhead(task, now, alpha_s) > 1 - slo.objective(task.cls)
-        ):
-            return False
-        if killed and request.cls >= task.cls and restarts_from_scratch(task):
-            # killing it only destroys work: never for a request of its own or a less
-            # important class (DESIGN 3.11); a more important class may take its place
-            return False
-        if q_k >= phi:
-            return q_j < q_k
-        if q_j >= phi:
-            return False
-        if request.cls != task.cls:
-            return request.cls < task.cls
+    ) -> _Judged:
+        """A host's tasks as the preempt pass walks them at ``now``: in the order victims are
+        considered, each with its Q after the preemption and what limits its eligibility.
+        Kept per host until its tasks differ: a round decides every waiting request at one
+        moment, and most of its decisions place nothing, so a host is judged again only
+        when something changed on it."""
+        if now != self._q_at:
+            self._q_at, self._q, self._judged_hosts = now, {}, {}
+        key = (host_id, suspending)
+        judged = self._judged_hosts.get(key)
+        if (judged is not None and (judged.slo is slo or judged.slo == slo)
+                and judged.alpha_s == alpha_s and judged.tasks == tasks):
+            return judged
+        known = self._q
+        cap = self.options.overhead_cap
+        rows: list[tuple[float, int, float, str, tuple[Task, float, bool, bool, bool]]] = []
+        counts = [0, 0, 0, 0, 0]
+        for t in tasks:
+            paused = suspending and suspendable(t)
+            q = known.get((t.id, paused))
+            if q is None:
+                q = known[(t.id, paused)] = task_q_after(t, now, slo, alpha_s, paused=paused)
+            capped = cap and over_cap(t, now, slo, alpha_s)
+            rows.append((-q, -t.cls, t.util, t.id,
+                         (t, q, not paused, capped, restarts_from_scratch(t))))
+            counts[t.cls] += 1
+        rows.sort(key=_row_key)
+        judged = _Judged(tasks, slo, alpha_s, [row[4] for row in rows], counts)
+        self._judged_hosts[key] = judged
+        return judged
+
+
+class _Judged:
+    """One host's tasks judged at one moment (QosPolicy._judged): ``order`` holds, per task in
+    the order victims are considered (Q descending; class descending, utilization ascending,
+    id), the task, its Q after the preemption, whether taking it kills it, whether its
+    preemption overhead bars it for a request of its own class, and whether it restarts from
+    scratch; ``counts`` the tasks per class (index 1-4)."""
+
+    __slots__ = ("alpha_s", "counts", "order", "slo", "tasks")
+
+    def __init__(
+        self,
+        tasks: list[Task],
+        slo: SloTable,
+        alpha_s: float,
+        order: list[tuple[Task, float, bool, bool, bool]],
+        counts: list[int],
+    ) -> None:
+        self.tasks = tasks
+        self.slo = slo
+        self.alpha_s = alpha_s
+        self.order = order
+        self.counts = counts
+
+
+def _row_key(
+    row: tuple[float, int, float, str, tuple[Task, float, bool, bool, bool]]
+) -> tuple[float, int, float, str]:
+    return row[0], row[1], row[2], row[3]
+
+
+def _strictest(counts: list[int], request_class: int) -> int:
+    """The host's class with the request and the tasks counted per class: the most important
+    (lowest) of them."""
+    for cls in range(1, request_class):
+        if counts[cls]:
+            return cls
+    return request_class
+
+
+def _eligible(
+    rc: int, q_j: float, task_cls: int, q_k: float, phi: float, *, capped: bool,
+    destroys_work: bool,
+) -> bool:
+    """Whether a running task of class ``task_cls`` and Q ``q_k`` may be preempted for a
+    request of class ``rc`` and Q ``q_j`` (DESIGN 3.11): ``capped``, its preemption overhead
+    exceeds 1 - its SLO; ``destroys_work``, it would be killed and restart from scratch."""
+    if capped and task_cls == rc:
+        return False
+    if destroys_work and rc >= task_cls:
+        # killing it only destroys work: never for a request of its own or a less
+        # important class (DESIGN 3.11); a more important class may take its place
+        return False
+    if q_k >= phi:
         return q_j < q_k
+    if q_j >= phi:
+        return False
+    if rc != task_cls:
+        return rc < task_cls
+    return q_j < q_k
 
 
 def task_q(task: Task, now: float, slo: SloTable, alpha_s: float) -> float:
@@ -291,13 +358,19 @@ def task_overhead(task: Task, now: float, alpha_s: float) -> float:
     return preemption_overhead(task.preemptions * alpha_s, executed)
 
 
-def _cost(victims: list[Task], qs: dict[str, float], phi: float) -> tuple[float, ...]:
-    """S = (d1, d2, d3, d4, s+), compared lexicographically (DESIGN 3.11 step 3)."""
+def over_cap(task: Task, now: float, slo: SloTable, alpha_s: float) -> bool:
+    """Whether ``task``'s preemption overhead C exceeds 1 - its SLO: with the overhead cap on,
+    it is not preempted for a request of its own class."""
+    return task_overhead(task, now, alpha_s) > 1 - slo.objective(task.cls)
+
+
+def _cost(victims: list[Task], qs: list[float], phi: float) -> tuple[float, ...]:
+    """S = (d1, d2, d3, d4, s+), compared lexicographically (DESIGN 3.11 step 3); ``qs`` the
+    victims' Q, in their order."""
     deep = [0.0, 0.0, 0.0, 0.0]
     slack = 0.0
     others = 0
-    for victim in victims:
-        q = qs[victim.id]
+    for victim, q in zip(victims, qs, strict=True):
         if q < phi:
             deep[victim.cls - 1] += phi - q
         else:

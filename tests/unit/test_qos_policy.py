@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
 
 from domain.classes import ClassTable, OverbookingModel
 from domain.decision import Pass
-from domain.model import Request, Task, TaskType
+from domain.model import HostSpec, Request, Task, TaskType
 from domain.pending import PendingReason
+from domain.preemption import restarts_from_scratch
 from domain.slo import SloTable
 from host_registry.memory import MemoryStore
 from scheduler.policies.qos import (
     QosOptions,
     QosPolicy,
     _cost,
+    _eligible,
+    over_cap,
     task_overhead,
     task_q,
     task_q_after,
@@ -36,11 +40,13 @@ def running(task_id: str, cls: int, *, ran_s: float, waited_s: float = 0.0,
 
 
 def eligible(q_j: float, j_cls: int, task: Task, now: float, *, cap: bool = True,
-             alpha_s: float = 0.0) -> bool:
-    policy = QosPolicy(QosOptions(safety_margin_s=PHI, overhead_cap=cap))
-    q_k = task_q(task, now, SLO, alpha_s)
-    request = Request("j", j_cls, TaskType.SERVICE, 400, 400)
-    return policy._eligible(request, task, q_j, q_k, now, SLO, alpha_s, PHI)
+             alpha_s: float = 0.0, q_k: float | None = None) -> bool:
+    """Whether ``task`` (of Q ``q_k``, by default its Q now) may be killed for a request."""
+    if q_k is None:
+        q_k = task_q(task, now, SLO, alpha_s)
+    return _eligible(j_cls, q_j, task.cls, q_k, PHI,
+                     capped=cap and over_cap(task, now, SLO, alpha_s),
+                     destroys_work=restarts_from_scratch(task))
 
 
 def test_a_running_tasks_q_and_overhead() -> None:
@@ -96,7 +102,7 @@ def test_the_cost_tuple_orders_deeper_and_more_important_victims_first() -> None
               ("edge", 2)]}
 
     def cost(*names: str) -> tuple[float, ...]:
-        return _cost([tasks[n] for n in names], qs, PHI)
+        return _cost([tasks[n] for n in names], [qs[n] for n in names], PHI)
 
     assert cost("gold") == (12.0, 0.0, 0.0, 0.0, 0.0)
     assert cost("bronze") == (0.0, 0.0, 0.0, 2.0, 0.0)
@@ -247,13 +253,11 @@ def test_a_job_that_restarts_from_scratch_is_never_preempted_for_its_class_or_be
     killed it restarts from scratch: judged after the preemption (Q = -900) and protected
     from its own class and the less important ones; a service with the same run is not."""
     job = running_job("k", 2, ran_s=900.0)
-    policy = QosPolicy(QosOptions(safety_margin_s=PHI))
-    request = Request("j", j_cls, TaskType.SERVICE, 400, 400)
     q_k = task_q_after(job, 0.0, SLO, 0.0)
-    assert policy._eligible(request, job, -50.0, q_k, 0.0, SLO, 0.0, PHI) is expected, case
+    assert eligible(-50.0, j_cls, job, 0.0, q_k=q_k) is expected, case
     service = running("s", 2, ran_s=900.0)
     q_s = task_q_after(service, 0.0, SLO, 0.0)
-    assert policy._eligible(request, service, -50.0, q_s, 0.0, SLO, 0.0, PHI), case
+    assert eligible(-50.0, j_cls, service, 0.0, q_k=q_s), case
 
 
 def test_qos_preempts_the_service_with_slack_and_spares_the_job_that_would_lose_its_run() -> None:
@@ -285,3 +289,44 @@ def test_a_round_always_tries_the_arrival_that_started_it() -> None:
     outcome = sched.submit(Request("gold", 1, TaskType.SERVICE, 400, 400), 100.0)
     assert [d.request.id for d in outcome.applied] == ["gold"]
     assert store.task("gold") is not None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_policy_that_judged_the_hosts_before_decides_as_a_fresh_one(seed: int) -> None:
+    """The policy keeps each host's tasks judged at one moment (their order, Q and limits)
+    until the host's tasks differ. Decisions at the same moment, with the cluster changing
+    between them (placements with kills, cuts and pauses, ends, resizes, utilization
+    reports), and across moments: each is the decision a policy that never judged a host
+    before makes."""
+    rng = random.Random(seed)
+    store = MemoryStore()
+    for host_id in ("a", "b", "c"):
+        store.add_host(HostSpec(host_id, 4096, 4096))
+    kept = QosPolicy()
+    preempted = 0
+    for step in range(600):
+        now = float(step // 8)  # eight steps at each moment
+        running_now = store.tasks()
+        roll = rng.random()
+        if roll < 0.6:
+            request = Request(f"r{step}", rng.randint(1, 4), rng.choice(list(TaskType)),
+                              rng.randint(300, 2000), rng.randint(100, 1500))
+            q_s = rng.uniform(-60.0, 60.0)
+            decision = kept.decide_waiting(request, store, q_s=q_s, now=now, slo=SLO,
+                                           alpha_s=1.0, explain=True)
+            fresh = QosPolicy().decide_waiting(request, store, q_s=q_s, now=now, slo=SLO,
+                                               alpha_s=1.0, explain=True)
+            assert decision == fresh, step
+            if decision.placed:
+                store.apply(decision, now)
+                preempted += decision.pass_ is Pass.PREEMPT
+        elif roll < 0.75 and running_now:
+            task = rng.choice(running_now)
+            store.update_task_utilization(task.id, rng.random(), rng.random())
+        elif roll < 0.85 and running_now:
+            store.end_task(rng.choice(running_now).id)
+        elif running_now:
+            task = rng.choice(running_now)
+            if not task.suspended:
+                store.resize_task(task.id, max(1, task.cpu_shares // 2), task.memory)
+    assert preempted >= 10, preempted
