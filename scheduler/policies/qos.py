@@ -28,6 +28,7 @@ time (the scheduler's). Pure: the scheduler gives the moment, the SLO table and 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -80,8 +81,10 @@ class QosPolicy:
     # task placed meanwhile carries the same e and p, so its Q is the same).
     _q_at: float = field(default=float("nan"), repr=False)
     _q: dict[tuple[str, bool], float] = field(default_factory=dict, repr=False)
-    # Each host's tasks judged at that moment, per (host, whether victims may be paused).
-    _judged_hosts: dict[tuple[str, bool], _Judged] = field(default_factory=dict, repr=False)
+    # Each host's tasks judged at that moment, by host: where victims may not be paused,
+    # and where they may.
+    _judged_hosts: tuple[dict[str, _Judged], dict[str, _Judged]] = field(
+        default_factory=lambda: ({}, {}), repr=False)
 
     # -- the Policy protocol ------------------------------------------------------------
 
@@ -209,6 +212,18 @@ class QosPolicy:
         # takes the request as it is)
         fits = (cpu_alloc + cpu <= cpu_limits[new_class - 1]
                 and memory_alloc + memory <= memory_limits[new_class - 1])
+        if not fits and q_j == q_j and _ascending(cpu_limits) and _ascending(memory_limits):
+            # every eligible task preempted is the most a walk can free (3.3: a host's limits
+            # only grow as its class does): where even that is short, no walk fits (a Q_j
+            # that is not a number is walked: its comparisons follow no order)
+            freed = judged.freeable(rc, phi)
+            if freed is not None:
+                free_cpu, free_memory, left = freed.after(q_j, phi, counts)
+                most_class = _strictest(left, rc)
+                if (cpu_alloc - free_cpu + cpu > cpu_limits[most_class - 1]
+                        or memory_alloc - free_memory + memory > memory_limits[most_class - 1]):
+                    notes.host("preempt", host, "does not fit even without every eligible task")
+                    return None
         if not fits:
             for task, q_k, killed, capped, from_scratch in judged.order:
                 cpu_short = cpu_alloc + cpu > cpu_limits[new_class - 1]
@@ -250,9 +265,9 @@ class QosPolicy:
         moment, and most of its decisions place nothing, so a host is judged again only
         when something changed on it."""
         if now != self._q_at:
-            self._q_at, self._q, self._judged_hosts = now, {}, {}
-        key = (host_id, suspending)
-        judged = self._judged_hosts.get(key)
+            self._q_at, self._q, self._judged_hosts = now, {}, ({}, {})
+        kept = self._judged_hosts[suspending]
+        judged = kept.get(host_id)
         if (judged is not None and (judged.slo is slo or judged.slo == slo)
                 and judged.alpha_s == alpha_s and judged.tasks == tasks):
             return judged
@@ -271,7 +286,7 @@ class QosPolicy:
             counts[t.cls] += 1
         rows.sort(key=_row_key)
         judged = _Judged(tasks, slo, alpha_s, [row[4] for row in rows], counts)
-        self._judged_hosts[key] = judged
+        kept[host_id] = judged
         return judged
 
 
@@ -282,7 +297,7 @@ class _Judged:
     preemption overhead bars it for a request of its own class, and whether it restarts from
     scratch; ``counts`` the tasks per class (index 1-4)."""
 
-    __slots__ = ("alpha_s", "counts", "order", "slo", "tasks")
+    __slots__ = ("_freeable", "alpha_s", "counts", "order", "slo", "tasks")
 
     def __init__(
         self,
@@ -297,6 +312,84 @@ class _Judged:
         self.alpha_s = alpha_s
         self.order = order
         self.counts = counts
+        self._freeable: list[_Freeable | None] | None = None  # by request class, once asked
+
+    def freeable(self, rc: int, phi: float) -> _Freeable | None:
+        """What preempting every task eligible for a request of class ``rc`` frees (None
+        when a Q is not a number: then nothing is told in advance)."""
+        if self._freeable is None:
+            self._freeable = [None] * 5
+        known = self._freeable[rc]
+        if known is None:
+            known = self._freeable[rc] = _Freeable.of(self.order, rc, phi)
+        return None if known.unknown else known
+
+
+_Freed = tuple[int, int, int, int, int, int]  # CPU shares, memory, tasks of class 1, 2, 3, 4
+_NOTHING: _Freed = (0, 0, 0, 0, 0, 0)
+
+
+def _plus(freed: _Freed, task: Task) -> _Freed:
+    cpu, memory, c1, c2, c3, c4 = freed
+    cls = task.cls
+    return (cpu + task.cpu_shares, memory + task.memory, c1 + (cls == 1), c2 + (cls == 2),
+            c3 + (cls == 3), c4 + (cls == 4))
+
+
+class _Freeable:
+    """One host's tasks judged at one moment, for requests of one class: what preempting every
+    eligible task frees, as a function of the request's Q (the eligibility of DESIGN 3.11 with
+    the Q of the tasks fixed). With slack (Q_k >= phi), a task is eligible when Q_j < Q_k: of
+    those in Q order, a prefix. Inside the margin, only for Q_j < phi: those of less important
+    classes all, those of the request's class when Q_j < Q_k (a prefix again). Tasks the
+    overhead cap or a restart from scratch protects from this class never count."""
+
+    __slots__ = ("lower", "same", "same_q", "slack", "slack_q", "unknown")
+
+    def __init__(self) -> None:
+        self.slack_q: list[float] = []  # -Q_k of the tasks with slack, ascending
+        self.slack: list[_Freed] = [_NOTHING]  # freed by the first i of them
+        self.same_q: list[float] = []  # the same for the request's class inside the margin
+        self.same: list[_Freed] = [_NOTHING]
+        self.lower: _Freed = _NOTHING  # the less important classes inside the margin
+        self.unknown = False
+
+    @staticmethod
+    def of(order: list[tuple[Task, float, bool, bool, bool]], rc: int, phi: float) -> _Freeable:
+        freeable = _Freeable()
+        for task, q_k, killed, capped, from_scratch in order:  # Q descending
+            if q_k != q_k:
+                freeable.unknown = True  # NaN: no order to bisect
+                return freeable
+            cls = task.cls
+            if (capped and cls == rc) or (killed and from_scratch and rc >= cls):
+                continue
+            if q_k >= phi:
+                freeable.slack_q.append(-q_k)
+                freeable.slack.append(_plus(freeable.slack[-1], task))
+            elif cls == rc:
+                freeable.same_q.append(-q_k)
+                freeable.same.append(_plus(freeable.same[-1], task))
+            elif cls > rc:
+                freeable.lower = _plus(freeable.lower, task)
+        return freeable
+
+    def after(self, q_j: float, phi: float, counts: list[int]) -> tuple[int, int, list[int]]:
+        """The CPU shares and memory every task eligible for a request of Q ``q_j`` frees, and
+        the tasks per class (index 1-4) left of ``counts`` once they are gone."""
+        cpu, memory, c1, c2, c3, c4 = self.slack[bisect.bisect_left(self.slack_q, -q_j)]
+        if q_j < phi:
+            s_cpu, s_memory, s1, s2, s3, s4 = self.same[bisect.bisect_left(self.same_q, -q_j)]
+            l_cpu, l_memory, l1, l2, l3, l4 = self.lower
+            cpu, memory = cpu + s_cpu + l_cpu, memory + s_memory + l_memory
+            c1, c2, c3, c4 = c1 + s1 + l1, c2 + s2 + l2, c3 + s3 + l3, c4 + s4 + l4
+        return cpu, memory, [0, counts[1] - c1, counts[2] - c2, counts[3] - c3, counts[4] - c4]
+
+
+def _ascending(limits: tuple[int, ...]) -> bool:
+    """Whether a host's limits never fall as its class grows (they never do when a class
+    table made them)."""
+    return all(limits[i - 1] <= limits[i] for i in range(1, len(limits)))
 
 
 def _row_key(

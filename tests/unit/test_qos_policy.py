@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+import scheduler.policies.qos as qos_module
 from domain.classes import ClassTable, OverbookingModel
 from domain.decision import Pass
 from domain.model import HostSpec, Request, Task, TaskType
@@ -330,3 +331,55 @@ def test_a_policy_that_judged_the_hosts_before_decides_as_a_fresh_one(seed: int)
             if not task.suspended:
                 store.resize_task(task.id, max(1, task.cpu_shares // 2), task.memory)
     assert preempted >= 10, preempted
+
+
+@pytest.mark.parametrize("model", list(OverbookingModel))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_quick_refusal_of_a_host_decides_as_the_walk_does(
+    seed: int, model: OverbookingModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host where even every eligible task preempted leaves the request short is refused
+    without walking its tasks. Every decision (host, victims, cost, notes) is the one the walk
+    alone makes, over tasks of every class and type, with and without checkpoints, paused,
+    protected by the overhead cap, and requests of every class and Q around the margin; and
+    the refusal spares most of the walk's steps."""
+    rng = random.Random(seed)
+    store = MemoryStore(ClassTable(model))
+    for host_id in ("a", "b", "c", "d"):
+        store.add_host(HostSpec(host_id, 4096, 4096))
+    quick = QosPolicy()
+    steps = {"quick": 0, "walk": 0}
+    counted = qos_module.helps
+
+    def counting(task: Task, cpu_short: bool, memory_short: bool) -> bool:
+        steps[mode] += 1
+        return counted(task, cpu_short, memory_short)
+
+    monkeypatch.setattr(qos_module, "helps", counting)
+    preempted = 0
+    for step in range(500):
+        now = 7.0 * (step // 4)
+        running_now = store.tasks()
+        if rng.random() < 0.15 and running_now:
+            store.end_task(rng.choice(running_now).id)
+            continue
+        task_type = rng.choice(list(TaskType))
+        checkpoint = rng.choice([0.0, 0.0, 30.0]) if task_type is TaskType.JOB else 0.0
+        request = Request(f"r{step}", rng.randint(1, 4), task_type, rng.randint(300, 2500),
+                          rng.randint(100, 2000), checkpoint_interval_s=checkpoint)
+        q_s = rng.uniform(-40.0, 40.0)
+        mode = "quick"
+        decision = quick.decide_waiting(request, store, q_s=q_s, now=now, slo=SLO,
+                                        alpha_s=2.0, explain=True)
+        mode = "walk"
+        with monkeypatch.context() as patched:
+            patched.setattr(qos_module, "_ascending", lambda limits: False)  # never refuse early
+            walked = QosPolicy().decide_waiting(request, store, q_s=q_s, now=now, slo=SLO,
+                                                alpha_s=2.0, explain=True)
+        assert decision == walked, step
+        if decision.placed:
+            store.apply(decision, now, executed_s=rng.uniform(0, 300), pending_s=0.0,
+                        preemptions=rng.choice([0, 0, 5, 40]))
+            preempted += decision.pass_ is Pass.PREEMPT
+    assert preempted >= 10, preempted
+    assert steps["quick"] < steps["walk"] / 2, steps
