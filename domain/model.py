@@ -247,6 +247,12 @@ class Task:
                     self.checkpoint_interval_s, self.suspended_cpu_shares, self.suspended_at)
 
 
+def host_task_order(task: Task) -> tuple[int, float, str]:
+    """The order of a host's tasks (ClusterReader.tasks_on): class descending, then
+    utilization, then id."""
+    return -task.cls, task.util, task.id
+
+
 @dataclass(frozen=True, slots=True)
 class HostSpec:
     """A machine: its id (Swarm node id, or a trace's name for it) and capacity. The registry

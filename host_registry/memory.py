@@ -20,7 +20,7 @@ from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.errors import ConflictError, NotFoundError
 from domain.load import LoadWindows
-from domain.model import HostSpec, HostView, Task
+from domain.model import HostSpec, HostView, Task, host_task_order
 from domain.pending import PendingEntry
 from domain.preemption import resume_on
 from domain.regions import Region, RegionBounds
@@ -259,7 +259,7 @@ class MemoryStore:
             tasks = self._host_tasks.get(host_id)
             if tasks is None:
                 raise NotFoundError(f"no host {host_id!r}")
-            ordered = self._ordered[host_id] = sorted(tasks.values(), key=_task_order)
+            ordered = self._ordered[host_id] = sorted(tasks.values(), key=host_task_order)
         return list(ordered)
 
     def task(self, task_id: str) -> Task | None:
@@ -513,8 +513,3 @@ class MemoryStore:
             half = len(changes) // 2
             del changes[:half]
             self._changes_base += half
-
-
-def _task_order(task: Task) -> tuple[int, float, str]:
-    """tasks_on's order: class descending, then utilization, then id."""
-    return -task.cls, task.util, task.id

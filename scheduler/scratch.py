@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from domain.books import contribution
 from domain.classes import ClassTable
 from domain.errors import NotFoundError
-from domain.model import HostView, Task
+from domain.model import HostView, Task, host_task_order
 from domain.regions import RegionBounds
 from domain.rooms import ROOM_INDEX
 from domain.store import ClusterReader, Segment
@@ -24,10 +24,6 @@ from domain.tally import EMPTY_TALLY, combine
 
 def _order(host: HostView) -> tuple[float, str]:
     return (host.util, host.id)
-
-
-def _task_order(task: Task) -> tuple[int, float, str]:
-    return (-task.cls, task.util, task.id)
 
 
 def empty_view(host: HostView, bounds: RegionBounds) -> HostView:
@@ -101,7 +97,7 @@ class ScratchView:
                 pass
             else:
                 tasks += self.base.tasks_on(host_id)
-        return sorted(tasks, key=_task_order) if tasks else tasks
+        return sorted(tasks, key=host_task_order) if tasks else tasks
 
     # -- what-if ------------------------------------------------------------------------------
 
