@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from domain.booking import book
 from domain.books import contribution
@@ -39,6 +40,46 @@ CHANGE_LOG_LIMIT = 1 << 16
 # Hosts per block of a list (see _Group); a block is split at twice this size.
 BLOCK_SIZE = 32
 
+# The Rust implementation of a list (native/rust/src/group.rs, DESIGN 10) when this process
+# runs the native core (importable only then: see domain.rooms); _Group stays the reference
+# (tests/unit/test_native_group.py compares them).
+try:
+    from greenswarm_core import HostGroup as NativeGroup
+except ImportError:
+    NativeGroup = None  # type: ignore[assignment,misc]
+
+
+class HostList(Protocol):
+    """One (region, class) list of hosts: _Group, or the Rust core's HostGroup."""
+
+    @property
+    def size(self) -> int: ...
+
+    def insert(self, view: HostView) -> None: ...
+
+    def remove(self, view: HostView) -> None: ...
+
+    def walk(
+        self, index: int, need_cpu: int, need_memory: int, ascending: bool
+    ) -> Iterator[HostView] | None: ...
+
+    def views(self, ascending: bool) -> list[HostView]: ...
+
+    def host_ids(self) -> list[str]: ...
+
+    def block_sizes(self) -> list[int]: ...
+
+
+def groups_implementation() -> str:
+    """``rust`` or ``python``: which lists a new store keeps its hosts in."""
+    return "python" if NativeGroup is None else "rust"
+
+
+def _new_group() -> HostList:
+    if NativeGroup is not None:
+        return NativeGroup(BLOCK_SIZE)
+    return _Group()
+
 
 class _Group:
     """One (region, class) list: hosts sorted by (U, id), in blocks that know their largest room.
@@ -49,10 +90,14 @@ class _Group:
     two hosts), and so does the whole list. A host that joins can only raise them; one that
     leaves forgets those it may have held, which are recomputed, per key, when next asked. A
     walk skips a list whose largest room is below the need at once, then every such block, and
-    reads the hosts of the others only.
+    reads the hosts of the others only. A walk ends when the list changes under it (a host
+    joins or leaves between two of its hosts).
+
+    The reference of the Rust core's ``greenswarm_core.HostGroup`` (native/rust/src/group.rs),
+    which the store uses instead when this process runs the native core.
     """
 
-    __slots__ = ("blocks", "firsts", "rooms", "size", "top")
+    __slots__ = ("blocks", "firsts", "rooms", "size", "top", "version")
 
     def __init__(self) -> None:
         self.blocks: list[list[_Entry]] = []
@@ -61,10 +106,12 @@ class _Group:
         self.rooms: list[list[tuple[int, int] | None]] = []
         self.top: list[tuple[int, int] | None] = [None] * len(ROOM_KEYS)  # the same, whole list
         self.size = 0
+        self.version = 0  # changed by every insert and removal: a walk that began before ends
 
     def insert(self, view: HostView) -> None:
         entry = (view.util, view.id, view)
         self.size += 1
+        self.version += 1
         _grow(self.top, view.rooms)
         if not self.blocks:
             self.blocks.append([entry])
@@ -91,6 +138,7 @@ class _Group:
             raise RuntimeError(f"host {view.id} missing from its list")  # a broken invariant
         del block[index]
         self.size -= 1
+        self.version += 1
         _shrink(self.top, view.rooms)
         if not block:
             del self.blocks[b], self.firsts[b], self.rooms[b]
@@ -110,19 +158,36 @@ class _Group:
     def host_ids(self) -> list[str]:
         return [host_id for block in self.blocks for _, host_id, _ in block]
 
-    def fitting(
+    def views(self, ascending: bool) -> list[HostView]:
+        """Every host of the list in order (or reversed)."""
+        views = [view for block in self.blocks for _, _, view in block]
+        if not ascending:
+            views.reverse()
+        return views
+
+    def block_sizes(self) -> list[int]:
+        return [len(block) for block in self.blocks]
+
+    def walk(
         self, index: int, need_cpu: int, need_memory: int, ascending: bool
-    ) -> Iterator[HostView]:
-        """The hosts whose room for key ``index`` holds the need, in list order (or reversed)."""
+    ) -> Iterator[HostView] | None:
+        """The hosts whose room for key ``index`` holds the need, in list order (or reversed);
+        None when the list's largest room cannot hold it."""
         top = self.top[index]
         if top is None:
             top = self.list_room(index)
         if top[0] < need_cpu or top[1] < need_memory:
-            return  # no host of the list can take it
+            return None  # no host of the list can take it
+        return self.fitting(index, need_cpu, need_memory, ascending, self.version)
+
+    def fitting(
+        self, index: int, need_cpu: int, need_memory: int, ascending: bool, version: int
+    ) -> Iterator[HostView]:
+        """The walk itself, from the list at ``version``."""
         order = range(len(self.blocks)) if ascending else range(len(self.blocks) - 1, -1, -1)
         for b in order:
-            if b >= len(self.blocks):
-                return  # the caller changed the list between two hosts: stop reading it
+            if self.version != version:
+                return  # the list changed since the walk began: it ends
             best = self.rooms[b][index]
             if best is None:
                 best = self._block_room(b, index)
@@ -133,6 +198,8 @@ class _Group:
                 cpu, memory = view.rooms[index]
                 if cpu >= need_cpu and memory >= need_memory:
                     yield view
+                    if self.version != version:
+                        return
 
     def list_room(self, index: int) -> tuple[int, int]:
         """The largest (CPU, memory) room of key ``index`` in the list (cached)."""
@@ -190,7 +257,7 @@ class MemoryStore:
         self._classes = classes or ClassTable()
         self._bounds = bounds or RegionBounds()
         self._views: dict[str, HostView] = {}
-        self._groups: dict[GroupKey, _Group] = {}
+        self._groups: dict[GroupKey, HostList] = {}
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
         # per host, its tasks in tasks_on's order, until one of them changes: the preempt
@@ -227,20 +294,29 @@ class MemoryStore:
                 continue
             room_key = segment.room_key
             if room_key is None:
-                views = [view for block in group.blocks for _, _, view in block]
-                for view in views if segment.ascending else reversed(views):
+                for view in group.views(segment.ascending):
                     yield position, view
                 continue
             need_cpu, need_memory = segment.need
+            # (None: the list's largest room cannot hold the request, as for most lists of a
+            # pass, and no walk starts)
             index = ROOM_INDEX[room_key]
-            # the list's largest room first (fitting checks it too), without starting a walk:
-            # most lists of a pass cannot hold the request
-            top = group.top[index]
-            if top is None:
-                top = group.list_room(index)
-            if top[0] < need_cpu or top[1] < need_memory:
-                continue
-            for view in group.fitting(index, need_cpu, need_memory, segment.ascending):
+            walk: Iterator[HostView] | None
+            if isinstance(group, _Group):
+                # (the reference's walk inline, as it was before the Rust lists: compiled, a
+                # call through the protocol is a Python call, one per list of every pass)
+                top = group.top[index]
+                if top is None:
+                    top = group.list_room(index)
+                if top[0] < need_cpu or top[1] < need_memory:
+                    continue
+                walk = group.fitting(index, need_cpu, need_memory, segment.ascending,
+                                     group.version)
+            else:
+                walk = group.walk(index, need_cpu, need_memory, segment.ascending)
+                if walk is None:
+                    continue
+            for view in walk:
                 yield position, view
 
     def all_hosts(self) -> Iterator[HostView]:
@@ -492,18 +568,30 @@ class MemoryStore:
         else:
             self._paused_tasks[task.host].discard(task.id)
 
-    def _group(self, view: HostView) -> _Group:
+    def _group(self, view: HostView) -> HostList:
         key = (view.region, view.host_class)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Group()
+            group = self._groups[key] = _new_group()
         return group
 
     def _replace_view(self, old: HostView | None, new: HostView) -> None:
         if old is not None:
             self._group(old).remove(old)
         self._views[new.id] = new
-        self._group(new).insert(new)
+        group = self._group(new)
+        try:
+            group.insert(new)
+        except (OverflowError, ValueError):
+            if isinstance(group, _Group):
+                raise
+            # The Rust list refused the host before changing (a room beyond 64 bits, a U that
+            # is not a number): this list is kept by the reference from now on.
+            python = _Group()
+            for view in group.views(True):
+                python.insert(view)
+            python.insert(new)
+            self._groups[new.region, new.host_class] = python
         self._changed(new.id)
 
     def _changed(self, host_id: str) -> None:

@@ -299,7 +299,7 @@ _rust_choice: rust.RustChoice | None = None
 
 # The modules that import greenswarm_core when imported: imported before enable(), they run
 # their Python reference for good.
-RUST_USERS = ("domain.rooms",)
+RUST_USERS = ("domain.rooms", "host_registry.memory")
 
 
 def decide_rust(setting: str | None = None, root: Path = ROOT,

@@ -56,7 +56,9 @@ def test_the_decision_tests_decide_alike_with_both(built: None, tmp_path: Path) 
         cwd=ROOT, env=env(**{CHECK_ENV: str(report)}), capture_output=True, text=True,
         timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert int(report.read_text()) > 10_000  # every view of those tests, with both
+    rooms, group_reads = (int(n) for n in report.read_text().split())
+    assert rooms > 10_000  # every view of those tests, with both
+    assert group_reads > 10_000  # every change and read of the store's lists, with both
 
 
 def simulate(out: Path, rust: str, seconds: str = "3600", *options: str) -> dict[str, Any]:
@@ -84,9 +86,9 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
                                                                    tmp_path: Path) -> None:
     with_rust = simulate(tmp_path / "rust", "1")
     without = simulate(tmp_path / "python", "0")
-    parts = ("core", "rust", "rooms", "host_time")
-    assert tuple(with_rust[k] for k in parts) == ("pure", "rust", "rust", "rust")
-    assert tuple(without[k] for k in parts) == ("pure", "python", "python", "python")
+    parts = ("core", "rust", "rooms", "host_time", "groups")
+    assert tuple(with_rust[k] for k in parts) == ("pure", "rust", "rust", "rust", "rust")
+    assert tuple(without[k] for k in parts) == ("pure", "python", "python", "python", "python")
     python_files = same_results(tmp_path)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
     assert len(policies) >= 7, sorted(python_files)
@@ -106,16 +108,18 @@ def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
     assert energy["switches_off"] >= 1 and energy["hosts_off_mean"] > 0, energy
 
 
-CORE = ("from native import loader\nloader.enable()\nimport domain.rooms, measure.host_time\n"
+CORE = ("from native import loader\nloader.enable()\n"
+        "import domain.rooms, host_registry.memory, measure.host_time\n"
         "print(loader.rust_core(), domain.rooms.rooms_implementation(),\n"
-        "      measure.host_time.host_time_implementation())\n")
+        "      measure.host_time.host_time_implementation(),\n"
+        "      host_registry.memory.groups_implementation())\n")
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
-    ({}, "rust rust rust"),
-    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust rust"),
-    ({"GREENSWARM_NATIVE": "0"}, "python python python"),
-    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python python"),
+    ({}, "rust rust rust rust"),
+    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust rust rust"),
+    ({"GREENSWARM_NATIVE": "0"}, "python python python python"),
+    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python python python"),
 ])
 def test_the_loader_serves_the_rust_core_only_when_allowed(
     built: None, settings: dict[str, str], expected: str,
@@ -130,7 +134,7 @@ def test_a_missing_rust_core_is_an_error_only_when_demanded(built: None, tmp_pat
     empty = {"GREENSWARM_NATIVE_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=env(**empty),
                           capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == "python python python", done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "python python python python", done.stderr
     demanded = env(**empty, GREENSWARM_NATIVE_RUST="1")
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=demanded,
                           capture_output=True, text=True, timeout=60, check=False)

@@ -24,11 +24,13 @@ def main() -> None:
     if status:
         sys.exit(status)
     import domain.rooms
+    import host_registry.memory
     import measure.host_time
 
     print(json.dumps({"core": loader.core(), "modules": loader.loaded_modules(),
                       "rust": loader.rust_core(), "rooms": domain.rooms.rooms_implementation(),
-                      "host_time": measure.host_time.host_time_implementation()}))
+                      "host_time": measure.host_time.host_time_implementation(),
+                      "groups": host_registry.memory.groups_implementation()}))
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ def test_blocks_split_merge_and_skip_by_their_largest_room(
     for i in range(40):
         store.add_host(HostSpec(f"h{i:02d}", 1000 + i, 2000 - i), 0.1 + i / 1000, 0.0)
     group = store._groups[store.host("h00").region, None]
-    assert len(group.blocks) >= 5 and group.size == 40
-    assert all(len(block) <= 8 for block in group.blocks)
+    assert len(group.block_sizes()) >= 5 and group.size == 40
+    assert all(size <= 8 for size in group.block_sizes())
     region = store.host("h00").region
     key = ROOM_KEYS[0]
 
@@ -93,7 +93,7 @@ def test_blocks_split_merge_and_skip_by_their_largest_room(
     assert fitting(1038, 1963) == []  # the largest CPU and memory rooms are on other hosts
     for i in range(39, 2, -1):  # the holders of the largest CPU rooms leave, one by one
         store.remove_host(f"h{i:02d}")
-    assert group.size == 3 and len(group.blocks) == 1  # small blocks were merged
+    assert group.size == 3 and len(group.block_sizes()) == 1  # small blocks were merged
     assert fitting(1002, 0) == ["h02"] and fitting(1003, 0) == []
 
 

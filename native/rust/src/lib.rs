@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 mod energy;
+mod group;
 mod host_time;
 mod rooms;
 
@@ -103,6 +104,8 @@ fn greenswarm_core(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(room_plan, m)?)?;
     m.add_class::<host_time::HostTime>()?;
     m.add_class::<energy::HostMeter>()?;
+    m.add_class::<group::HostGroup>()?;
+    m.add_class::<group::GroupWalk>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
