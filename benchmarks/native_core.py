@@ -10,7 +10,10 @@
    Rust core, over the rooms of a seeded cluster of ``--hosts`` hosts x 20 tasks (the decision
    benchmark's); then host states per call (``measure.host_time.HostBook.record``, its second
    part), 50,000 seeded states over ``--hosts`` hosts into a book of the Python reference and
-   one of the Rust class (when this process loaded the Rust core).
+   one of the Rust class (when this process loaded the Rust core); then the store's lists per
+   call (``host_registry.memory``: ``_Group`` against ``HostGroup``, its third part): a host
+   leaving and joining again, a walk that finds nothing (the list's largest room too small),
+   the first host of a walk, and a whole walk, over the list of ``--hosts`` empty hosts.
 2. The whole command ``python -m benchmarks.sim_speed --skip-thesis --large-hosts H
    --large-hours X`` (energy policy, thesis load scaled to the cluster) in four processes, one
    per core: pure Python, pure + Rust, mypyc, mypyc + Rust; the fastest of ``--repeat`` runs
@@ -36,6 +39,7 @@ import time
 from collections.abc import Callable
 
 import domain.rooms
+import host_registry.memory
 import measure.host_time
 from benchmarks.decision_bench import populate
 from cli.argtypes import positive_float, positive_int
@@ -146,6 +150,65 @@ def host_states_per_call(hosts: int, rounds: int = 3) -> None:
           f"   ratio {reference_ns / rust_ns:.1f}x")
 
 
+def list_ops(group: host_registry.memory.HostList, index: int, rounds: int,
+             ) -> dict[str, float]:
+    """ns per call of each operation on ``group`` (the best of ``rounds``)."""
+    views = group.views(True)
+    middle = views[len(views) // 2]
+
+    def rejoin() -> None:
+        group.remove(middle)
+        group.insert(middle)
+
+    def none() -> None:
+        group.walk(index, 1 << 60, 1 << 60, True)
+
+    def first() -> None:
+        walk = group.walk(index, 0, 0, True)
+        assert walk is not None
+        next(walk)
+
+    def whole() -> None:
+        walk = group.walk(index, 0, 0, True)
+        assert walk is not None
+        for _ in walk:
+            pass
+
+    out: dict[str, float] = {}
+    for name, call, count in (("leave and join", rejoin, 20_000), ("walk, nothing", none, 50_000),
+                              ("walk, first host", first, 50_000),
+                              (f"walk, all {len(views)}", whole, 200)):
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(count):
+                call()
+            best = min(best, time.perf_counter() - start)
+        out[name] = best / count * 1e9
+    return out
+
+
+def lists_per_call(hosts: int, rounds: int = 3) -> None:
+    if host_registry.memory.groups_implementation() != "rust":
+        print(f"lists per call: the Rust core is not loaded ({loader.rust_reason()})")
+        return
+    store = MemoryStore()
+    for i in range(hosts):
+        store.add_host(HostSpec(f"h{i:05d}", 4096, 8 << 30), 0.0, 0.0)
+    views = list(store.all_hosts())
+    reference, rust_group = host_registry.memory._Group(), host_registry.memory._new_group()
+    for view in views:
+        reference.insert(view)
+        rust_group.insert(view)
+    assert rust_group.host_ids() == reference.host_ids()  # the same list, or nothing is measured
+    index = 0  # the simple pass's room
+    python_ns, rust_ns = list_ops(reference, index, rounds), list_ops(rust_group, index, rounds)
+    print(f"lists per call (one list of {hosts} hosts, a method call each), best of {rounds}:")
+    for name, reference_ns in python_ns.items():
+        print(f"  {name:<18} python reference ({loader.core()}) {reference_ns:9.0f} ns   "
+              f"rust {rust_ns[name]:9.0f} ns   ratio {reference_ns / rust_ns[name]:.1f}x")
+
+
 def sim_speed(hosts: int, hours: float, repeat: int) -> None:
     print(f"\nthe first {hours:g} h on {hosts} hosts (python -m benchmarks.sim_speed "
           f"--skip-thesis --large-hosts {hosts} --large-hours {hours:g}), best of {repeat}:")
@@ -197,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"core: {loader.core()}, rust: {loader.rust_core()} ({loader.rust_reason()})")
     rooms_per_call(args.hosts)
     host_states_per_call(args.hosts)
+    lists_per_call(args.hosts)
     if not args.skip_sim:
         sim_speed(args.hosts, args.hours, args.repeat)
     return 0
