@@ -178,16 +178,15 @@ class _Group:
             top = self.list_room(index)
         if top[0] < need_cpu or top[1] < need_memory:
             return None  # no host of the list can take it
-        return self.fitting(index, need_cpu, need_memory, ascending, self.version)
+        return self._fitting(index, need_cpu, need_memory, ascending, self.version)
 
-    def fitting(
+    def _fitting(
         self, index: int, need_cpu: int, need_memory: int, ascending: bool, version: int
     ) -> Iterator[HostView]:
-        """The walk itself, from the list at ``version``."""
+        if self.version != version:
+            return  # the list changed before the walk's first host was asked for
         order = range(len(self.blocks)) if ascending else range(len(self.blocks) - 1, -1, -1)
         for b in order:
-            if self.version != version:
-                return  # the list changed since the walk began: it ends
             best = self.rooms[b][index]
             if best is None:
                 best = self._block_room(b, index)
@@ -199,7 +198,7 @@ class _Group:
                 if cpu >= need_cpu and memory >= need_memory:
                     yield view
                     if self.version != version:
-                        return
+                        return  # the list changed since the walk began: it ends
 
     def list_room(self, index: int) -> tuple[int, int]:
         """The largest (CPU, memory) room of key ``index`` in the list (cached)."""
@@ -298,24 +297,9 @@ class MemoryStore:
                     yield position, view
                 continue
             need_cpu, need_memory = segment.need
-            # (None: the list's largest room cannot hold the request, as for most lists of a
-            # pass, and no walk starts)
-            index = ROOM_INDEX[room_key]
-            walk: Iterator[HostView] | None
-            if isinstance(group, _Group):
-                # (the reference's walk inline, as it was before the Rust lists: compiled, a
-                # call through the protocol is a Python call, one per list of every pass)
-                top = group.top[index]
-                if top is None:
-                    top = group.list_room(index)
-                if top[0] < need_cpu or top[1] < need_memory:
-                    continue
-                walk = group.fitting(index, need_cpu, need_memory, segment.ascending,
-                                     group.version)
-            else:
-                walk = group.walk(index, need_cpu, need_memory, segment.ascending)
-                if walk is None:
-                    continue
+            walk = group.walk(ROOM_INDEX[room_key], need_cpu, need_memory, segment.ascending)
+            if walk is None:  # the list's largest room cannot hold it, as for most of a pass's
+                continue
             for view in walk:
                 yield position, view
 

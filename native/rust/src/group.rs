@@ -239,27 +239,15 @@ impl HostGroup {
         let util: f64 = view.getattr(intern!(py, "util"))?.extract()?;
         let id: String = view.getattr(intern!(py, "id"))?.extract()?;
         let b = self.block_of(util, &id);
-        let found = if b < 0 || util.is_nan() {
-            None
-        } else {
+        let found = (b >= 0 && !util.is_nan()).then(|| {
             let block = &self.blocks[b as usize];
             let index = block.partition_point(|e| order(util, &id, e) == Ordering::Greater);
-            if index < block.len() && block[index].view.as_ptr() == view.as_ptr() {
-                Some(index)
-            } else {
-                None
-            }
-        };
-        let index = match found {
-            Some(index) => index,
-            None => {
-                // a broken invariant, as the reference says it
-                return Err(PyRuntimeError::new_err(format!(
-                    "host {} missing from its list",
-                    id
-                )));
-            }
-        };
+            (index < block.len() && block[index].view.as_ptr() == view.as_ptr()).then(|| index)
+        });
+        // (none: a broken invariant, said as the reference says it)
+        let index = found.flatten().ok_or_else(|| {
+            PyRuntimeError::new_err(format!("host {} missing from its list", id))
+        })?;
         let b = b as usize;
         let entry = self.blocks[b].remove(index);
         self.version += 1;
@@ -288,7 +276,6 @@ impl HostGroup {
                 }
             }
         }
-        drop(entry);
         Ok(())
     }
 
