@@ -284,7 +284,7 @@ class QosPolicy:
             rows.append((-q, -t.cls, t.util, t.id,
                          (t, q, not paused, capped, restarts_from_scratch(t))))
             counts[t.cls] += 1
-        rows.sort(key=_row_key)
+        rows.sort()  # (ids are unique: the items themselves are never compared)
         judged = _Judged(tasks, slo, alpha_s, [row[4] for row in rows], counts)
         kept[host_id] = judged
         return judged
@@ -312,13 +312,11 @@ class _Judged:
         self.alpha_s = alpha_s
         self.order = order
         self.counts = counts
-        self._freeable: list[_Freeable | None] | None = None  # by request class, once asked
+        self._freeable: list[_Freeable | None] = [None] * 5  # by request class, once asked
 
     def freeable(self, rc: int, phi: float) -> _Freeable | None:
         """What preempting every task eligible for a request of class ``rc`` frees (None
         when a Q is not a number: then nothing is told in advance)."""
-        if self._freeable is None:
-            self._freeable = [None] * 5
         known = self._freeable[rc]
         if known is None:
             known = self._freeable[rc] = _Freeable.of(self.order, rc, phi)
@@ -390,12 +388,6 @@ def _ascending(limits: tuple[int, ...]) -> bool:
     """Whether a host's limits never fall as its class grows (they never do when a class
     table made them)."""
     return all(limits[i - 1] <= limits[i] for i in range(1, len(limits)))
-
-
-def _row_key(
-    row: tuple[float, int, float, str, tuple[Task, float, bool, bool, bool]]
-) -> tuple[float, int, float, str]:
-    return row[0], row[1], row[2], row[3]
 
 
 def _strictest(counts: list[int], request_class: int) -> int:
