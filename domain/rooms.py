@@ -40,6 +40,16 @@ class RoomKey:
         object.__setattr__(self, "cls", cls)
         object.__setattr__(self, "job", job)
 
+    # Also by hand, as the generated ones would be: the stores look a key up in ROOM_INDEX on
+    # every segment they walk, and the generated methods stay interpreted when compiled.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RoomKey):
+            return NotImplemented
+        return self.kind == other.kind and self.cls == other.cls and self.job == other.job
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.cls, self.job))
+
 
 SIMPLE_ROOM = RoomKey(RoomKind.SIMPLE)
 

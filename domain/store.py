@@ -8,34 +8,17 @@ store also implements ChangeLog, which lets the scheduler skip hopeless retries.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from domain.classes import ClassTable
 from domain.decision import Decision
 from domain.load import LoadWindows
 from domain.model import HostSpec, HostView, Task
 from domain.pending import PendingEntry
-from domain.regions import Region, RegionBounds
+from domain.regions import RegionBounds
 from domain.restore import TaskRestore
-from domain.rooms import RoomKey
+from domain.segments import Segment as Segment  # re-exported: part of the readers' API
 from domain.slo import SloTable
-
-
-class Segment(NamedTuple):
-    """One (region, class) list of a pass, walked in one direction.
-
-    With ``room_key``, hosts whose ``room(host, room_key)`` is below ``need`` in either
-    dimension may be left out (a store may also return them; callers check).
-
-    A named tuple: a pass makes up to ten for every decision, and a frozen dataclass sets
-    each field through ``object.__setattr__`` (about five times the cost of a tuple).
-    """
-
-    region: Region
-    host_class: int | None  # None: the empty hosts
-    ascending: bool
-    room_key: RoomKey | None = None
-    need: tuple[int, int] = (0, 0)
 
 
 class ClusterReader(Protocol):

@@ -64,6 +64,7 @@ MODULES: tuple[str, ...] = (
     "domain.regions",
     "domain.restore",
     "domain.rooms",
+    "domain.segments",
     "domain.service_history",
     "domain.settings",
     "domain.slo",

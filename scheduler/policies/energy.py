@@ -18,8 +18,9 @@ from domain.classes import CLASSES, MEMORY_FLOOR, ClassTable, after_cut, after_c
 from domain.decision import Decision, Pass, TaskCut
 from domain.model import HostView, Request, Task, TaskType
 from domain.regions import Region
-from domain.rooms import CUT_INDEX, KILL_INDEX, SIMPLE_INDEX, SIMPLE_ROOM, RoomKey, RoomKind
-from domain.store import ClusterReader, Segment
+from domain.rooms import CUT_INDEX, KILL_INDEX, ROOM_KEYS, SIMPLE_INDEX, SIMPLE_ROOM
+from domain.segments import Segment
+from domain.store import ClusterReader
 from scheduler.explain import Notes, why_excluded
 from scheduler.plugin import PolicyPlugin
 from scheduler.victims import VictimOrder, helps, in_kill_order, split
@@ -181,7 +182,7 @@ class Passes:
     def _walk(self, pass_name: str, segments: list[Segment]) -> Iterator[HostView]:
         """The hosts of the pass's lists in order, less the excluded ones."""
         if self.notes.enabled:  # read every host so each one gets its line
-            segments = [segment._replace(room_key=None) for segment in segments]
+            segments = [segment.every_host() for segment in segments]
         for _, host in self.view.candidates(segments):
             if host.id in self.exclude:
                 self.notes.host(pass_name, host, why_excluded(
@@ -255,7 +256,7 @@ class Passes:
         segments = [
             Segment(region, hc, False, SIMPLE_ROOM, cut_needs[hc])
             if hc < rc
-            else Segment(region, hc, False, RoomKey(RoomKind.CUT, rc), self.need)
+            else Segment(region, hc, False, ROOM_KEYS[CUT_INDEX[rc]], self.need)
             for region in (Region.LEE, Region.DEE)
             for hc in CLASSES
         ]
@@ -329,7 +330,7 @@ class Passes:
 
     def kill(self) -> Decision | None:
         rc = self.request.cls
-        key = RoomKey(RoomKind.KILL, rc, self.request.type is TaskType.JOB)
+        key = ROOM_KEYS[KILL_INDEX[rc, self.request.type is TaskType.JOB]]
         class_order = [*range(rc, 5), *range(rc - 1, 0, -1)]
         segments = [Segment(Region.EED, hc, True, key, self.need) for hc in class_order]
         segments += [Segment(Region.DEE, hc, False, key, self.need) for hc in class_order]

@@ -219,3 +219,12 @@ def test_hand_written_inits_hold_compiled_too(built: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"core": "compiled", "classes": [ids(cls) for cls in HAND_WRITTEN]}
+
+
+def test_segments_and_room_keys_behave_alike_compiled(built: Path) -> None:
+    """tests/unit/test_segments.py runs pure; the same checks with both classes compiled."""
+    done = run("1", script=ROOT / "tests" / "support" / "native_segments.py", timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["core"] == "compiled" and report["ran"] == 4
+    assert all(file.endswith(SUFFIX) for file in report["files"]), report["files"]
