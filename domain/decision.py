@@ -43,6 +43,9 @@ class TaskCut:
         object.__setattr__(self, "memory_freed", memory_freed)
 
 
+_NO_CUT = Fraction(0)
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Decision:
     """Where a request goes (or why it does not), and what has to give way for it."""
@@ -101,7 +104,10 @@ class Decision:
     def refused(
         cls, request: Request, reason: str, explain: tuple[str, ...] = (), *, policy: str = ""
     ) -> Decision:
-        return cls(request=request, placed=False, reason=reason, explain=explain, policy=policy)
+        # By position, on the class itself: mypyc then calls the compiled constructor directly
+        # (a scheduler makes one for every retry it skips).
+        return Decision(request, False, None, None, 0, 0, _NO_CUT, (), (), None, reason, explain,
+                        policy)
 
     def timed(self, decision_ms: float | None) -> Decision:
         """This decision with the time it took (``dataclasses.replace`` without its field
