@@ -43,7 +43,7 @@ class TaskCut:
         object.__setattr__(self, "memory_freed", memory_freed)
 
 
-_NO_CUT = Fraction(0)
+_NO_CUT = Fraction(0)  # a decision's cut by default (one object: a Fraction is immutable)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -56,7 +56,7 @@ class Decision:
     pass_: Pass | None = None
     cpu_shares: int = 0  # the request's resources as placed (after its own cut)
     memory: int = 0
-    cut_received: Fraction = Fraction(0)
+    cut_received: Fraction = _NO_CUT
     cuts: tuple[TaskCut, ...] = ()
     kills: tuple[str, ...] = ()  # victims killed: taken off the host (DESIGN 3.6, 3.11)
     new_class: int | None = None  # the host's class once the decision is applied
@@ -74,7 +74,7 @@ class Decision:
     def __init__(
         self, request: Request, placed: bool, host: str | None = None,
         pass_: Pass | None = None, cpu_shares: int = 0, memory: int = 0,
-        cut_received: Fraction = Fraction(0), cuts: tuple[TaskCut, ...] = (),
+        cut_received: Fraction = _NO_CUT, cuts: tuple[TaskCut, ...] = (),
         kills: tuple[str, ...] = (), new_class: int | None = None, reason: str = "",
         explain: tuple[str, ...] = (), policy: str = "", decision_ms: float | None = None,
         suspends: tuple[str, ...] = (),
