@@ -141,8 +141,9 @@ class ChangeLog(Protocol):
     fails, and on the next retry decides it again only if a host changed since then could take
     it: a host's fit for a request depends on that host's own books alone, so a request that
     fitted no host cannot fit now on a host that did not change. The in-memory store keeps
-    such a log; the Redis store does not (other processes write to it), so every retry there
-    is a full decision.
+    such a log, of each host's last change, so it answers for any mark at the cost of the
+    hosts changed since; the Redis store does not (other processes write to it), so every
+    retry there is a full decision.
     """
 
     def change_mark(self) -> int:

@@ -32,9 +32,6 @@ from domain.store import Segment
 from domain.tally import EMPTY_TALLY, combine
 
 GroupKey = tuple[Region, int | None]
-# How many host changes the change log keeps (domain.store.ChangeLog); older marks read as
-# "anything may have changed".
-CHANGE_LOG_LIMIT = 1 << 16
 
 
 # Hosts per block of a list (see _Group); a block is split at twice this size.
@@ -272,8 +269,12 @@ class MemoryStore:
         # and the entries (so a read is one list copy, not an unpacking of pairs).
         self._pending_keys: list[tuple[float, int, str]] = []
         self._pending_entries: list[PendingEntry] = []
-        self._changes: list[str] = []  # host ids in the order their views changed
-        self._changes_base = 0  # the mark of _changes[0]
+        # The change log (domain.store.ChangeLog): each host id with the mark of its view's
+        # last change, in the order of those marks (a change moves the host to the end), so
+        # the hosts changed since a mark are read from the end, one per host, however old the
+        # mark; the next change's mark.
+        self._changed_at: dict[str, int] = {}
+        self._next_mark = 0
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -329,14 +330,20 @@ class MemoryStore:
         return sorted(self._tasks.values(), key=lambda t: t.id)
 
     def change_mark(self) -> int:
-        return self._changes_base + len(self._changes)
+        return self._next_mark
 
     def changed_since(self, mark: int) -> Collection[HostView] | None:
-        if mark < self._changes_base:
-            return None
+        """The hosts changed at ``mark`` or later, the last changed first (never None: the
+        log keeps every host's last change)."""
         views = self._views
-        changed = set(self._changes[mark - self._changes_base :])
-        return [views[host_id] for host_id in changed if host_id in views]
+        changed: list[HostView] = []
+        for host_id, at in reversed(self._changed_at.items()):
+            if at < mark:
+                break
+            view = views.get(host_id)
+            if view is not None:
+                changed.append(view)
+        return changed
 
     def group_members(self, region: Region, host_class: int | None) -> list[str]:
         """Host ids of one list, ascending: for consistency checks."""
@@ -579,9 +586,7 @@ class MemoryStore:
         self._changed(new.id)
 
     def _changed(self, host_id: str) -> None:
-        changes = self._changes
-        changes.append(host_id)
-        if len(changes) > CHANGE_LOG_LIMIT:
-            half = len(changes) // 2
-            del changes[:half]
-            self._changes_base += half
+        changed_at = self._changed_at
+        changed_at.pop(host_id, None)  # (then the insertion puts it last)
+        changed_at[host_id] = self._next_mark
+        self._next_mark += 1

@@ -1,13 +1,12 @@
 """Rescheduling of victims, the pending queue (DESIGN 3.7) and registry updates (3.8)."""
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from fractions import Fraction as F
 from typing import Any
 
 import pytest
 
-import host_registry.memory as memory_module
 from domain.classes import ClassTable
 from domain.decision import Decision, Pass
 from domain.errors import ConflictError, NotFoundError
@@ -226,7 +225,9 @@ class CountingPolicy:
         return self.inner.may_place(request, hosts, classes)
 
 
-def waiting_victim(skip_unchanged: bool = True) -> tuple[Scheduler, CountingPolicy]:
+def waiting_victim(
+    skip_unchanged: bool = True, store: MemoryStore | None = None
+) -> tuple[Scheduler, CountingPolicy]:
     """"victim" (class 4, 1100 shares) waits: "small" and "other" have 200 shares free."""
     policy = CountingPolicy()
     sched = Scheduler(
@@ -234,6 +235,7 @@ def waiting_victim(skip_unchanged: bool = True) -> tuple[Scheduler, CountingPoli
             H("hot", 0.9, [T("victim", 4, cpu=1100, mem=10)]),
             H("small", 0.2, [T("blocker", 1, cpu=1000, mem=10)]),
             H("other", 0.2, [T("stays", 1, cpu=1000, mem=10)]),
+            store=store,
         ),
         policy,
         skip_unchanged=skip_unchanged,
@@ -259,15 +261,22 @@ def test_retry_does_not_decide_when_no_changed_host_can_take_the_request() -> No
     assert placed is not None and placed.host == "small"
 
 
-def test_retry_decides_in_full_without_the_skip_or_when_the_log_is_too_short(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class ShortLogStore(MemoryStore):
+    """A store whose change log reaches back two changes only (as a third party's may): an
+    older mark reads as "anything may have changed"."""
+
+    def changed_since(self, mark: int) -> Collection[HostView] | None:
+        if mark < self.change_mark() - 2:
+            return None
+        return super().changed_since(mark)
+
+
+def test_retry_decides_in_full_without_the_skip_or_when_the_log_is_too_short() -> None:
     sched, policy = waiting_victim(skip_unchanged=False)
     for now in (11.0, 12.0, 13.0):
         sched.retry_pending(now)
     assert policy.calls == ["victim"] * 3
-    monkeypatch.setattr(memory_module, "CHANGE_LOG_LIMIT", 2)
-    sched, policy = waiting_victim()
+    sched, policy = waiting_victim(store=ShortLogStore())
     sched.retry_pending(now=11.0)
     for util in (0.3, 0.31, 0.32, 0.33):  # more changes than the log keeps
         sched.store.update_host_utilization("other", util, util)
@@ -287,6 +296,25 @@ def test_change_log_lists_changed_hosts_as_they_are_now() -> None:
     assert changed == [store.host("a")]  # once, current view; "b" left; "c" did not change
     assert changed is not None and changed[0].region is Region.DEE and changed[0].task_count == 0
     assert store.changed_since(store.change_mark()) == []
+
+
+def test_change_log_reaches_back_to_any_mark_one_view_per_host() -> None:
+    """However many changes were made since a mark (more than 2**16 here, which the log
+    kept once), the hosts changed since are listed, each once, the last changed first."""
+    store = build(H("a", 0.2), H("b", 0.2), H("c", 0.2))
+    assert isinstance(store, MemoryStore)
+    start = store.change_mark()
+    store.update_host_utilization("c", 0.3, 0.3)
+    middle = store.change_mark()
+    for i in range(70_000):
+        store.update_host_utilization("a", 0.2 + (i % 2) / 10, 0.2)
+    store.update_host_utilization("c", 0.4, 0.4)
+    assert store.changed_since(start) == [store.host("c"), store.host("a")]
+    assert store.changed_since(middle) == [store.host("c"), store.host("a")]
+    last = store.change_mark()
+    store.update_host_utilization("a", 0.5, 0.5)
+    assert store.changed_since(last) == [store.host("a")]
+    assert store.change_mark() == last + 1
 
 
 def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
@@ -309,3 +337,4 @@ def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
     new = sched.submit(req(1, cpu=5000, mem=10, id="late"), now=120.0, queue=True)
     assert new.queued[0].deadline == 120.0  # a new request starts at Q = 0: no alpha
     assert [e.request.id for e in store.pending()] == ["victim", "late"]
+
