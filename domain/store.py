@@ -122,8 +122,9 @@ class ClusterStore(ClusterReader, Protocol):
 
     def push_pending(self, entry: PendingEntry) -> None: ...
 
-    def pending(self) -> list[PendingEntry]:
-        """The pending queue in order (soonest violation first)."""
+    def pending(self) -> Sequence[PendingEntry]:
+        """The pending queue in order (soonest violation first): a snapshot the store does
+        not change afterwards, and the caller must not change either."""
         ...
 
     def remove_pending(self, request_id: str) -> bool: ...

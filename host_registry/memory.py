@@ -266,9 +266,12 @@ class MemoryStore:
         self._paused_tasks: dict[str, set[str]] = {}
         self._pending: dict[str, PendingEntry] = {}
         # The queue in order, as two parallel lists: the order keys (searched by bisection)
-        # and the entries (so a read is one list copy, not an unpacking of pairs).
+        # and the entries. A read lends the entries' list itself (the scheduler reads the
+        # queue on every retry, and changes it far less often); the next change to the queue
+        # then works on a copy, so a list once read never changes.
         self._pending_keys: list[tuple[float, int, str]] = []
         self._pending_entries: list[PendingEntry] = []
+        self._pending_lent = False
         # The change log (domain.store.ChangeLog): each host id with the mark of its view's
         # last change, in the order of those marks (a change moves the host to the end), so
         # the hosts changed since a mark are read from the end, one per host, however old the
@@ -528,10 +531,11 @@ class MemoryStore:
         key = entry.order_key
         at = bisect.bisect_right(self._pending_keys, key)
         self._pending_keys.insert(at, key)
-        self._pending_entries.insert(at, entry)
+        self._own_pending().insert(at, entry)
 
-    def pending(self) -> list[PendingEntry]:
-        return self._pending_entries.copy()
+    def pending(self) -> Sequence[PendingEntry]:
+        self._pending_lent = True
+        return self._pending_entries
 
     def is_pending(self, request_id: str) -> bool:
         return request_id in self._pending
@@ -542,8 +546,15 @@ class MemoryStore:
             return False
         at = bisect.bisect_left(self._pending_keys, entry.order_key)
         del self._pending_keys[at]
-        del self._pending_entries[at]
+        del self._own_pending()[at]
         return True
+
+    def _own_pending(self) -> list[PendingEntry]:
+        """The queue's entries to change: a copy if the list was lent by ``pending``."""
+        if self._pending_lent:
+            self._pending_entries = self._pending_entries.copy()
+            self._pending_lent = False
+        return self._pending_entries
 
     # -- internals --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from domain.classes import ClassTable
 from domain.decision import Decision, Pass
 from domain.errors import ConflictError, NotFoundError
 from domain.model import HostSpec, HostView, Request, Task, TaskType
-from domain.pending import PendingReason
+from domain.pending import PendingEntry, PendingReason
 from domain.regions import Region
 from domain.slo import SloTable
 from domain.store import ClusterReader
@@ -338,3 +338,17 @@ def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
     assert new.queued[0].deadline == 120.0  # a new request starts at Q = 0: no alpha
     assert [e.request.id for e in store.pending()] == ["victim", "late"]
 
+
+def test_a_read_of_the_queue_is_a_snapshot() -> None:
+    """The store lends its queue to a reader: a later change never shows in what was read."""
+    store = MemoryStore()
+    first = PendingEntry(req(2, id="a"), PendingReason.QUEUED, 0.0, deadline=5.0)
+    store.push_pending(first)
+    read = store.pending()
+    assert store.pending() == read == [first]
+    second = PendingEntry(req(2, id="b"), PendingReason.QUEUED, 0.0, deadline=1.0)
+    store.push_pending(second)
+    assert read == [first] and store.pending() == [second, first]
+    again = store.pending()
+    assert store.remove_pending("a")
+    assert again == [second, first] and store.pending() == [second]
