@@ -441,8 +441,11 @@ class Scheduler:
         alone, so the other hosts would refuse it again. Such an entry counts as tried and
         failed, exactly as if it had been decided: the outcome is the same either way.
         """
-        # (class, whether a job) -> sizes (cpu, memory) that failed in this round
-        failed: dict[tuple[int, bool], list[tuple[int, int]]] = {}
+        # Per (class, whether a job), at index 2 x class + job: the sizes (cpu, memory) that
+        # failed in this round, the least only (a size above one of them adds nothing: what
+        # it would rule out, the smaller rules out already). A list by index, not a dict of
+        # tuples: this is looked up for every entry of the queue.
+        failed: list[list[tuple[int, int]] | None] = [None] * 10
         attempts = 0
         limit = self.retry_limit
         marks = self._failed_at
@@ -452,8 +455,8 @@ class Scheduler:
             if attempts >= limit:
                 break
             request = entry.request
-            group = (request.cls, request.type == job)
-            smaller = failed.get(group)
+            group = 2 * request.cls + (1 if request.type == job else 0)
+            smaller = failed[group]
             if smaller is not None:
                 cpu_shares, memory = request.cpu_shares, request.memory
                 for cpu, mem in smaller:  # (a loop, not any(): this runs over the whole queue)
@@ -476,7 +479,7 @@ class Scheduler:
                 outcome.decisions.append(
                     Decision.refused(request, NOT_RETRIED, policy=self.policy.name)
                 )
-            failed.setdefault(group, []).append((request.cpu_shares, request.memory))
+            _note_failed(failed, group, request.cpu_shares, request.memory)
             if self._log is not None:
                 marks[request.id] = self._log.change_mark()
         if len(marks) > 2 * len(entries) + 64:  # forget requests that left the queue otherwise
@@ -665,3 +668,16 @@ class Scheduler:
         )
         self.store.push_pending(entry)
         outcome.queued.append(entry)
+
+
+def _note_failed(failed: list[list[tuple[int, int]] | None], group: int, cpu: int,
+                 memory: int) -> None:
+    """``failed[group]`` with the size (``cpu``, ``memory``), less the sizes it is at most
+    (none of them is at most it: that request would have been skipped, not tried)."""
+    sizes = failed[group]
+    if sizes is None:
+        failed[group] = [(cpu, memory)]
+        return
+    kept = [size for size in sizes if not (cpu <= size[0] and memory <= size[1])]
+    kept.append((cpu, memory))
+    failed[group] = kept

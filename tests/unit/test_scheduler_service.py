@@ -1,5 +1,6 @@
 """Rescheduling of victims, the pending queue (DESIGN 3.7) and registry updates (3.8)."""
 
+import random
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 from fractions import Fraction as F
@@ -337,6 +338,38 @@ def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
     new = sched.submit(req(1, cpu=5000, mem=10, id="late"), now=120.0, queue=True)
     assert new.queued[0].deadline == 120.0  # a new request starts at Q = 0: no alpha
     assert [e.request.id for e in store.pending()] == ["victim", "late"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_retry_tries_in_order_what_no_smaller_failure_rules_out(seed: int) -> None:
+    """The retry's walk (``Scheduler._retry_in_order``) against a plain statement of its
+    rule: in the queue's order, an entry is skipped when one of the same class and type, at most as large in both
+    CPU and memory, failed earlier in the same retry; at most ``retry_limit`` are tried.
+    Nothing fits here, so every entry tried fails."""
+    rng = random.Random(seed)
+    policy = CountingPolicy()
+    sched = Scheduler(build(H("full", 0.9, [T("stays", 1, cpu=4000, mem=4000)])), policy,
+                      skip_unchanged=False, retry_limit=rng.choice([8, 32, 1000]))
+    for i in range(300):
+        request = Request(f"r{i}", rng.randint(1, 4), rng.choice([JOB, SERVICE]),
+                          rng.randint(1, 40) * 100_000, rng.randint(1, 40) * 100_000)
+        sched.store.push_pending(PendingEntry(request, PendingReason.QUEUED, 0.0,
+                                              deadline=rng.uniform(0, 100)))
+    expected: list[str] = []
+    failed: list[Request] = []
+    for entry in sched.store.pending():
+        if len(expected) >= sched.retry_limit:
+            break
+        r = entry.request
+        if any(f.cls == r.cls and f.type == r.type and f.cpu_shares <= r.cpu_shares
+               and f.memory <= r.memory for f in failed):
+            continue
+        expected.append(r.id)
+        failed.append(r)
+    outcome = sched.retry_pending(now=1.0)
+    assert outcome.applied == []
+    assert policy.calls == expected
+    assert len(expected) < 300  # (some were skipped)
 
 
 def test_a_read_of_the_queue_is_a_snapshot() -> None:
