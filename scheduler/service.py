@@ -674,10 +674,6 @@ def _note_failed(failed: list[list[tuple[int, int]] | None], group: int, cpu: in
                  memory: int) -> None:
     """``failed[group]`` with the size (``cpu``, ``memory``), less the sizes it is at most
     (none of them is at most it: that request would have been skipped, not tried)."""
-    sizes = failed[group]
-    if sizes is None:
-        failed[group] = [(cpu, memory)]
-        return
-    kept = [size for size in sizes if not (cpu <= size[0] and memory <= size[1])]
+    kept = [size for size in failed[group] or () if not (cpu <= size[0] and memory <= size[1])]
     kept.append((cpu, memory))
     failed[group] = kept

@@ -343,9 +343,9 @@ def test_a_victim_carries_its_preemptions_and_waits_in_q_order() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_a_retry_tries_in_order_what_no_smaller_failure_rules_out(seed: int) -> None:
     """The retry's walk (``Scheduler._retry_in_order``) against a plain statement of its
-    rule: in the queue's order, an entry is skipped when one of the same class and type, at most as large in both
-    CPU and memory, failed earlier in the same retry; at most ``retry_limit`` are tried.
-    Nothing fits here, so every entry tried fails."""
+    rule: in the queue's order, an entry is skipped when one of the same class and type, at
+    most as large in both CPU and memory, failed earlier in the same retry; at most
+    ``retry_limit`` are tried. Nothing fits here, so every entry tried fails."""
     rng = random.Random(seed)
     policy = CountingPolicy()
     sched = Scheduler(build(H("full", 0.9, [T("stays", 1, cpu=4000, mem=4000)])), policy,
