@@ -91,6 +91,7 @@ MODULES: tuple[str, ...] = (
     "sim.config",
     "sim.contention",
     "sim.engine",
+    "sim.event_heap",
     "sim.model",
     "sim.monitor_model",
     "sim.routing",
@@ -300,7 +301,7 @@ _rust_choice: rust.RustChoice | None = None
 
 # The modules that import greenswarm_core when imported: imported before enable(), they run
 # their Python reference for good.
-RUST_USERS = ("domain.rooms", "host_registry.memory")
+RUST_USERS = ("domain.rooms", "host_registry.memory", "sim.event_heap")
 
 
 def decide_rust(setting: str | None = None, root: Path = ROOT,

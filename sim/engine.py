@@ -27,7 +27,6 @@ clock).
 from __future__ import annotations
 
 import gc
-import heapq
 import math
 import random
 import time
@@ -46,6 +45,7 @@ from scheduler.service import Outcome
 from sim import preempt
 from sim.books import check_books
 from sim.config import SimConfig, SimResult, SimStats
+from sim.event_heap import Events, new_events
 from sim.model import Host, Memory, Monitors, Run, contended_s, next_step, place, reshare, take_off
 from sim.monitor_model import WindowAccumulator
 from sim.power import POWER_ROUND_S, SimPower
@@ -113,8 +113,7 @@ class Simulation:
             keep_requests=config.keep_requests,
             **({"standby_w": config.power.standby_w} if config.power is not None else {}),
         )
-        self._heap: list[tuple[float, int, int, Any]] = []
-        self._seq = 0
+        self._heap: Events = new_events()
         self._hosts: dict[str, Host] = {}
         self._add_hosts(random.Random(config.seed))
         # A round policy runs a round at least every watchdog_s (DESIGN 3.11).
@@ -176,8 +175,7 @@ class Simulation:
     # ------------------------------------------------------------------ the loop
 
     def _push(self, t: float, kind: int, obj: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, obj))
+        self._heap.push(t, kind, obj)
 
     def run(self) -> SimResult:
         if self._ran:
@@ -210,13 +208,12 @@ class Simulation:
         progress = self.progress
         while True:
             arrival_t = arrival[0].t_s if arrival is not None else _INF
-            heap_t = heap[0][0] if heap else _INF
-            if heap_t <= arrival_t:
-                if heap_t > end_s:
-                    break
-                t, kind, _, obj = heapq.heappop(heap)
+            # the earliest event when it is due by the next arrival (first on a tie) and the end
+            event = heap.pop_through(arrival_t if arrival_t < end_s else end_s)
+            if event is not None:
+                t, kind, obj = event
                 self._dispatch(t, kind, obj)
-            else:
+            else:  # the next arrival comes first, or both come after the end
                 if arrival is None or arrival_t > end_s:
                     break
                 t = arrival_t

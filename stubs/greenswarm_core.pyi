@@ -1,6 +1,7 @@
 # The Rust extension module of the native core (native/rust/src/lib.rs), for mypy.
 
 from collections.abc import Iterator
+from typing import Any
 
 from domain.energy import PowerModel
 from domain.model import HostView
@@ -148,3 +149,11 @@ class HostGroup:
 
 class GroupWalk(Iterator[HostView]):
     def __next__(self) -> HostView: ...
+
+class EventHeap:
+    """The simulator's timed events (sim.event_heap.EventHeap, in Rust)."""
+
+    def __len__(self) -> int: ...
+    def push(self, t: float, kind: int, obj: object) -> None: ...
+    def first_t(self) -> float: ...
+    def pop_through(self, limit: float) -> tuple[float, int, Any] | None: ...

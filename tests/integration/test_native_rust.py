@@ -86,9 +86,9 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
                                                                    tmp_path: Path) -> None:
     with_rust = simulate(tmp_path / "rust", "1")
     without = simulate(tmp_path / "python", "0")
-    parts = ("core", "rust", "rooms", "host_time", "groups")
-    assert tuple(with_rust[k] for k in parts) == ("pure", "rust", "rust", "rust", "rust")
-    assert tuple(without[k] for k in parts) == ("pure", "python", "python", "python", "python")
+    parts = ("core", "rust", "rooms", "host_time", "groups", "events")
+    assert tuple(with_rust[k] for k in parts) == ("pure", *["rust"] * 5)
+    assert tuple(without[k] for k in parts) == ("pure", *["python"] * 5)
     python_files = same_results(tmp_path)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
     assert len(policies) >= 7, sorted(python_files)
@@ -109,17 +109,19 @@ def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
 
 
 CORE = ("from native import loader\nloader.enable()\n"
-        "import domain.rooms, host_registry.memory, measure.host_time\n"
+        "import domain.rooms, host_registry.memory, measure.host_time, sim.event_heap\n"
         "print(loader.rust_core(), domain.rooms.rooms_implementation(),\n"
         "      measure.host_time.host_time_implementation(),\n"
-        "      host_registry.memory.groups_implementation())\n")
+        "      host_registry.memory.groups_implementation(),\n"
+        "      sim.event_heap.events_implementation())\n")
+ALL_RUST, ALL_PYTHON = " ".join(["rust"] * 5), " ".join(["python"] * 5)  # every part, the same
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
-    ({}, "rust rust rust rust"),
-    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, "rust rust rust rust"),
-    ({"GREENSWARM_NATIVE": "0"}, "python python python python"),
-    ({"GREENSWARM_NATIVE_RUST": "0"}, "python python python python"),
+    ({}, ALL_RUST),
+    ({"GREENSWARM_NATIVE_RUST": "1", "GREENSWARM_NATIVE_MYPYC": "0"}, ALL_RUST),
+    ({"GREENSWARM_NATIVE": "0"}, ALL_PYTHON),
+    ({"GREENSWARM_NATIVE_RUST": "0"}, ALL_PYTHON),
 ])
 def test_the_loader_serves_the_rust_core_only_when_allowed(
     built: None, settings: dict[str, str], expected: str,
@@ -134,7 +136,7 @@ def test_a_missing_rust_core_is_an_error_only_when_demanded(built: None, tmp_pat
     empty = {"GREENSWARM_NATIVE_CACHE": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=env(**empty),
                           capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == "python python python python", done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == ALL_PYTHON, done.stderr
     demanded = env(**empty, GREENSWARM_NATIVE_RUST="1")
     done = subprocess.run([sys.executable, "-c", CORE], cwd=ROOT, env=demanded,
                           capture_output=True, text=True, timeout=60, check=False)

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 mod energy;
+mod event_heap;
 mod group;
 mod host_time;
 mod rooms;
@@ -106,6 +107,7 @@ fn greenswarm_core(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_class::<energy::HostMeter>()?;
     m.add_class::<group::HostGroup>()?;
     m.add_class::<group::GroupWalk>()?;
+    m.add_class::<event_heap::EventHeap>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
