@@ -301,7 +301,8 @@ _rust_choice: rust.RustChoice | None = None
 
 # The modules that import greenswarm_core when imported: imported before enable(), they run
 # their Python reference for good.
-RUST_USERS = ("domain.rooms", "host_registry.memory", "sim.event_heap")
+RUST_USERS = ("domain.rooms", "domain.energy", "host_registry.memory", "measure.host_time",
+              "sim.event_heap")
 
 
 def decide_rust(setting: str | None = None, root: Path = ROOT,

@@ -168,3 +168,29 @@ def test_the_benchmark_measures_both_parts_against_their_references(built: None)
     for part in ("rooms per call", "host states per call"):
         at = next(i for i, line in enumerate(lines) if line.startswith(part))
         assert re.search(r"rust +\d+ ns +ratio [0-9.]+x$", lines[at + 1]), lines[at:at + 2]
+
+
+# Every module that imports greenswarm_core when it is imported, and how it tells which it uses.
+RUST_PARTS = {"domain.rooms": "domain.rooms.rooms_implementation()",
+              "domain.energy": "'python' if domain.energy.NativeHostMeter is None else 'rust'",
+              "host_registry.memory": "host_registry.memory.groups_implementation()",
+              "measure.host_time": "measure.host_time.host_time_implementation()",
+              "sim.event_heap": "sim.event_heap.events_implementation()"}
+
+
+@pytest.mark.parametrize("early", sorted(RUST_PARTS))
+def test_a_part_imported_before_enable_keeps_the_whole_rust_core_away(
+    built: None, early: str,
+) -> None:
+    """A module that took its Python reference for good, imported before the entry point
+    enabled the native core, makes the loader run every part in Python, and name it."""
+    script = (f"import {early}\nfrom native import loader\nloader.enable()\n"
+              f"import {', '.join(RUST_PARTS)}\n"
+              f"print(loader.rust_core(), loader.rust_reason())\n"
+              f"print({', '.join(RUST_PARTS.values())})\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env(), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    said, parts = done.stdout.strip().splitlines()
+    assert said.startswith("python ") and early in said and "before enable()" in said, said
+    assert parts == " ".join(["python"] * len(RUST_PARTS)), parts
