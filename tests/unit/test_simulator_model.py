@@ -16,6 +16,7 @@ from cli.simulate import ProgressBoard
 from domain.errors import ValidationError
 from domain.model import HostSpec, TaskType
 from sim.contention import share_cpu
+from sim.model import Host, Run, place, reshare
 from sim.monitor_model import (
     HostMonitor,
     MonitorModelConfig,
@@ -75,6 +76,51 @@ def test_cpu_sharing_is_work_conserving_on_random_cases() -> None:
                 assert s / w == pytest.approx(level)
         if level is not None:
             assert all(s / w <= level + 1e-9 for s, w in zip(served, weights, strict=True))
+
+
+def quiet_host(rng: random.Random, number: int) -> tuple[Host, list[Run]]:
+    """A host of 16 cores with up to 30 runs, jobs and services, whose demands fit."""
+    config = MonitorModelConfig()
+    host = Host(f"h{number}", 16 * 1024, 64 * GIB, 0.0, config, 0.0)
+    runs = []
+    for i in range(rng.randrange(31)):
+        job = rng.random() < 0.6
+        request = TraceRequest(0.0, f"r{number}-{i}", rng.randint(1, 4),
+                               TaskType.JOB if job else TaskType.SERVICE,
+                               Workload.FFMPEG if job else Workload.REDIS, rng.choice((128, 256)),
+                               GIB, rng.uniform(1.0, 500.0))
+        run = Run(request, host, DEFAULT_PROFILES[request.workload], rng.uniform(0.0, 50.0),
+                  request.cpu_shares, request.memory_bytes, WindowAccumulator(0.0, 3.0, 0.0))
+        run.demand = rng.uniform(0.0, 0.5)
+        place(run)
+        runs.append(run)
+    return host, runs
+
+
+def test_a_quiet_host_is_served_as_a_full_share_out_would_serve_it() -> None:
+    """reshare's path for a host uncontended before and after serves only the changed runs,
+    yet returns the cores served in all and the next job end that sharing the CPU out anew
+    returns (the same floats: its demands added in the same order)."""
+    rng = random.Random(7)
+    compared = 0
+    for number in range(300):
+        host, runs = quiet_host(random.Random(number), number)
+        twin, _ = quiet_host(random.Random(number), number)  # the same, shared out in full
+        jobs = [r.finish_t for r in runs if r.is_job]
+        changed = [r for r in runs if rng.random() < 0.3]
+        host.changed.extend(changed)
+        host.recount = rng.random() < 0.5
+        if not host.recount:  # the engine's next end, as kept when the unchanged ones came
+            unchanged = [r.finish_t for r in runs if r.is_job and r not in changed]
+            host.next_t = min(unchanged, default=math.inf)
+        twin.contended = True  # so reshare shares the CPU out over every run
+        assert host.demand <= host.cap_cores
+        got, expected = reshare(host, 5.0), reshare(twin, 5.0)
+        assert got == expected, (number, got, expected)
+        assert got[1] == min(jobs, default=math.inf)
+        assert not host.changed and not host.recount
+        compared += 1
+    assert compared == 300
 
 
 # ------------------------------------------------------------------ monitor windows
