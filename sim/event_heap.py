@@ -28,8 +28,6 @@ class Events(Protocol):
 
     def push(self, t: float, kind: int, obj: object) -> None: ...
 
-    def first_t(self) -> float: ...
-
     def pop_through(self, limit: float) -> tuple[float, int, Any] | None: ...
 
 
@@ -52,10 +50,6 @@ class EventHeap:
             raise ValueError("an event's time is not a number")
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, obj))
-
-    def first_t(self) -> float:
-        """The earliest event's time; inf when there is none."""
-        return self._heap[0][0] if self._heap else math.inf
 
     def pop_through(self, limit: float) -> tuple[float, int, Any] | None:
         """The earliest event as (t, kind, obj) when its time is at most ``limit``, else None

@@ -80,11 +80,6 @@ impl EventHeap {
         Ok(())
     }
 
-    /// The earliest event's time; inf when the heap is empty.
-    fn first_t(&self) -> f64 {
-        self.heap.peek().map_or(f64::INFINITY, |event| event.t)
-    }
-
     /// The earliest event as (t, kind, obj) when its time is at most ``limit``, else None
     /// (and it stays).
     fn pop_through(&mut self, limit: f64) -> Option<(f64, i64, PyObject)> {
