@@ -108,13 +108,17 @@ def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
     assert energy["switches_off"] >= 1 and energy["hosts_off_mean"] > 0, energy
 
 
+# Every module that imports greenswarm_core when it is imported, and how it tells which it uses.
+RUST_PARTS = {"domain.rooms": "domain.rooms.rooms_implementation()",
+              "domain.energy": "'python' if domain.energy.NativeHostMeter is None else 'rust'",
+              "host_registry.memory": "host_registry.memory.groups_implementation()",
+              "measure.host_time": "measure.host_time.host_time_implementation()",
+              "sim.event_heap": "sim.event_heap.events_implementation()"}
+# The loader's choice, then each part's.
 CORE = ("from native import loader\nloader.enable()\n"
-        "import domain.rooms, host_registry.memory, measure.host_time, sim.event_heap\n"
-        "print(loader.rust_core(), domain.rooms.rooms_implementation(),\n"
-        "      measure.host_time.host_time_implementation(),\n"
-        "      host_registry.memory.groups_implementation(),\n"
-        "      sim.event_heap.events_implementation())\n")
-ALL_RUST, ALL_PYTHON = " ".join(["rust"] * 5), " ".join(["python"] * 5)  # every part, the same
+        f"import {', '.join(RUST_PARTS)}\n"
+        f"print(loader.rust_core(), {', '.join(RUST_PARTS.values())})\n")
+ALL_RUST, ALL_PYTHON = (" ".join([core] * (1 + len(RUST_PARTS))) for core in ("rust", "python"))
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
@@ -170,27 +174,16 @@ def test_the_benchmark_measures_both_parts_against_their_references(built: None)
         assert re.search(r"rust +\d+ ns +ratio [0-9.]+x$", lines[at + 1]), lines[at:at + 2]
 
 
-# Every module that imports greenswarm_core when it is imported, and how it tells which it uses.
-RUST_PARTS = {"domain.rooms": "domain.rooms.rooms_implementation()",
-              "domain.energy": "'python' if domain.energy.NativeHostMeter is None else 'rust'",
-              "host_registry.memory": "host_registry.memory.groups_implementation()",
-              "measure.host_time": "measure.host_time.host_time_implementation()",
-              "sim.event_heap": "sim.event_heap.events_implementation()"}
-
-
 @pytest.mark.parametrize("early", sorted(RUST_PARTS))
 def test_a_part_imported_before_enable_keeps_the_whole_rust_core_away(
     built: None, early: str,
 ) -> None:
     """A module that took its Python reference for good, imported before the entry point
     enabled the native core, makes the loader run every part in Python, and name it."""
-    script = (f"import {early}\nfrom native import loader\nloader.enable()\n"
-              f"import {', '.join(RUST_PARTS)}\n"
-              f"print(loader.rust_core(), loader.rust_reason())\n"
-              f"print({', '.join(RUST_PARTS.values())})\n")
+    script = f"import {early}\n{CORE}print(loader.rust_reason())\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env(), capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    said, parts = done.stdout.strip().splitlines()
-    assert said.startswith("python ") and early in said and "before enable()" in said, said
-    assert parts == " ".join(["python"] * len(RUST_PARTS)), parts
+    parts, said = done.stdout.strip().splitlines()
+    assert parts == ALL_PYTHON, parts
+    assert early in said and "before enable()" in said, said
