@@ -351,19 +351,17 @@ def _reserve_changed(host: Host, t: float) -> tuple[float, float]:
         if run.is_job and run.finish_t < next_t:
             next_t = run.finish_t
     host.changed.clear()
-    # (plain loops, in the order reshare adds them up: the same floats as sum and min of
-    # lists, without boxing each value of a compiled run)
-    total = 0.0
-    if host.recount:
+    recount = host.recount
+    if recount:  # a job left: the next end is looked for among all jobs
         host.recount = False
         next_t = _INF
-        for r in host.runs.values():
-            total += r.demand
-            if r.is_job and r.finish_t < next_t:
-                next_t = r.finish_t
-    else:
-        for r in host.runs.values():
-            total += r.demand
+    # (a plain loop, in the order reshare adds them up: the same floats as sum and min of
+    # lists, without boxing each value of a compiled run)
+    total = 0.0
+    for r in host.runs.values():
+        total += r.demand
+        if recount and r.is_job and r.finish_t < next_t:
+            next_t = r.finish_t
     return total, next_t
 
 
