@@ -329,6 +329,9 @@ class HostView:
     # The room of every pass (domain.capacity.ROOM_KEYS order), derived from the fields above
     # whenever a view is made, so a changed copy can never carry stale rooms.
     rooms: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    # The lowest class among the running tasks (None: an empty host), derived from the tally
+    # with the rooms: the passes read it for every host they judge.
+    host_class: int | None = field(init=False, repr=False, compare=False)
 
     # By hand (init=False) for compiled construction speed, as Request's.
     def __init__(self, id: str, cpu_capacity: int, memory_capacity: int, cpu_util: float,
@@ -357,6 +360,7 @@ class HostView:
             compute_rooms(self.tally, self.cpu_capacity, self.memory_capacity, self.cpu_limits,
                           self.memory_limits),
         )
+        object.__setattr__(self, "host_class", layout.host_class(self.tally))
 
     @property
     def util(self) -> float:
@@ -391,11 +395,6 @@ class HostView:
     @property
     def task_count(self) -> int:
         return layout.task_count(self.tally)
-
-    @property
-    def host_class(self) -> int | None:
-        """The lowest class among the running tasks; None for an empty host."""
-        return layout.host_class(self.tally)
 
     @property
     def overbooking_factor(self) -> float:

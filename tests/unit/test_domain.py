@@ -1,5 +1,6 @@
 """Classes, regions, rounding, units and the tally (DESIGN 3.2, 3.3)."""
 
+import dataclasses
 from fractions import Fraction as F
 
 import pytest
@@ -89,6 +90,17 @@ def test_host_view_derives_class_allocation_and_overbooking() -> None:
     assert host.region is Region.LEE
     store.end_task("y")
     assert store.host("a").host_class == 3
+
+
+def test_a_host_views_class_is_made_with_every_copy() -> None:
+    # The class is a field set when a view is made (as its rooms), so no copy may carry the
+    # class of the books it was copied from.
+    host = build(H("a", 0.3, [T("x", 3, cpu=600, mem=300), T("y", 4, cpu=100, mem=900)])).host("a")
+    empty = host.with_tally((0,) * len(host.tally))
+    assert (host.host_class, empty.host_class) == (3, None)
+    assert empty.with_tally(host.tally).host_class == 3
+    assert dataclasses.replace(host, tally=empty.tally).host_class is None
+    assert host.with_utilization(0.9, 0.9, Region.EED).host_class == 3
 
 
 def test_time_to_violate_matches_the_paper() -> None:
