@@ -133,8 +133,12 @@ def after_cut(original: int, cut: Fraction, floor: int = 0) -> int:
 
     Rounding up means a task is never cut beyond its allowance.
     """
+    numerator = cut.numerator
+    if not numerator:  # most sizes are uncut: the original, which the lines below give too
+        return original
     # ceil(original x (1 - n/d)) in integers: exact, and much cheaper than Fraction arithmetic
-    left = -(-original * (cut.denominator - cut.numerator) // cut.denominator)
+    denominator = cut.denominator
+    left = -(-original * (denominator - numerator) // denominator)
     return left if left >= floor else min(original, floor)
 
 

@@ -204,18 +204,13 @@ class Passes:
     ) -> Decision:
         request = self.request
         self.notes.host(pass_.value, host, f"takes it: {reason}")
-        if cut:
-            cpu_shares = after_cut(request.cpu_shares, cut)
-            memory = after_cut(request.memory, cut, MEMORY_FLOOR)
-        else:  # as after_cut leaves an uncut size (most placements), without its arithmetic
-            cpu_shares, memory = request.cpu_shares, request.memory
         return Decision(
             request=request,
             placed=True,
             host=host.id,
             pass_=pass_,
-            cpu_shares=cpu_shares,
-            memory=memory,
+            cpu_shares=after_cut(request.cpu_shares, cut),
+            memory=after_cut(request.memory, cut, MEMORY_FLOOR),
             cut_received=cut,
             cuts=cuts,
             kills=kills,

@@ -44,6 +44,14 @@ def test_cuts_round_up(original: int, cut: F, left: int) -> None:
     assert left >= original * (1 - cut)  # never beyond the allowance
 
 
+@pytest.mark.parametrize("floor", [0, 4 * 2**20])
+@pytest.mark.parametrize("original", [0, 1, 7, 4 * 2**20 - 1, 4 * 2**20, 2**40])
+def test_no_cut_leaves_the_original(original: int, floor: int) -> None:
+    # Most placements are uncut, so after_cut answers a zero cut at once: as its arithmetic
+    # would, floor or not.
+    assert after_cut(original, F(0), floor) == original
+
+
 @pytest.mark.parametrize(("rc", "hc", "cut"), [
     (1, 1, 0), (2, 1, F(1, 6)), (2, 2, 0), (3, 1, F(1, 3)), (3, 2, F(1, 6)), (3, 3, 0),
     (4, 1, F(1, 2)), (4, 2, F(1, 3)), (4, 3, F(1, 6)), (4, 4, 0), (2, 3, 0), (1, 4, 0)])
