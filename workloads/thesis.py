@@ -58,7 +58,6 @@ hosts, so such traces are streamed, never held in memory; write them as ``.jsonl
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections.abc import Iterable, Iterator, Mapping
@@ -382,7 +381,19 @@ def with_probes(
     requests: Iterable[TraceRequest], probes: Iterable[TraceRequest]
 ) -> Iterator[tuple[TraceRequest, bool]]:
     """Trace requests and probes merged by time, each flagged ``True`` when it is a probe
-    (at equal times the trace request comes first)."""
-    yield from heapq.merge(
-        ((r, False) for r in requests), ((p, True) for p in probes), key=lambda x: x[0].t_s
-    )
+    (at equal times the trace request comes first).
+
+    Both streams are read as the merge goes, one request ahead each: a loop, not
+    ``heapq.merge`` over generator expressions, which mypyc compiles as lists (the compiled
+    core would read the whole trace before its first request: a day on 1,000 hosts is 10 M
+    requests, 2.8 GiB)."""
+    probe_iter = iter(probes)
+    probe = next(probe_iter, None)
+    for request in requests:
+        while probe is not None and probe.t_s < request.t_s:
+            yield probe, True
+            probe = next(probe_iter, None)
+        yield request, False
+    while probe is not None:
+        yield probe, True
+        probe = next(probe_iter, None)

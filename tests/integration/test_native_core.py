@@ -228,3 +228,13 @@ def test_segments_and_room_keys_behave_alike_compiled(built: Path) -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["core"] == "compiled" and report["ran"] == 4
     assert all(file.endswith(SUFFIX) for file in report["files"]), report["files"]
+
+
+def test_the_probe_merge_stays_lazy_compiled(built: Path) -> None:
+    """tests/unit/test_workload.py's merge checks with workloads.thesis compiled: the merge
+    reads a request ahead, not the whole trace (it once read a day's 10 M requests first)."""
+    done = run("1", script=ROOT / "tests" / "support" / "native_lazy.py", timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["core"] == "compiled" and len(report["ran"]) == 3
+    assert report["file"].endswith(SUFFIX), report["file"]

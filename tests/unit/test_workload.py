@@ -7,7 +7,7 @@ import itertools
 import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -299,6 +299,40 @@ def test_probes_merge_into_the_trace_in_time_order() -> None:
     assert [r.id for r, probe in merged if probe] == ["probe-0001", "probe-0002", "probe-0003"]
     times = [r.t_s for r, _ in merged]
     assert times == sorted(times)
+
+
+def test_probes_merge_reads_the_trace_as_it_goes() -> None:
+    """The merge reads one request ahead of what it gave, of either stream: a day's trace on
+    1,000 hosts is 10 M requests, and the simulator must not hold them all (the compiled core
+    once did: mypyc compiles generator expressions as lists). Also run compiled, by
+    tests/support/native_lazy.py."""
+    read = {"trace": 0, "probes": 0}
+
+    def endless(name: str, requests: Sequence[TraceRequest]) -> Iterator[TraceRequest]:
+        for request in itertools.cycle(requests):  # the same times again: fine for a count
+            read[name] += 1
+            if read[name] > 1_000:
+                raise AssertionError(f"the merge read the {name} stream to its end")
+            yield request
+
+    trace = generate_thesis_trace(2, ThesisWorkloadConfig(duration_s=800.0)).requests
+    probes = list(iter_probe_requests(800.0))
+    merged = with_probes(endless("trace", trace), endless("probes", probes[:1]))
+    first = list(itertools.islice(merged, 5))
+    assert first == list(with_probes(trace, probes[:1]))[:5]
+    assert read == {"trace": 5, "probes": 1}
+
+
+def test_probes_merge_puts_the_trace_first_at_equal_times() -> None:
+    trace = generate_thesis_trace(2, ThesisWorkloadConfig(duration_s=800.0)).requests
+    at = [replace(r, t_s=10.0) for r in trace[:3]]
+    probe = replace(next(iter(iter_probe_requests(800.0))), t_s=10.0)
+    early = replace(probe, id="probe-0000", t_s=5.0)
+    merged = list(with_probes(at, [early, probe]))
+    assert [(r.id, flag) for r, flag in merged] == [
+        ("probe-0000", True), *((r.id, False) for r in at), ("probe-0001", True)]
+    assert list(with_probes([], [probe])) == [(probe, True)]
+    assert list(with_probes(at[:1], [])) == [(at[0], False)]
 
 
 # ------------------------------------------------------------------ the command
