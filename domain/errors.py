@@ -105,7 +105,10 @@ _FAMILIES: tuple[tuple[type[GreenSwarmError], int, str], ...] = (
 
 def http_status(exc: GreenSwarmError) -> int:
     """The status a REST handler answers for ``exc``: its family's, else 500."""
-    return next((status for family, status, _ in _FAMILIES if isinstance(exc, family)), 500)
+    for family, status, _ in _FAMILIES:
+        if isinstance(exc, family):
+            return status
+    return 500
 
 
 def error_body(exc: GreenSwarmError) -> dict[str, object]:
@@ -115,8 +118,10 @@ def error_body(exc: GreenSwarmError) -> dict[str, object]:
         return exc.to_dict()
     if isinstance(exc, ValidationError):
         return {**exc.to_dict()}
-    kind = next((word for family, _, word in _FAMILIES if isinstance(exc, family)), "internal")
-    return {"error": kind, "message": str(exc)}
+    for family, _, word in _FAMILIES:
+        if isinstance(exc, family):
+            return {"error": word, "message": str(exc)}
+    return {"error": "internal", "message": str(exc)}
 
 
 def error_from_answer(status: int, payload: object, context: str, *,

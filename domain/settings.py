@@ -34,7 +34,11 @@ def load_settings(
         names = [prefix + item.name.upper()]
         if aliases and item.name in aliases:
             names.insert(0, aliases[item.name])
-        raw = next((environ[name] for name in names if name in environ), None)
+        raw = None
+        for name in names:  # the first set, the alias first
+            if name in environ:
+                raw = environ[name]
+                break
         if raw is not None:
             values[item.name] = parse_setting(names[-1], raw, hints.get(item.name, item.type))
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})

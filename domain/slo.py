@@ -78,7 +78,9 @@ class SloTable:
     def parse(cls, text: str, field_name: str = "slo") -> SloTable:
         """``"2=0.9,4=0.5"`` (classes not named keep their default); empty: the defaults."""
         objectives: dict[int, float] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
+        for part in [p.strip() for p in text.split(",")]:
+            if not part:
+                continue
             name, sep, raw = part.partition("=")
             try:
                 cls_number = int(name)

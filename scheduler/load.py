@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from domain.classes import ClassTable
@@ -211,10 +211,21 @@ class LoadView:
                  if h.region is segment.region and h.host_class == segment.host_class),
                 key=_order_key, reverse=not segment.ascending,
             )
-            kept = (h for _, h in self._inner.candidates([segment]) if h.id not in changed)
+            kept = _unchanged(self._inner.candidates([segment]), changed)
             for host in heapq.merge(kept, moved, key=_order_key,
                                     reverse=not segment.ascending):
                 yield position, host
+
+
+def _unchanged(
+    candidates: Iterator[tuple[int, HostView]], changed: Mapping[str, HostView]
+) -> Iterator[HostView]:
+    """The hosts of ``candidates`` not in ``changed``, read as the walk goes (a generator
+    function: mypyc compiles a generator expression as a list, which would read the whole
+    segment before its first host)."""
+    for _, host in candidates:
+        if host.id not in changed:
+            yield host
 
 
 def _order_key(host: HostView) -> tuple[float, str]:

@@ -391,11 +391,9 @@ class Scheduler:
         failures = 0
         while True:
             if failures < self.retry_limit:
-                entry = next((e for e in self.store.pending() if e.request.id not in tried),
-                             None)
+                entry = _first_untried(self.store.pending(), tried)
             elif arrival is not None and arrival not in tried:
-                entry = next((e for e in self.store.pending() if e.request.id == arrival),
-                             None)
+                entry = _entry_of(self.store.pending(), arrival)
             else:
                 return
             if entry is None:
@@ -668,6 +666,24 @@ class Scheduler:
         )
         self.store.push_pending(entry)
         outcome.queued.append(entry)
+
+
+def _first_untried(entries: Iterable[PendingEntry], tried: Collection[str]) -> PendingEntry | None:
+    """The first of ``entries`` whose request is not in ``tried``. (A loop: ``next`` over a
+    generator expression would build the list of all of them first once compiled, since mypyc
+    compiles generator expressions as lists; over a long queue, every try of a round.)"""
+    for entry in entries:
+        if entry.request.id not in tried:
+            return entry
+    return None
+
+
+def _entry_of(entries: Iterable[PendingEntry], request_id: str) -> PendingEntry | None:
+    """The entry of ``request_id`` among ``entries`` (a loop, as :func:`_first_untried`)."""
+    for entry in entries:
+        if entry.request.id == request_id:
+            return entry
+    return None
 
 
 def _note_failed(failed: list[list[tuple[int, int]] | None], group: int, cpu: int,
