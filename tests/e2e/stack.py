@@ -201,9 +201,14 @@ class Stack:
 
     def up(self) -> None:
         """The project image as the working tree is (rebuilt and loaded into the nodes when the
-        source changed), then compose, then the stack; timed from compose on."""
+        source changed), what an interrupted run left under these names removed, then compose,
+        then the stack; timed from compose on."""
         done = lab_cli("images", timeout_s=900)
         assert done.returncode == 0, done.stdout + done.stderr
+        # What a run stopped in its middle (a crash, a machine restart) left under these names
+        # goes first: its Redis volume would hand this manager the old run's records (a test
+        # then finds its request names taken).
+        self.down(strict=False)
         started = time.monotonic()
         self.compose("up", "-d")
         self.run([self.docker_cli, "stack", "deploy", "--resolve-image", "never",
