@@ -393,7 +393,7 @@ class Scheduler:
             if failures < self.retry_limit:
                 entry = _first_untried(self.store.pending(), tried)
             elif arrival is not None and arrival not in tried:
-                entry = _entry_of(self.store.pending(), arrival)
+                entry = _first_untried(self.store.pending(), tried, only=arrival)
             else:
                 return
             if entry is None:
@@ -668,20 +668,16 @@ class Scheduler:
         outcome.queued.append(entry)
 
 
-def _first_untried(entries: Iterable[PendingEntry], tried: Collection[str]) -> PendingEntry | None:
-    """The first of ``entries`` whose request is not in ``tried``. (A loop: ``next`` over a
-    generator expression would build the list of all of them first once compiled, since mypyc
-    compiles generator expressions as lists; over a long queue, every try of a round.)"""
+def _first_untried(
+    entries: Iterable[PendingEntry], tried: Collection[str], only: str | None = None
+) -> PendingEntry | None:
+    """The first of ``entries`` whose request is not in ``tried`` (and is ``only``, if
+    given). A loop: ``next`` over a generator expression would build the list of all of them
+    first once compiled, since mypyc compiles generator expressions as lists; over a long
+    queue, at every try of a round."""
     for entry in entries:
-        if entry.request.id not in tried:
-            return entry
-    return None
-
-
-def _entry_of(entries: Iterable[PendingEntry], request_id: str) -> PendingEntry | None:
-    """The entry of ``request_id`` among ``entries`` (a loop, as :func:`_first_untried`)."""
-    for entry in entries:
-        if entry.request.id == request_id:
+        request_id = entry.request.id
+        if request_id not in tried and (only is None or request_id == only):
             return entry
     return None
 
