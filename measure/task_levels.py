@@ -179,8 +179,4 @@ class LevelBook:
 
     def levels(self) -> list[RequestLevel]:
         """The requests kept, in submission order."""
-        kept: list[RequestLevel] = []
-        for level in self._levels:
-            if level is not None:
-                kept.append(level)
-        return kept
+        return [level for level in self._levels if level is not None]
