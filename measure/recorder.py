@@ -131,7 +131,6 @@ import math
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 from domain.classes import MAX_CLASS
@@ -168,7 +167,7 @@ def cuts_of(decision: Decision) -> list[Cut]:
     """A placing decision's cuts as the recorder counts them: every task it cut, and the
     placed request itself when it was placed cut (with what it did not receive)."""
     cuts = [Cut(c.task, c.cpu_freed, c.memory_freed) for c in decision.cuts]
-    if decision.cut_received > Fraction(0):
+    if decision.cut_received.numerator > 0:  # (no Fraction made and compared: interpreted code)
         request = decision.request
         cuts.append(Cut(request.id, request.cpu_shares - decision.cpu_shares,
                         request.memory - decision.memory))
@@ -273,8 +272,10 @@ class MetricsRecorder:
     ) -> None:
         self._check_open()
         t = check_t(t)
-        task = TaskRecord(check_class(request_class), TaskType(task_type))
-        task.workload = Workload(workload)
+        # (a member as it is: calling the enum with one is interpreted code, on every request)
+        task = TaskRecord(check_class(request_class), task_type
+                          if isinstance(task_type, TaskType) else TaskType(task_type))
+        task.workload = workload if isinstance(workload, Workload) else Workload(workload)
         task.expected_s = expected_makespan_s
         task.probe = probe
         task.submit_t = t
@@ -549,7 +550,8 @@ class MetricsRecorder:
     ) -> None:
         self._check_open()
         t = check_t(t)
-        status = EndStatus(status)
+        if not isinstance(status, EndStatus):
+            status = EndStatus(status)
         self._levels.tick(t)
         task = self._tasks.get(task_id)
         if task is None or not task.running:

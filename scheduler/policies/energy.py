@@ -203,7 +203,8 @@ class Passes:
         suspends: tuple[str, ...] = (),
     ) -> Decision:
         request = self.request
-        self.notes.host(pass_.value, host, f"takes it: {reason}")
+        # (str() and the f-string give the value: an enum's .value is interpreted code)
+        self.notes.host(str(pass_), host, f"takes it: {reason}")
         return Decision(
             request=request,
             placed=True,
@@ -215,7 +216,7 @@ class Passes:
             cuts=cuts,
             kills=kills,
             new_class=new_class,
-            reason=f"{pass_.value} pass: {host.region.value} host {host.id} "
+            reason=f"{pass_} pass: {host.region} host {host.id} "
             f"(class {host.host_class or 'empty'}, U={host.util:.2f}): {reason}",
             explain=tuple(self.notes.lines),
             policy=self.policy,
