@@ -58,6 +58,7 @@ hosts, so such traces are streamed, never held in memory; write them as ``.jsonl
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -175,10 +176,11 @@ class ThesisWorkloadConfig:
             raise ValidationError("checkpoint_share", "must be in [0, 1]")
         if self.checkpoint_share > 0:
             check_checkpoint(self.checkpoint_interval_s, TaskType.JOB, "checkpoint_interval_s")
-        if len(self.class_weights) != 4 or any(w < 0 for w in self.class_weights) or not sum(
-            self.class_weights
-        ):
-            raise ValidationError("class_weights", "need four non-negative weights, not all 0")
+        if len(self.class_weights) != 4 or any(
+            not (math.isfinite(w) and w >= 0) for w in self.class_weights
+        ) or not sum(self.class_weights):
+            raise ValidationError("class_weights",
+                                  "need four finite non-negative weights, not all 0")
 
     @property
     def cluster_scale(self) -> float:
@@ -258,6 +260,10 @@ def iter_thesis_requests(
     for weight in config.class_weights:
         total += weight
         cumulative_weights.append(total)
+    # A class drawn as random.Random.choices draws it from cumulative weights (one random()
+    # scaled by the total, bisected below the last index): the same draws, without the
+    # interpreted call and its list for every request.
+    last = len(classes) - 1
 
     burst_start = 0.0
     k = 0  # index inside the burst
@@ -271,7 +277,7 @@ def iter_thesis_requests(
         if t >= config.duration_s:
             return
         workload = THESIS_WORKLOADS[math.floor(rng.random() * len(THESIS_WORKLOADS))]
-        request_class = rng.choices(classes, cum_weights=cumulative_weights)[0]
+        request_class = classes[bisect.bisect(cumulative_weights, rng.random() * total, 0, last)]
         task_type = WORKLOAD_TYPE[workload]
         cpu_range = (
             config.job_cpu_shares if task_type is TaskType.JOB else config.service_cpu_shares

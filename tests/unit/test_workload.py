@@ -272,7 +272,8 @@ def test_a_shorter_window_is_a_prefix_of_the_hour() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [{"duration_s": 0.0}, {"arrival_rate_per_s": -1.0}, {"hosts": ()},
-     {"class_weights": (0.0, 0.0, 0.0, 0.0)}, {"duration_s": math.inf}],
+     {"class_weights": (0.0, 0.0, 0.0, 0.0)}, {"class_weights": (math.inf, 1.0, 1.0, 1.0)},
+     {"class_weights": (math.nan, 1.0, 1.0, 1.0)}, {"duration_s": math.inf}],
 )
 def test_bad_configurations_are_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
