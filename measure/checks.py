@@ -9,14 +9,16 @@ from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
 
 
+# (isinstance with a tuple: ``int | float`` builds a union object on every call, and the recorder
+# checks every time it is told)
 def check_t(t: float, field_name: str = "t") -> float:
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         raise ValidationError(field_name, f"must be a finite number, got {t!r}")
     return float(t)
 
 
 def check_nonneg(value: float, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(field_name, f"must be a finite number, got {value!r}")
     if value < 0:
         raise ValidationError(field_name, f"must be >= 0, got {value!r}")
