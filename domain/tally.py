@@ -18,8 +18,6 @@ before it is changed (cut). This module is the layout alone. Layout:
 
 from __future__ import annotations
 
-from operator import add, sub
-
 TALLY_SIZE = 20
 COUNT, CPU, MEM = 0, 4, 8
 SVC4_CPU, SVC4_MEM = 12, 13
@@ -62,10 +60,14 @@ def host_class(t: tuple[int, ...]) -> int | None:
 
 def combine(tally: tuple[int, ...], delta: tuple[int, ...], sign: int = 1) -> tuple[int, ...]:
     """``tally`` plus ``sign`` (1 or -1) times ``delta``, term by term (both the same size)."""
-    if len(tally) != len(delta):
-        raise ValueError(f"tallies of {len(tally)} and {len(delta)} terms")
-    if sign == 1:
-        return tuple(map(add, tally, delta))
-    if sign == -1:
-        return tuple(map(sub, tally, delta))
-    return tuple(a + sign * b for a, b in zip(tally, delta, strict=True))
+    size = len(tally)
+    if size != len(delta):
+        raise ValueError(f"tallies of {size} and {len(delta)} terms")
+    # A task's contribution is zero in most terms: those keep the tally's own int (compiled,
+    # no new int object is made for them; map(add, ...) made all twenty).
+    terms = list(tally)
+    for i in range(size):
+        change = delta[i]
+        if change:
+            terms[i] += change if sign == 1 else -change if sign == -1 else sign * change
+    return tuple(terms)
