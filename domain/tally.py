@@ -64,7 +64,7 @@ def combine(tally: tuple[int, ...], delta: tuple[int, ...], sign: int = 1) -> tu
     if size != len(delta):
         raise ValueError(f"tallies of {size} and {len(delta)} terms")
     # A task's contribution is zero in most terms: those keep the tally's own int (compiled,
-    # no new int object is made for them; map(add, ...) made all twenty).
+    # only the changed terms make a new int object).
     terms = list(tally)
     for i in range(size):
         change = delta[i]
