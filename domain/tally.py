@@ -69,5 +69,5 @@ def combine(tally: tuple[int, ...], delta: tuple[int, ...], sign: int = 1) -> tu
     for i in range(size):
         change = delta[i]
         if change:
-            terms[i] += change if sign == 1 else -change if sign == -1 else sign * change
+            terms[i] += sign * change
     return tuple(terms)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+from enum import Enum
+from typing import TypeVar
 
 from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.errors import ValidationError
@@ -31,3 +33,12 @@ def check_class(value: int) -> int:
     ):
         raise ValidationError("request_class", f"must be {MIN_CLASS}..{MAX_CLASS}, got {value!r}")
     return value
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def as_member(value: E | str, kind: type[E]) -> E:
+    """``kind(value)``, but a member as it is: the recorder is told a member almost always, and
+    calling an enum is interpreted code (a value that is not one still raises its ValueError)."""
+    return value if isinstance(value, kind) else kind(value)

@@ -142,7 +142,7 @@ from domain.model import HostSpec, TaskType
 from domain.power import PowerState
 from domain.regions import RegionBounds
 from domain.slo import SloTable
-from measure.checks import check_class, check_nonneg, check_t
+from measure.checks import as_member, check_class, check_nonneg, check_t
 from measure.host_time import HostBook
 from measure.results import PolicyResult
 from measure.service_levels import SHARES_PER_CORE, RequestStatus
@@ -272,10 +272,8 @@ class MetricsRecorder:
     ) -> None:
         self._check_open()
         t = check_t(t)
-        # (a member as it is: calling the enum with one is interpreted code, on every request)
-        task = TaskRecord(check_class(request_class), task_type
-                          if isinstance(task_type, TaskType) else TaskType(task_type))
-        task.workload = workload if isinstance(workload, Workload) else Workload(workload)
+        task = TaskRecord(check_class(request_class), as_member(task_type, TaskType))
+        task.workload = as_member(workload, Workload)
         task.expected_s = expected_makespan_s
         task.probe = probe
         task.submit_t = t
@@ -550,8 +548,7 @@ class MetricsRecorder:
     ) -> None:
         self._check_open()
         t = check_t(t)
-        if not isinstance(status, EndStatus):
-            status = EndStatus(status)
+        status = as_member(status, EndStatus)
         self._levels.tick(t)
         task = self._tasks.get(task_id)
         if task is None or not task.running:
