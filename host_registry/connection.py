@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+import redis.backoff
 import redis.connection
+import redis.retry
 import redis.sentinel
 
 from domain.errors import ValidationError
@@ -65,10 +67,14 @@ class RedisEndpoint:
         if self.sentinels and not self.master.strip():
             raise ValidationError(MASTER_SETTING, "must name the primary the Sentinels watch")
 
-    def connect(self) -> redis.Redis:
+    def connect(self, retries: int | None = None) -> redis.Redis:
         """A client that decodes replies to str: on the URL's server, or on whichever server
-        the Sentinels name primary at the time of each new connection."""
+        the Sentinels name primary at the time of each new connection. ``retries``: how often
+        a call that lost its connection (or timed out) is tried again on a new one, at once;
+        None keeps redis-py's own policy (ten, backing off up to a second each)."""
         self.validate()
+        kwargs: dict[str, Any] = {} if retries is None else {
+            "retry": redis.retry.Retry(redis.backoff.NoBackoff(), retries)}
         try:
             options = _parse_url(self.url)
         except ValueError as exc:
@@ -76,13 +82,13 @@ class RedisEndpoint:
         addresses = self.sentinel_addresses()
         if not addresses:
             return redis.Redis.from_url(self.url, decode_responses=True,
-                                        socket_timeout=self.socket_timeout_s)
+                                        socket_timeout=self.socket_timeout_s, **kwargs)
         kept = {name: options[name] for name in ("db", "username", "password") if name in options}
         sentinel = _Sentinel(addresses, socket_timeout=SENTINEL_TIMEOUT_S,
                             sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
         client: redis.Redis = sentinel.master_for(
             self.master, decode_responses=True, socket_timeout=self.socket_timeout_s,
-            socket_connect_timeout=self.socket_timeout_s, **kept)
+            socket_connect_timeout=self.socket_timeout_s, **kept, **kwargs)
         return client
 
 

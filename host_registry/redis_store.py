@@ -93,8 +93,11 @@ class RedisStore:
         bounds: RegionBounds | None = None,
         prefix: str = "gs",
         wait_replicas: int = 0,
+        endpoint: RedisEndpoint | None = None,
     ) -> None:
         self._redis: Any = client
+        self._endpoint = endpoint  # where client connects, when known: for clients apart
+        self._apart: list[redis.Redis] = []
         self._wait_replicas = wait_replicas
         self._replica_wait = ReplicaWait(wait_replicas)
         self._short_of_replicas = False
@@ -132,7 +135,8 @@ class RedisStore:
         prefix: str = "gs",
     ) -> RedisStore:
         """On the server ``endpoint`` names, directly or through its Sentinels (DESIGN 13)."""
-        return cls(endpoint.connect(), classes, bounds, prefix, endpoint.wait_replicas)
+        return cls(endpoint.connect(), classes, bounds, prefix, endpoint.wait_replicas,
+                   endpoint)
 
     @property
     def classes(self) -> ClassTable:
@@ -149,8 +153,30 @@ class RedisStore:
         connection."""
         return make(self._redis, self.host_keys.prefix)
 
+    def sibling_apart(self, make: Callable[[redis.Redis, str], T], timeout_s: float,
+                      retries: int = 1) -> T:
+        """As :meth:`sibling`, on a client of its own to the same server (or the primary the
+        same Sentinels name), whose calls give up after ``timeout_s`` and are tried again
+        ``retries`` times on a new connection: for a registry on a clock, the lease. A
+        primary whose machine is gone answers nothing, not even a reset, and a call on a
+        connection already open to it waits for the socket's timeout; the store's is long
+        enough for its largest reads. A store made on a bare client shares it."""
+        if self._endpoint is None:
+            return self.sibling(make)
+        client = replace(self._endpoint, socket_timeout_s=timeout_s).connect(retries=retries)
+        self._apart.append(client)
+        return make(client, self.host_keys.prefix)
+
+    def forget_idle_connections(self) -> None:
+        """Close the connections not in use, so that the next call of each thread connects
+        anew (to the primary the Sentinels name now): after a failover seen on another
+        client, an idle connection to the old primary would wait out the socket's timeout."""
+        self._redis.connection_pool.disconnect(inuse_connections=False)
+
     def close(self) -> None:
-        """Release the connection pool (a process that is done with the store)."""
+        """Release the connection pools (a process that is done with the store)."""
+        for client in self._apart:
+            client.close()
         self._redis.close()
 
     def ping(self) -> bool:

@@ -42,7 +42,7 @@ from manager.effects import Effects
 from manager.endings import Endings
 from manager.faults import RecordFaults
 from manager.history import History, build_sample
-from manager.leadership import Leadership, LeaderView, Lease, holder_id
+from manager.leadership import Leadership, LeaderView, holder_id, lease_on
 from manager.loop import SchedulingLoop
 from manager.metrics import ManagerMetrics, StateCollector
 from manager.moving import CONSOLIDATING, LiveConsolidation, MoveParts
@@ -146,9 +146,8 @@ class Manager:
         self._state = _State()
         self._stop = threading.Event()
         self._timer = threading.Thread(target=self._tick, name="manager-timer", daemon=True)
-        lease = store.sibling(lambda connection, prefix: Lease(
-            connection, prefix, holder_id(), settings.manager_url, settings.leader_lease_s,
-            settings.redis_wait_replicas))
+        lease = lease_on(store, holder_id(), settings.manager_url, settings.leader_lease_s,
+                         settings.leader_renew_s, settings.redis_wait_replicas)
         self.leadership = Leadership(lease, settings.leader_renew_s, settings.leader_lease_s,
                                      self._lead, self._follow)
 
@@ -217,7 +216,10 @@ class Manager:
 
     def _lead(self, token: int) -> None:
         """This manager now holds the lease: its writes carry the token; it takes over the
-        books (records migrated, a reconciliation, the queue) on the loop."""
+        books (records migrated, a reconciliation, the queue) on the loop. The store's idle
+        connections are dropped first: the lease may have found a new primary that they do
+        not know of."""
+        self.store.forget_idle_connections()
         self.store.fence(token)
         self.records.fence(token)
         if self.switching is not None:

@@ -31,9 +31,9 @@ from typing import Any
 import redis
 
 from domain.errors import GreenSwarmError
-from host_registry.connection import wait_for_replicas
+from host_registry.connection import WAIT_TIMEOUT_MS, wait_for_replicas
 from host_registry.keys import HostKeys
-from host_registry.redis_store import redis_errors
+from host_registry.redis_store import RedisStore, redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,24 @@ class Lease:
         return str(lease["url"]), int(lease["token"])
 
 
+def lease_timeout_s(renew_s: float) -> float:
+    """How long one call of the lease waits for Redis: a renewal period, and room for the
+    WAIT of a new token (WAIT_TIMEOUT_MS) twice over."""
+    return max(renew_s, 2 * WAIT_TIMEOUT_MS / 1000 + 0.5)
+
+
+def lease_on(store: RedisStore, holder: str, url: str, lease_s: float, renew_s: float,
+             wait_replicas: int = 0) -> Lease:
+    """The lease beside ``store``'s registries, on a client of its own whose calls give up
+    within :func:`lease_timeout_s` and are tried once more on a new connection: a standby
+    whose renewal waited out the registry's 5 s socket timeout on a primary gone silent led
+    that much later after the failover (RedisStore.sibling_apart)."""
+    return store.sibling_apart(
+        lambda connection, prefix: Lease(connection, prefix, holder, url, lease_s,
+                                         wait_replicas),
+        lease_timeout_s(renew_s))
+
+
 class Leadership:
     """Holds (or waits for) the lease on a thread of its own, renewing every ``renew_s``;
     ``on_lead(token)`` runs when this manager becomes leader, ``on_follow()`` when it stops
@@ -185,8 +203,13 @@ class Leadership:
                 log.warning("could not give the lease up (it expires by itself): %s", exc)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.renew_s):
+        """A step every ``renew_s`` from the start of the last: one that waited on a silent
+        primary (up to the lease's timeout, twice) is followed by the next at once."""
+        wait_s = self.renew_s
+        while not self._stop.wait(wait_s):
+            started = self._monotonic()
             self.step()
+            wait_s = max(0.0, self.renew_s - (self._monotonic() - started))
 
     def step(self) -> None:
         """One renewal (or attempt to acquire)."""

@@ -263,6 +263,38 @@ class HaStack:
         assert len(found) == 1, f"{len(found)} manager containers on {node['name']}"
         return found[0]
 
+    def lead_beside_the_primary(self, attempts: int = 6) -> str:
+        """The worst case of a node lost: the leader on the Redis primary's node (the leader
+        goes first, the primary at the end of the engine's stop). A leader beside the
+        replica gets the primary by a Sentinel failover; elsewhere its container is killed
+        and another manager leads. Returns the node's name."""
+        for _ in range(attempts):
+            poll(self.healthy, 180, "the stack to be healthy", interval_s=1.0)
+            leader_url = self.leader_url()
+            assert leader_url is not None
+            leader = self.node_of(leader_url)
+            primary_node, _ = self.redis_primary_container()
+            if leader["name"] == primary_node["name"]:
+                return str(leader["name"])
+            beside_replica = any(self._service_containers(service, leader)
+                                 for service in ("redis-primary", "redis-replica"))
+            if beside_replica:
+                self.sentinel("sentinel", "failover", "greenswarm")
+                name = leader["name"]
+                poll(lambda name=name: self._primary_node_name() == name, 60,
+                     f"the Sentinels to make {name}'s Redis the primary", interval_s=0.5)
+            else:
+                self.manager_container(leader).kill()
+                poll(lambda old=leader_url: self.leader_url() not in (None, old), 60,
+                     "another manager to lead", interval_s=0.5)
+        raise AssertionError(f"the leader never ran beside the primary in {attempts} tries")
+
+    def _primary_node_name(self) -> str | None:
+        """None while no server is the primary the Sentinels name (a failover under way)."""
+        with contextlib.suppress(AssertionError):
+            return str(self.redis_primary_container()[0]["name"])
+        return None
+
 
 def _sentinel_cli(container: Any, *command: str) -> str:
     """``redis-cli -p 26379 <command>`` in one Sentinel's container; "" when it does not

@@ -117,3 +117,56 @@ def test_an_answered_record_is_on_the_replica(cluster: ReplicatedRedis,
     finally:
         replica.close()
         client.close()
+
+
+def test_a_standby_leads_soon_after_the_primarys_machine_falls_silent(
+        cluster: ReplicatedRedis) -> None:
+    """The leader and the Redis primary on one machine that stops (the lab's chaos test: the
+    engine of the leader's node stopped, the leader going first). A primary whose machine is
+    gone answers nothing, not even a reset, so a standby's renewal on the connection it already
+    had waits for the socket's timeout: with the registry's 5 s, the standby led 4-5 s after
+    the failover and the lease's expiry (11-15 s from the fault on the lab). Its renewals give
+    up within their own bound instead and find the promoted replica through the Sentinels.
+    The silence is real: the primary's process is stopped (SIGSTOP), its sockets open."""
+    import os
+    import signal
+
+    from manager.leadership import Leadership, lease_on
+
+    endpoint = RedisEndpoint("redis://127.0.0.1:1/0", cluster.sentinels, cluster.master,
+                             wait_replicas=1)  # the manager's own timeouts
+    stores = [RedisStore.connect(endpoint, prefix="lease") for _ in range(2)]
+    lease_s, renew_s = 5.0, 1.0  # the manager's defaults
+    old, new = (lease_on(store, f"m{i}", f"http://m{i}", lease_s, renew_s, 1)
+                for i, store in enumerate(stores))
+    led_at: list[float] = []
+    standby = Leadership(new, renew_s, lease_s, lambda token: led_at.append(time.monotonic()),
+                         lambda: None)
+    primary = cluster.processes[cluster.ports[0]]
+    try:
+        assert old.hold()[0]
+        standby.start()  # its connection to the primary is open and used every second
+        assert not standby.is_leader
+        time.sleep(3.0)  # the leader's last renewal: it dies first, its lease runs on
+        expires_at = time.monotonic() + lease_s - 3.0
+        os.kill(primary.pid, signal.SIGSTOP)
+        silent_at = time.monotonic()
+        promoted_at = None
+        while not led_at and time.monotonic() - silent_at < 30.0:
+            if promoted_at is None and cluster.primary_port() == cluster.ports[1]:
+                promoted_at = time.monotonic()
+            time.sleep(0.1)
+        assert promoted_at is not None and led_at, "no failover, or the standby never led"
+        late_s = led_at[0] - max(promoted_at, expires_at)
+        print(f"promoted {promoted_at - silent_at:.1f} s after the silence, the lease expired "
+              f"at {expires_at - silent_at:.1f} s, the standby led at "
+              f"{led_at[0] - silent_at:.1f} s ({late_s:.1f} s after both)")
+        # a renewal every renew_s, one that gives up on the silent primary, and the WAIT for
+        # the replica that is gone (500 ms): within 3 s of both, never the socket's 5 s
+        assert late_s <= 3.0, late_s
+    finally:
+        standby.stop()
+        os.kill(primary.pid, signal.SIGCONT)
+        cluster.kill(cluster.ports[0])
+        for store in stores:
+            store.close()
