@@ -108,4 +108,9 @@ def test_the_ha_stack_spreads_managers_and_sentinels_over_manager_nodes() -> Non
     assert f"sentinel monitor {master} %s 6379 2" in text  # an address, never a name
     assert "getent ahostsv4 redis-primary" in text
     assert "resolve-hostnames" not in text and "announce-hostnames" not in text
+    # each Sentinel keeps its slot's id: started again at a new address, it takes its old place
+    # among the voters instead of joining as one more (tests/e2e/test_ha_chaos_lab.py)
+    sentinel_env = services["redis-sentinel"]["environment"]
+    assert sentinel_env["SENTINEL_NAME"] == "{{.Service.Name}}.{{.Task.Slot}}"
+    assert "sentinel myid %s" in text and '| sha1sum | cut -c1-40' in text
     assert "${GREENSWARM_TOKEN:?" in text
