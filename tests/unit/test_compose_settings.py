@@ -97,7 +97,10 @@ def test_the_ha_stack_spreads_managers_and_sentinels_over_manager_nodes() -> Non
         assert "redis-server --dir /data --appendonly yes" in command[2], name
         assert services[name]["deploy"]["restart_policy"]["delay"] == "10s", name
     script = services["redis-replica"]["command"][2]
-    assert "--replicaof redis-primary 6379" in script  # the first start of the replica
+    # the first start of the replica follows redis-primary's address, never its name (Redis
+    # resolves a name on its one thread at each reconnection: a dead node's hung it 10 s)
+    assert '--replicaof "$$primary" 6379' in script and "--replicaof redis-primary" not in script
+    assert "getent ahostsv4 redis-primary" in script.split("then exec")[1]
     assert '--replicaof "$$master" 6379' in script  # any start while another is primary
     env = services["manager"]["environment"]
     names = {f"{ENV_PREFIX}{field.name.upper()}" for field in dataclasses.fields(ManagerSettings)}
