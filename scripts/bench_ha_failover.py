@@ -1,6 +1,7 @@
 """Failover of the highly available manager on the lab, N times (DESIGN 13, issue 32 item 4).
 
     python scripts/bench_ha_failover.py [--runs 5] [--faults leader-container,...]
+        [--heartbeat-s 1] [--beside-primary]
 
 Each run takes the machine's lab lock (/tmp/gs-lab.lock) for itself only, so that others can
 use the lab between runs: `lab up --nodes 3 --managers 3`, docker-stack.ha.yml deployed, each
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab.settings import settings_from_env  # noqa: E402
 from tests.e2e.conftest import Lab, lab_cli  # noqa: E402
-from tests.e2e.ha import ALL_FAULTS, LAB_UP_ARGS, HaStack, Outcome, run_fault  # noqa: E402
+from tests.e2e.ha import ALL_FAULTS, LAB_UP_ARGS, Fault, HaStack, Outcome, run_fault  # noqa: E402
 
 LOCK = Path("/tmp/gs-lab.lock")
 
@@ -44,7 +45,8 @@ def lab_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def one_run(index: int, faults: list[str], heartbeat_s: float | None) -> list[Outcome]:
+def one_run(index: int, faults: list[str], heartbeat_s: float | None,
+            beside_primary: bool = False) -> list[Outcome]:
     settings = settings_from_env()
     outcomes: list[Outcome] = []
     with lab_lock():
@@ -58,6 +60,9 @@ def one_run(index: int, faults: list[str], heartbeat_s: float | None) -> list[Ou
             try:
                 print(f"run {index}: deployed and healthy in {stack.up():.1f} s", flush=True)
                 for fault in faults:
+                    if beside_primary and fault == Fault.LEADER_ENGINE:
+                        print(f"run {index}: the leader beside the primary, on "
+                              f"{stack.lead_beside_the_primary()}", flush=True)
                     outcomes.append(run_fault(stack, fault, f"r{index}-{fault}",
                                               report=lambda line: print(line, flush=True)))
             finally:
@@ -75,6 +80,9 @@ def main() -> int:
     parser.add_argument("--heartbeat-s", type=float, default=None,
                         help="Swarm's node heartbeat for the runs (`docker swarm update "
                              "--dispatcher-heartbeat`; default: Swarm's, 5 s)")
+    parser.add_argument("--beside-primary", action="store_true",
+                        help="before the leader-engine fault, put the leader on the Redis "
+                             "primary's node (its worst case; the CI test does)")
     args = parser.parse_args()
     faults = [f for f in args.faults.split(",") if f]
     unknown = set(faults) - set(ALL_FAULTS)
@@ -84,7 +92,7 @@ def main() -> int:
     outcomes: list[Outcome] = []
     for index in range(1, args.runs + 1):
         try:
-            outcomes += one_run(index, faults, args.heartbeat_s)
+            outcomes += one_run(index, faults, args.heartbeat_s, args.beside_primary)
         except AssertionError as exc:  # a run that could not complete is reported, not hidden
             print(f"run {index} FAILED: {exc}", flush=True)
     print(f"\n{args.runs} run(s) in {time.monotonic() - started:.0f} s")
