@@ -248,8 +248,8 @@ class HaStack:
         replicas = [_fields("\n".join(lines[a:b])) for a, b in itertools.pairwise(starts)]
         # linked: a replica still in its full sync is neither down nor disconnected, and a
         # failover then promotes it without what the primary wrote since the sync began
-        return sum(1 for r in replicas if "down" not in r.get("flags", "down")
-                   and "disconnected" not in r["flags"] and r.get("master-link-status") == "ok")
+        flags = [r.get("flags", "down") for r in replicas if r.get("master-link-status") == "ok"]
+        return sum(1 for f in flags if "down" not in f and "disconnected" not in f)
 
     def redis_primary_container(self) -> tuple[dict[str, Any], Any]:
         """The lab node and container of the server the Sentinels name primary."""
@@ -612,7 +612,7 @@ def _lost_lines(stack: HaStack, stream: Stream, lost: set[str], struck_s: float)
     was placed."""
     return [f"lost {a.name}: sent t={a.sent_s - struck_s:.1f}, 201 at t={a.done_s - struck_s:.1f}"
             f" via {stack.node_of(a.via)['name']}, on {a.host}"
-            for a in stream.attempts if a.name in lost and a.status == 201]
+            for a in stream.accepted() if a.name in lost]
 
 
 def _check(stack: HaStack, stream: Stream, stopped: dict[str, Any] | None
