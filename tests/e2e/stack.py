@@ -37,6 +37,7 @@ from domain.labels import LABEL_TASK
 from domain.lifecycle import FINAL
 from lab.processes import free_port
 from tests.e2e.conftest import REPO, Lab, lab_cli, node_engine
+from tests.support import settle
 
 BUSYBOX = "greenswarm/busybox:latest"
 # PID 1 of a container ignores SIGTERM unless it traps it: these stop at once when removed.
@@ -302,23 +303,26 @@ class Stack:
                                 timeout=60)
 
     def wait_quiet(self, timeout_s: float = 120.0) -> None:
-        """Every host empty in the registry, in LEE, and settled: no monitor pushed anything
-        for two windows (after a start or a busy task, values move for a while; placements
-        compared with `greenswarm decide` need the same numbers before and after)."""
+        """Every host empty in the registry, in LEE, and settled: nothing moved for two windows
+        (after a start or a busy task, values move for a while; tests/support/settle.py says
+        what a move is: not a monitor's re-send of an idle host's values)."""
         settle_s = 2 * self.monitor_window_s + 1.0
-        state: dict[str, Any] = {"seen": None, "since": time.monotonic()}
+        state: dict[str, Any] = {"reference": None, "since": time.monotonic()}
 
         def settled() -> bool:
-            hosts = self.hosts()
-            seen = sorted((h["id"], h["cpu_util"], h["memory_util"], h["region"],
-                           h["task_count"]) for h in hosts)
+            seen = settle.view(self.hosts())
             now = time.monotonic()
-            if seen != state["seen"]:
-                state["seen"], state["since"] = seen, now
-            idle = all(h["task_count"] == 0 and h["region"] == "LEE" for h in hosts)
+            if settle.moved(state["reference"], seen):
+                state["reference"], state["since"] = seen, now
+            idle = all(h.task_count == 0 and h.region == "LEE" for h in seen.values())
             return idle and now - state["since"] >= settle_s
 
-        poll(settled, timeout_s, "every host to be empty, in LEE and settled")
+        try:
+            poll(settled, timeout_s, "every host to be empty, in LEE and settled")
+        except AssertionError as exc:
+            quiet_s = time.monotonic() - state["since"]
+            raise AssertionError(f"{exc}; quiet for {quiet_s:.1f} s of {settle_s:.1f} since "
+                                 f"{state['reference']}") from exc
 
     def wait_region(self, host_id: str, region: str, timeout_s: float = 60.0) -> None:
         poll(lambda: self.host(host_id)["region"] == region, timeout_s,
