@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import ValidationError
+from measure.request_levels import RequestLevels
 from measure.results import (
     SERIES_COLUMNS,
     WINDOW_COLUMNS,
@@ -91,11 +92,11 @@ def save_result(result: PolicyResult, out_dir: str | Path) -> Path:
     return directory
 
 
-def read_request_levels(path: Path) -> list[RequestLevel]:
+def read_request_levels(path: Path) -> RequestLevels:
     """The lines of a ``requests.jsonl``; none when there is no such file."""
+    levels = RequestLevels()
     if not path.exists():
-        return []
-    levels = []
+        return levels
     try:
         with path.open(encoding="utf-8") as handle:
             for line_number, line in enumerate(handle, start=1):
@@ -106,7 +107,7 @@ def read_request_levels(path: Path) -> list[RequestLevel]:
                 except ValueError as exc:
                     raise ValidationError(f"{path} line {line_number}", str(exc)) from None
                 if line_number == 1 and isinstance(obj, dict) and "history" in obj:
-                    return []  # an older live replay's request records, not service levels
+                    return levels  # an older live replay's request records, not service levels
                 if not isinstance(obj, dict):
                     raise ValidationError(f"{path} line {line_number}", "not a JSON object")
                 try:

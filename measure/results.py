@@ -16,6 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from domain.errors import ValidationError
+from measure.request_levels import RequestLevels, as_levels
 from measure.service_levels import RequestLevel, ServiceSummary
 from measure.stats import Stats
 
@@ -273,7 +274,7 @@ class PolicyResult:
     # per class (DESIGN 7.3); None in results written before service levels
     service_levels: ServiceSummary | None = None
     # one per request, in submission order (requests.jsonl; empty when not kept)
-    request_levels: tuple[RequestLevel, ...] = field(default=(), repr=False)
+    request_levels: RequestLevels = field(default_factory=RequestLevels, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The content of ``result.json`` (the series and the delay windows go to CSV files of
@@ -345,5 +346,5 @@ class PolicyResult:
             series=series,
             service_levels=(None if service is None
                             else ServiceSummary.from_json(service, obj["metrics"])),
-            request_levels=tuple(request_levels),
+            request_levels=as_levels(request_levels),
         )

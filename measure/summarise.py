@@ -28,6 +28,7 @@ from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.energy import JOULES_PER_KWH, EnergyReport, PowerModel
 from domain.regions import RegionBounds
 from measure.host_time import AnyHostTime, host_series
+from measure.request_levels import as_levels
 from measure.results import HostSummary, PolicyMetrics, PolicyResult, WindowStats
 from measure.service_levels import RequestLevel, ServiceSummary
 from measure.stats import Stats
@@ -274,7 +275,7 @@ def summarise(
         hosts=_host_summaries(hosts, energy, run.duration_s),
         series=host_series(hosts, run.t_start_s, run.series_step_s, run.t_end_s),
         service_levels=service,
-        request_levels=tuple(levels),
+        request_levels=as_levels(levels),
     )
 
 

@@ -3,8 +3,8 @@ as time passes (:class:`LevelBook`, DESIGN 3.10). Pure: no I/O.
 
 The book keeps one :class:`domain.slo.ServiceClock` per admitted request; when a request is
 over (or the run ends) its final figures go to a :class:`measure.service_levels.ServiceTally`,
-and, when asked to, stay as a :class:`measure.service_levels.RequestLevel`. Every 10 minutes
-(GINI_INTERVAL_S) it closes a fairness interval over the requests active in it.
+and, when asked to, stay as its level (:class:`measure.request_levels.LevelSlots`). Every 10
+minutes (GINI_INTERVAL_S) it closes a fairness interval over the requests active in it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from domain.classes import CLASSES
 from domain.model import TaskType
 from domain.slo import Phase, ServiceClock, SloTable
+from measure.request_levels import LevelSlots, RequestLevels
 from measure.service_levels import (
     GINI_INTERVAL_S,
-    RequestLevel,
     RequestStatus,
     ServiceSummary,
     ServiceTally,
@@ -66,9 +66,10 @@ class LevelBook:
         self.keep_requests = keep_requests
         self._service = ServiceTally(slo, allocation_s)
         # the requests kept (keep_requests): a slot per admitted request, at index seq - 1,
-        # filled when it is over (one never accounted, a probe's, stays None). No (seq, level)
-        # pair per request and no sort at the end: a day on 1,000 hosts keeps ten million.
-        self._levels: list[RequestLevel | None] = []
+        # filled when it is over (one never accounted, a probe's, stays empty). No (seq,
+        # level) pair per request and no sort at the end: a day on 1,000 hosts keeps ten
+        # million, as columns (measure/request_levels.py).
+        self._levels = LevelSlots()
         self._seq = 0
         self.last_t = t_start_s  # the latest time told
         self._next_interval_s = t_start_s + GINI_INTERVAL_S
@@ -101,7 +102,7 @@ class LevelBook:
         self._seq += 1
         task.seq = self._seq
         if self.keep_requests:
-            self._levels.append(None)
+            self._levels.reserve()
 
     def placed(self, task: TaskRecord, t: float, *, on_arrival: bool = False) -> None:
         """A placement: its container runs at once, or ``allocation_s`` later when it ran
@@ -159,8 +160,8 @@ class LevelBook:
         if not refused:
             self._interval_ended[cls].append(availability)
         if self.keep_requests:
-            self._levels[task.seq - 1] = RequestLevel(
-                request_id, cls, task.type, availability, met, level.preemptions, status)
+            self._levels.fill(task.seq - 1, request_id, cls, task.type, availability, met,
+                              level.preemptions, status)
 
     def finish(self, t_end: float) -> ServiceSummary:
         """Every request still admitted is evaluated at ``t_end`` (DESIGN 3.10), and the last
@@ -177,6 +178,6 @@ class LevelBook:
                           RequestStatus.RUNNING if running else RequestStatus.WAITING)
         return self._service.summary()
 
-    def levels(self) -> list[RequestLevel]:
-        """The requests kept, in submission order."""
-        return [level for level in self._levels if level is not None]
+    def levels(self) -> RequestLevels:
+        """The requests kept, in submission order (handed over: the book keeps none after)."""
+        return self._levels.levels()
