@@ -63,12 +63,6 @@ class _Columns:
                             self.availability[index], bool(self.met[index]),
                             self.preemptions[index], _STATUSES[self.statuses[index]])
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Columns):
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class RequestLevels(Sequence[RequestLevel]):
@@ -102,10 +96,10 @@ class RequestLevels(Sequence[RequestLevel]):
         self._buffer += encoded
         self._columns.put(index, cls, task_type, availability, met, preemptions, status)
 
-    def _id(self, index: int) -> str:
+    def _level(self, index: int) -> RequestLevel:
         start = self._starts[index]
         encoded = self._buffer[start:start + self._lengths[index]]
-        return encoded.decode("utf-8", "surrogatepass")
+        return self._columns.level(index, encoded.decode("utf-8", "surrogatepass"))
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -122,17 +116,13 @@ class RequestLevels(Sequence[RequestLevel]):
         count = len(self)
         if not -count <= index < count:
             raise IndexError("request level index out of range")
-        index %= count
-        return self._columns.level(index, self._id(index))
+        return self._level(index % count)
 
     def __iter__(self) -> Iterator[RequestLevel]:
         for index in range(len(self)):
-            yield self._columns.level(index, self._id(index))
+            yield self._level(index)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, RequestLevels):
-            return (len(self) == len(other) and self._columns == other._columns
-                    and all(self._id(i) == other._id(i) for i in range(len(self))))
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
             return len(self) == len(other) and all(
                 mine == theirs for mine, theirs in zip(self, other, strict=True))
@@ -172,10 +162,6 @@ class LevelSlots:
         if all(self._filled):
             levels, self._levels, self._filled = self._levels, RequestLevels(), array("b")
             return levels
-        return RequestLevels(self._levels[index]
+        return RequestLevels(self._levels._level(index)
                              for index, filled in enumerate(self._filled) if filled)
 
-
-def as_levels(levels: Sequence[RequestLevel]) -> RequestLevels:
-    """``levels`` as :class:`RequestLevels` (itself when it is one)."""
-    return levels if isinstance(levels, RequestLevels) else RequestLevels(levels)

@@ -16,8 +16,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from domain.errors import ValidationError
-from measure.request_levels import RequestLevels, as_levels
-from measure.service_levels import RequestLevel, ServiceSummary
+from measure.request_levels import RequestLevels
+from measure.service_levels import ServiceSummary
 from measure.stats import Stats
 
 RESULT_FORMAT = "greenswarm-policy-result"
@@ -310,7 +310,7 @@ class PolicyResult:
     def from_json(
         cls, obj: Mapping[str, Any], series: HostSeries,
         delay_windows: Sequence[WindowStats] | None = None,
-        request_levels: Sequence[RequestLevel] = (),
+        request_levels: RequestLevels | None = None,
     ) -> PolicyResult:
         """``delay_windows`` None: from the object (a result written before they had a file
         of their own); ``request_levels``: the lines of requests.jsonl."""
@@ -346,5 +346,5 @@ class PolicyResult:
             series=series,
             service_levels=(None if service is None
                             else ServiceSummary.from_json(service, obj["metrics"])),
-            request_levels=as_levels(request_levels),
+            request_levels=RequestLevels() if request_levels is None else request_levels,
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +28,9 @@ from domain.classes import MAX_CLASS, MIN_CLASS
 from domain.energy import JOULES_PER_KWH, EnergyReport, PowerModel
 from domain.regions import RegionBounds
 from measure.host_time import AnyHostTime, host_series
-from measure.request_levels import as_levels
+from measure.request_levels import RequestLevels
 from measure.results import HostSummary, PolicyMetrics, PolicyResult, WindowStats
-from measure.service_levels import RequestLevel, ServiceSummary
+from measure.service_levels import ServiceSummary
 from measure.stats import Stats
 
 # The figures of a distribution that PolicyMetrics holds flat, as ``<prefix>_<figure>``.
@@ -240,7 +240,7 @@ def summarise(
     hosts: Mapping[str, AnyHostTime],
     energy: EnergyReport,
     service: ServiceSummary,
-    levels: Sequence[RequestLevel],
+    levels: RequestLevels,
 ) -> PolicyResult:
     """The result of a run whose hosts are integrated up to ``run.t_end_s``."""
     dist = Distributions.of(tallies)
@@ -275,7 +275,7 @@ def summarise(
         hosts=_host_summaries(hosts, energy, run.duration_s),
         series=host_series(hosts, run.t_start_s, run.series_step_s, run.t_end_s),
         service_levels=service,
-        request_levels=as_levels(levels),
+        request_levels=levels,
     )
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.model import TaskType
-from measure.request_levels import LevelSlots, RequestLevels, as_levels
+from measure.request_levels import LevelSlots, RequestLevels
 from measure.service_levels import RequestLevel, RequestStatus
 
 LEVELS = st.builds(
@@ -54,7 +54,6 @@ def test_a_level_out_of_range_or_another_sequence_is_told_apart() -> None:
     assert held != RequestLevels([level("a"), level("c")])
     assert held != "ab"
     assert RequestLevels() == () and not RequestLevels()
-    assert as_levels(held) is held and as_levels((level("a"),)) == [level("a")]
 
 
 def fill(slots: LevelSlots, index: int, filled: RequestLevel) -> None:
