@@ -33,7 +33,7 @@ from domain.classes import CLASSES
 from domain.errors import ValidationError
 from domain.model import TaskType
 from domain.slo import SloTable, default_objective
-from measure.stats import percentile
+from measure.stats import ordered, percentile
 
 GINI_INTERVAL_S = 600.0  # the paper's 10-minute intervals
 SHARES_PER_CORE = 1024
@@ -242,7 +242,7 @@ class ServiceTally:
         by_class: dict[int, ClassLevels] = {}
         count = 0
         for c in CLASSES:
-            values = sorted(self._availability[c])
+            values = ordered(self._availability[c])
             count += len(values)
             deficits = self._deficit[c]
             ginis = self._ginis[c]

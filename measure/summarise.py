@@ -199,9 +199,11 @@ class Distributions:
 
     @classmethod
     def of(cls, tallies: Tallies) -> Distributions:
-        by_rate: dict[int, list[float]] = {}
+        by_rate: dict[int, array[float]] = {}
+        every = array("d")
         for (_, rate), values in tallies.responses.items():
-            by_rate.setdefault(rate, []).extend(values)
+            by_rate.setdefault(rate, array("d")).extend(values)
+            every.extend(values)
         return cls(
             decision_ms=Stats.of(tallies.decision_ms),
             delay_ms=Stats.of(tallies.delays),
@@ -210,7 +212,7 @@ class Distributions:
             response_ms={f"{w}-{r}": Stats.of(v)
                          for (w, r), v in sorted(tallies.responses.items())},
             response_ms_by_rate={str(r): Stats.of(v) for r, v in sorted(by_rate.items())},
-            responses=Stats.of(x for v in tallies.responses.values() for x in v),
+            responses=Stats.of(every),
         )
 
     def flat(self) -> dict[str, Any]:

@@ -302,7 +302,7 @@ _rust_choice: rust.RustChoice | None = None
 # The modules that import greenswarm_core when imported: imported before enable(), they run
 # their Python reference for good.
 RUST_USERS = ("domain.rooms", "domain.energy", "host_registry.memory", "measure.host_time",
-              "sim.event_heap")
+              "measure.stats", "sim.event_heap")
 
 
 def decide_rust(setting: str | None = None, root: Path = ROOT,

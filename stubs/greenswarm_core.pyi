@@ -1,5 +1,6 @@
 # The Rust extension module of the native core (native/rust/src/lib.rs), for mypy.
 
+from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ def compute_rooms(
     memory_limits: tuple[int, ...],
 ) -> tuple[tuple[int, int], ...]: ...
 def room_plan() -> list[tuple[int, int, bool]]: ...
+def sort_floats(column: array[float]) -> bool: ...
 
 class HostTime:
     """One host's time accounting (measure.host_time.HostTime and advance, in Rust); its

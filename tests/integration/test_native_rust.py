@@ -86,9 +86,9 @@ def test_thesis_seed_1_simulates_identically_with_and_without_rust(built: None,
                                                                    tmp_path: Path) -> None:
     with_rust = simulate(tmp_path / "rust", "1")
     without = simulate(tmp_path / "python", "0")
-    parts = ("core", "rust", "rooms", "host_time", "groups", "events")
-    assert tuple(with_rust[k] for k in parts) == ("pure", *["rust"] * 5)
-    assert tuple(without[k] for k in parts) == ("pure", *["python"] * 5)
+    parts = ("core", "rust", "rooms", "host_time", "sort", "groups", "events")
+    assert tuple(with_rust[k] for k in parts) == ("pure", *["rust"] * 6)
+    assert tuple(without[k] for k in parts) == ("pure", *["python"] * 6)
     python_files = same_results(tmp_path)
     policies = {rel.split("/")[0] for rel in python_files if "/" in rel}
     assert len(policies) >= 7, sorted(python_files)
@@ -113,6 +113,7 @@ RUST_PARTS = {"domain.rooms": "domain.rooms.rooms_implementation()",
               "domain.energy": "'python' if domain.energy.NativeHostMeter is None else 'rust'",
               "host_registry.memory": "host_registry.memory.groups_implementation()",
               "measure.host_time": "measure.host_time.host_time_implementation()",
+              "measure.stats": "measure.stats.sort_implementation()",
               "sim.event_heap": "sim.event_heap.events_implementation()"}
 # The loader's choice, then each part's.
 CORE = ("from native import loader\nloader.enable()\n"

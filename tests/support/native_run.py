@@ -26,11 +26,13 @@ def main() -> None:
     import domain.rooms
     import host_registry.memory
     import measure.host_time
+    import measure.stats
     import sim.event_heap
 
     print(json.dumps({"core": loader.core(), "modules": loader.loaded_modules(),
                       "rust": loader.rust_core(), "rooms": domain.rooms.rooms_implementation(),
                       "host_time": measure.host_time.host_time_implementation(),
+                      "sort": measure.stats.sort_implementation(),
                       "groups": host_registry.memory.groups_implementation(),
                       "events": sim.event_heap.events_implementation()}))
 

@@ -8,6 +8,7 @@ tests fail, saying how to build it, unless GREENSWARM_NATIVE_RUST=0 turns them o
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 
 import pytest
@@ -18,6 +19,7 @@ import domain.rooms
 from domain.classes import ClassTable
 from domain.rooms import _ROOM_PLAN, ROOM_KEYS, compute_rooms, compute_rooms_reference
 from domain.tally import TALLY_SIZE
+from native import loader
 from tests.support.rust_core import load_rust, skipped
 
 pytestmark = pytest.mark.skipif(skipped(), reason="GREENSWARM_NATIVE_RUST=0")
@@ -110,3 +112,18 @@ def test_a_short_tally_is_an_index_error_in_both(native: ModuleType) -> None:
         compute_rooms_reference(*args)
     with pytest.raises(IndexError):
         native.compute_rooms(*args)
+
+
+def test_every_module_that_imports_the_rust_core_is_a_rust_user() -> None:
+    """The loader keeps the Rust core away when a module importing it was imported before
+    enable() (native.loader.RUST_USERS): a module it does not know of would run its Python
+    reference beside the other parts' Rust."""
+    importers = set()
+    packages = [top for top in loader.ROOT.iterdir()
+                if (top / "__init__.py").is_file() and top.name != "tests"]
+    for path in (path for package in packages for path in package.rglob("*.py")):
+        relative = path.relative_to(loader.ROOT)
+        if re.search(r"^\s*(from greenswarm_core import|import greenswarm_core)", path.read_text(),
+                     re.MULTILINE):
+            importers.add(".".join(relative.with_suffix("").parts))
+    assert importers == set(loader.RUST_USERS)

@@ -13,6 +13,7 @@ use pyo3::types::PyTuple;
 
 mod energy;
 mod event_heap;
+mod floats;
 mod group;
 mod host_time;
 mod rooms;
@@ -103,6 +104,7 @@ fn room_plan() -> Vec<(u8, i64, bool)> {
 fn greenswarm_core(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compute_rooms, m)?)?;
     m.add_function(wrap_pyfunction!(room_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(floats::sort_floats, m)?)?;
     m.add_class::<host_time::HostTime>()?;
     m.add_class::<energy::HostMeter>()?;
     m.add_class::<group::HostGroup>()?;
