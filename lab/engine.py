@@ -139,6 +139,12 @@ class SwarmNode:
     is_manager: bool
     labels: dict[str, str]
     engine_labels: dict[str, str]
+    leader: bool = False  # the managers' raft leader
+
+    @property
+    def role(self) -> str:
+        """``leader``, ``manager`` or ``worker``, as Swarm has it."""
+        return "leader" if self.leader else "manager" if self.is_manager else "worker"
 
 
 def manager_nodes(cli: Any) -> list[SwarmNode]:
@@ -160,6 +166,7 @@ def _swarm_node(raw: dict[str, Any]) -> SwarmNode:
         is_manager=raw.get("Spec", {}).get("Role") == "manager",
         labels=dict(raw.get("Spec", {}).get("Labels") or {}),
         engine_labels=dict(description.get("Engine", {}).get("Labels") or {}),
+        leader=(raw.get("ManagerStatus") or {}).get("Leader") is True,
     )
 
 

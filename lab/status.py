@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.units import format_bytes
 from lab import cgroups, engine
+from lab.engine import SwarmNode
 from lab.errors import LabError
 from lab.model import (
     ClusterRecord,
@@ -34,6 +35,7 @@ class NodeStatus:
     engine: EngineState
     swarm: SwarmState
     swarm_node_id: str | None
+    role: str  # leader, manager or worker as Swarm has it; "-" when it does not know the node
     cpus: float
     memory_bytes: int
     cgroup_parent: str
@@ -93,11 +95,11 @@ class LabStatus:
 def collect(settings: LabSettings) -> LabStatus:
     state = load_state(settings.paths)
     main_ok = engine.ping(settings.engine.main_url)
-    main_swarm, swarm_states = (_swarm_view(settings, settings.engine.main_url) if main_ok
+    main_swarm, swarm_nodes = (_swarm_view(settings, settings.engine.main_url) if main_ok
                                 else ("unknown", {}))
     layout = _layout()
     off = _switched_off(settings)
-    nodes = tuple(_node_status(n, swarm_states, layout, off)
+    nodes = tuple(_node_status(n, swarm_nodes, layout, off)
                   for n in (state.nodes if state else ()))
     clusters = tuple(_cluster_status(settings, c, layout, off)
                      for c in (state.clusters if state else ()))
@@ -120,23 +122,23 @@ def _switched_off(settings: LabSettings) -> set[str]:
 
 def _cluster_status(settings: LabSettings, cluster: ClusterRecord,
                     layout: cgroups.CgroupLayout | None, off: set[str]) -> ClusterStatus:
-    swarm, swarm_states = (_swarm_view(settings, cluster.manager.socket_url)
+    swarm, swarm_nodes = (_swarm_view(settings, cluster.manager.socket_url)
                            if engine.ping(cluster.manager.socket_url, timeout_s=2)
                            else ("unknown", {}))
     return ClusterStatus(
         index=cluster.index, bridge=cluster.bridge, gateway=cluster.gateway, swarm=swarm,
         swarm_id=cluster.swarm_id,
-        manager=_node_status(cluster.manager, swarm_states, layout, set()),
-        nodes=tuple(_node_status(n, swarm_states, layout, off) for n in cluster.nodes))
+        manager=_node_status(cluster.manager, swarm_nodes, layout, set()),
+        nodes=tuple(_node_status(n, swarm_nodes, layout, off) for n in cluster.nodes))
 
 
-def _swarm_view(settings: LabSettings, url: str) -> tuple[str, dict[str, SwarmState]]:
-    """A Swarm manager engine's swarm state and its nodes' states ("unknown" and none when it
+def _swarm_view(settings: LabSettings, url: str) -> tuple[str, dict[str, SwarmNode]]:
+    """A Swarm manager engine's swarm state and its nodes by id ("unknown" and none when it
     cannot tell)."""
     client = engine.connect(url, settings.timeouts.api_s)
     try:
         return (engine.swarm_info(client).local_state,
-                {n.node_id: n.state for n in engine.manager_nodes(client)})
+                {n.node_id: n for n in engine.manager_nodes(client)})
     except LabError:
         return "unknown", {}
     finally:
@@ -150,12 +152,13 @@ def _layout() -> cgroups.CgroupLayout | None:
         return None
 
 
-def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
+def _node_status(node: NodeRecord, swarm_nodes: dict[str, SwarmNode],
                  layout: cgroups.CgroupLayout | None, off: set[str]) -> NodeStatus:
     pid = daemon_pid(Path(node.pidfile))
     stopped = DaemonState.OFF if node.name in off else DaemonState.STOPPED
     answering = pid is not None and engine.ping(node.socket_url, timeout_s=2)
     usage = cgroups.read_usage(layout, node.cgroup_parent) if layout else None
+    seen = swarm_nodes.get(node.swarm_node_id or "")
     return NodeStatus(
         name=node.name,
         address=node.address,
@@ -163,8 +166,9 @@ def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
         pid=pid,
         daemon=DaemonState.RUNNING if pid is not None else stopped,
         engine=EngineState.ANSWERING if answering else EngineState.SILENT,
-        swarm=swarm_states.get(node.swarm_node_id or "", SwarmState.ABSENT),
+        swarm=SwarmState.ABSENT if seen is None else seen.state,
         swarm_node_id=node.swarm_node_id,
+        role="-" if seen is None else seen.role,
         cpus=node.cpus,
         memory_bytes=node.memory_bytes,
         cgroup_parent=node.cgroup_parent,
@@ -175,12 +179,12 @@ def _node_status(node: NodeRecord, swarm_states: dict[str, SwarmState],
 
 
 def _table(nodes: tuple[NodeStatus, ...]) -> list[str]:
-    head = ("NODE", "SWARM ID", "ADDRESS", "ENGINE", "SWARM", "CPUS", "MEMORY", "CPU USED",
-            "MEM USED", "SOCKET")
+    head = ("NODE", "SWARM ID", "ADDRESS", "ENGINE", "SWARM", "ROLE", "CPUS", "MEMORY",
+            "CPU USED", "MEM USED", "SOCKET")
     rows = [head] + [(
         n.name, (n.swarm_node_id or "-")[:12], n.address,
         str(n.engine) if n.daemon is DaemonState.RUNNING else str(n.daemon),
-        str(n.swarm), f"{n.cpus:g}", format_bytes(n.memory_bytes),
+        str(n.swarm), n.role, f"{n.cpus:g}", format_bytes(n.memory_bytes),
         "-" if n.cpu_used_s is None else f"{n.cpu_used_s:.1f}s",
         "-" if n.memory_used_bytes is None else format_bytes(n.memory_used_bytes),
         n.socket,

@@ -15,12 +15,13 @@ tests/e2e/test_ha_chaos_lab.py -s``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import Lab
+from tests.e2e.conftest import Lab, lab_cli
 from tests.e2e.ha import BACK_WITHIN_S, LAB_UP_ARGS, Fault, HaStack, Outcome, run_fault
 from tests.e2e.stack import poll
 
@@ -53,6 +54,20 @@ def _assert_survived(outcome: Outcome) -> None:
         outcome.gap
     assert any(line.startswith("after: dashboard via a standby: page 200, login 200, its read "
                                "of /hosts 200") for line in outcome.gap), outcome.gap
+
+
+def test_lab_status_names_each_nodes_swarm_role(lab: Lab) -> None:
+    """`lab up --managers 3` made the three nodes Swarm managers: `lab status` says so, as
+    Swarm has it (one of them may be the raft leader; the main engine usually is)."""
+    done = lab_cli("status", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    roles = {n["name"]: n["role"] for n in json.loads(done.stdout)["nodes"]}
+    assert len(roles) == 3 and set(roles.values()) <= {"manager", "leader"}, roles
+    table = lab_cli("status").stdout.splitlines()
+    assert table[0].split()[:7] == ["NODE", "SWARM", "ID", "ADDRESS", "ENGINE", "SWARM",
+                                    "ROLE"], table[0]
+    for name, role in roles.items():
+        assert any(line.startswith(name) and f" {role} " in line for line in table), table
 
 
 def test_the_leader_container_killed(stack: HaStack) -> None:

@@ -190,7 +190,7 @@ def test_lab_status_shows_a_node_switched_off_as_off_and_the_lab_still_up(
 
     def node(name: str, daemon: DaemonState, swarm: SwarmState) -> NodeStatus:
         return NodeStatus(name, "10.123.0.11", "/run/x.sock", None, daemon,
-                          EngineState.SILENT, swarm, "swarm1", 0.5, 512 * 2**20,
+                          EngineState.SILENT, swarm, "swarm1", "worker", 0.5, 512 * 2**20,
                           f"/greenswarm-lab/{name}", None, None)
 
     status = LabStatus(True, EngineState.ANSWERING, "active", _lab_state(settings),
