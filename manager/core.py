@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.errors import GreenSwarmError, NotFoundError
+from domain.errors import GreenSwarmError
 from domain.lifecycle import FINAL, TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.power import PowerState
@@ -350,13 +350,22 @@ class Manager:
             self.checkpoints.sweep(self._ended)
 
     def _ended(self, request_id: str) -> bool:
-        """Whether a request is over (its checkpoint directory can go): no record, or final."""
+        """Whether a request is over (its checkpoint directory can go): no record, or final.
+        Read from the record's status alone (not its spec and history, on every sync pass for
+        every directory). A damaged record (no status, or one that is no status) keeps its
+        directory and is listed as failing: one bad record never stops the sweep (DESIGN 9)."""
         try:
-            return self.records.get(request_id).status in FINAL
-        except NotFoundError:
-            return True
+            status = self.records.status_of(request_id)
+            if status is None and self.records.exists(request_id):
+                raise ValueError("the record has no status")
         except GreenSwarmError:
             return False  # not a request's name, or Redis away: kept until it can be told
+        except Exception as exc:  # a damaged record: a status the code cannot read
+            self.faults.fail("request", request_id,
+                             f"its status cannot be read ({exc}); its checkpoint directory is "
+                             "kept", unexpected=not isinstance(exc, ValueError))
+            return False
+        return status is None or status in FINAL
 
     # -- the pending queue's retries ------------------------------------------------------------
 

@@ -20,9 +20,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from flask.testing import FlaskClient
 
 import manager.reconcile
@@ -30,6 +32,7 @@ from domain.decision import Decision, Pass
 from domain.model import Request, TaskType
 from domain.pending import PendingEntry, PendingReason
 from host_registry.redis_store import RedisStore
+from host_registry.requests import request_key
 from lab.processes import RedisServer
 from manager.agents import AgentClient
 from manager.app import create_app
@@ -345,6 +348,50 @@ def test_a_down_node_takes_no_new_task_while_its_own_wait_out_the_grace(
         built.sync()
         assert built.manager.scheduler.closed_hosts == frozenset()
         assert built.record("a")["host"] == "n1"
+    finally:
+        built.manager.loop.stop()
+        built.store.flush()
+
+
+def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
+    redis_srv: RedisServer, swarm: StandInSwarm, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sweep of checkpoint directories (DESIGN 3.14) after each sync pass: a request over
+    (stopped, or without a record) loses its directory, a running one keeps it, and one whose
+    record is damaged (a status that is no status, or none) keeps it too, is listed as failing, and stops nothing: neither the pass
+    nor the directories after it. The damage is written into Redis by hand (the manager's own
+    code never writes a status that is no status: a stand-in for a record damaged otherwise)."""
+    built = make_cluster(redis_srv.url, swarm, f"rec{next(_numbers)}",
+                         checkpoint_dir=str(tmp_path))
+    try:
+        built.sync()
+        for name in ("bad", "damaged", "done", "running"):
+            built.submit(name)
+        assert built.client.delete("/requests/done", headers=AUTH).status_code == 200
+        assert built.record("done")["status"] == "stopped"
+        root = tmp_path / built.manager.settings.redis_prefix
+        for name in ("bad", "damaged", "done", "running", "zz-gone"):  # swept in this order
+            (root / name).mkdir(parents=True)
+        damage = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+        prefix = built.manager.settings.redis_prefix
+        damage.hset(request_key(prefix, "bad"), "status", "half-written")
+        damage.hdel(request_key(prefix, "damaged"), "status")
+        damage.close()
+        with caplog.at_level(logging.WARNING):
+            # a manager's take-over, as at its start (strict: a failure stops the start),
+            # runs a sync pass and the sweep; then the timer's passes
+            built.manager.loop.call(lambda: built.manager._take_over(strict=True))
+            for _ in range(2):
+                built.manager.loop.call(built.manager._sync_logged)
+        assert sorted(path.name for path in root.iterdir()) == ["bad", "damaged", "running"]
+        # the sweep says so once (the reconciliation, which reads the status too, skips the
+        # request's service as failing on its own)
+        about = sorted(r.getMessage() for r in caplog.records if "checkpoint" in r.getMessage())
+        assert [line.split(" failed")[0] for line in about] == ["request bad",
+                                                                "request damaged"], about
+        failing = {(f["kind"], f["id"]) for f in built.health()["reconcile"]["failing"]}
+        assert {("request", "bad"), ("request", "damaged")} <= failing, failing
     finally:
         built.manager.loop.stop()
         built.store.flush()
