@@ -81,6 +81,12 @@ class AdmissionRefused(UnavailableError):
                 "retry_after_s": self.retry_after_s}
 
 
+class DamagedRecordError(GreenSwarmError):
+    """A record in the registry that cannot be read (a field missing, or a value of no kind
+    it may hold): the store's fault, not the caller's, so a 500 that names the record. The
+    machinery skips such a record and goes on (DESIGN 9)."""
+
+
 class AuthError(GreenSwarmError):
     """A call arrived without a valid bearer token."""
 

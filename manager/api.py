@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from domain.errors import DamagedRecordError
 from domain.fields import NO_QUERY
 from domain.lifecycle import RequestStatus
 from domain.model import check_id
@@ -41,8 +42,13 @@ def list_requests() -> Response:
     args = REQUEST_LIST.read(request.args)
     status = RequestStatus(args["status"]) if "status" in args else None
     manager_ = manager()
-    return jsonify([manager_.views.request_json(request_id, history=False)
-                    for request_id in manager_.records.ids(status, args.get("limit", 1000))])
+    listed = []
+    for request_id in manager_.records.ids(status, args.get("limit", 1000)):
+        try:
+            listed.append(manager_.views.request_json(request_id, history=False))
+        except DamagedRecordError as exc:  # one bad record never hides the others (DESIGN 9)
+            manager_.faults.fail("request", request_id, str(exc))
+    return jsonify(listed)
 
 
 @blueprint.delete("/requests/<request_id>")

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.errors import GreenSwarmError
+from domain.errors import DamagedRecordError, GreenSwarmError
 from domain.lifecycle import FINAL, TaskEnd
 from domain.model import HostSpec, HostView, Task
 from domain.power import PowerState
@@ -357,14 +357,12 @@ class Manager:
         try:
             status = self.records.status_of(request_id)
             if status is None and self.records.exists(request_id):
-                raise ValueError("the record has no status")
+                raise DamagedRecordError(f"request {request_id!r}: its record has no status")
+        except DamagedRecordError as exc:
+            self.faults.fail("request", request_id, f"{exc}; its checkpoint directory is kept")
+            return False
         except GreenSwarmError:
             return False  # not a request's name, or Redis away: kept until it can be told
-        except Exception as exc:  # a damaged record: a status the code cannot read
-            self.faults.fail("request", request_id,
-                             f"its status cannot be read ({exc}); its checkpoint directory is "
-                             "kept", unexpected=not isinstance(exc, ValueError))
-            return False
         return status is None or status in FINAL
 
     # -- the pending queue's retries ------------------------------------------------------------

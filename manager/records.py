@@ -31,7 +31,13 @@ from typing import Any
 
 import redis
 
-from domain.errors import FencedError, NotFoundError, UnavailableError, ValidationError
+from domain.errors import (
+    DamagedRecordError,
+    FencedError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from domain.events import Event, Submitted, event_from_json, with_changes
 from domain.lifecycle import RequestStatus
 from host_registry.connection import ReplicaWait, wait_for_replicas
@@ -338,23 +344,30 @@ class RequestRecords:
             fields_, history = pipe.execute()
         if not fields_:
             raise NotFoundError(f"no request {request_id!r}")
-        return RequestRecord(
-            id=fields_["id"],
-            spec=json.loads(fields_["spec"]),
-            status=RequestStatus(fields_["status"]),
-            host=fields_["host"] or None,
-            service_id=fields_["service_id"] or None,
-            cpu_shares=int(fields_["cpu_shares"]),
-            memory=int(fields_["memory"]),
-            cut_received=fields_["cut_received"],
-            kills=int(fields_.get("kills") or 0),  # absent from records written before it
-            created_at=float(fields_["created_at"]),
-            updated_at=float(fields_["updated_at"]),
-            history=_events(history),
-            cluster=fields_.get("cluster") or None,  # absent from records written before it
-            forwarded_from=fields_.get("forwarded_from") or None,
-            host_name=fields_.get("host_name") or None,
-        )
+        try:
+            spec = json.loads(fields_["spec"])
+            if not isinstance(spec, dict):
+                raise TypeError(f"its spec is a {type(spec).__name__}, not an object")
+            return RequestRecord(
+                id=fields_["id"],
+                spec=spec,
+                status=RequestStatus(fields_["status"]),
+                host=fields_["host"] or None,
+                service_id=fields_["service_id"] or None,
+                cpu_shares=int(fields_["cpu_shares"]),
+                memory=int(fields_["memory"]),
+                cut_received=fields_["cut_received"],
+                kills=int(fields_.get("kills") or 0),  # absent from records written before it
+                created_at=float(fields_["created_at"]),
+                updated_at=float(fields_["updated_at"]),
+                history=_events(history),
+                cluster=fields_.get("cluster") or None,  # absent from records written before it
+                forwarded_from=fields_.get("forwarded_from") or None,
+                host_name=fields_.get("host_name") or None,
+            )
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise DamagedRecordError(f"request {request_id!r}: its record cannot be read "
+                                     f"({type(exc).__name__}: {exc})") from exc
 
     def counts(self) -> dict[RequestStatus, int]:
         """How many records are in each status (one round trip)."""
@@ -375,8 +388,13 @@ class RequestRecords:
         return [member for _, member in ordered][-limit:]
 
     def status_of(self, request_id: str) -> RequestStatus | None:
+        """The record's status; None when it has none (or there is no record)."""
         raw = self._field(request_id, "status")
-        return RequestStatus(raw) if raw else None
+        try:
+            return RequestStatus(raw) if raw else None
+        except ValueError:
+            raise DamagedRecordError(f"request {request_id!r}: its record's status {raw!r} "
+                                     "is no status") from None
 
     def kills_of(self, request_id: str) -> int:
         """The record's kill count (0 for a record written before it was kept)."""

@@ -359,9 +359,11 @@ def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
 ) -> None:
     """The sweep of checkpoint directories (DESIGN 3.14) after each sync pass: a request over
     (stopped, or without a record) loses its directory, a running one keeps it, and one whose
-    record is damaged (a status that is no status, or none) keeps it too, is listed as failing, and stops nothing: neither the pass
-    nor the directories after it. The damage is written into Redis by hand (the manager's own
-    code never writes a status that is no status: a stand-in for a record damaged otherwise)."""
+    record is damaged (a status that is no status, or none) keeps it too, is listed as failing,
+    and stops nothing: neither a take-over, nor the pass, nor the directories after it. The
+    requests' list leaves out a record it cannot read, and GET of it is a 500 that says so.
+    The damage is written into Redis by hand (the manager's own code never writes a record
+    without a status: a stand-in for a record damaged otherwise)."""
     built = make_cluster(redis_srv.url, swarm, f"rec{next(_numbers)}",
                          checkpoint_dir=str(tmp_path))
     try:
@@ -392,6 +394,13 @@ def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
                                                                 "request damaged"], about
         failing = {(f["kind"], f["id"]) for f in built.health()["reconcile"]["failing"]}
         assert {("request", "bad"), ("request", "damaged")} <= failing, failing
+        # the API lists the others; the damaged one answers a 500 that names it
+        listed = built.client.get("/requests", headers=AUTH)
+        assert listed.status_code == 200, listed.get_json()
+        assert sorted(r["id"] for r in listed.get_json()) == ["done", "running"]
+        one = built.client.get("/requests/bad", headers=AUTH)
+        assert one.status_code == 500 and one.get_json()["error"] == "internal"
+        assert "request 'bad': its record cannot be read" in one.get_json()["message"]
     finally:
         built.manager.loop.stop()
         built.store.flush()
