@@ -139,7 +139,7 @@ class Manager:
                                self.effects, self.loop, self.offloading, clock)
         self.deployments = Deployments(settings, store, records, self.loop, self.peering,
                                        self.submissions, self.offloading, self.endings,
-                                       self.views)
+                                       self.views, self.faults)
         self.switching = self._power_control() if settings.power_settings.enabled else None
         self.consolidation = (self._consolidation(self.switching)
                               if self.switching is not None else None)

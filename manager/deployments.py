@@ -31,6 +31,7 @@ import redis
 
 from domain.errors import (
     ConflictError,
+    DamagedRecordError,
     DeploymentRefused,
     GreenSwarmError,
     NotFoundError,
@@ -44,6 +45,7 @@ from federation.peers import PeerState
 from federation.placement import ClusterLink, Refusal
 from host_registry.redis_store import RedisStore, redis_errors
 from manager.endings import Endings
+from manager.faults import RecordFaults
 from manager.loop import SchedulingLoop
 from manager.offload import Offer, Offloading
 from manager.peering import Forward, Peering
@@ -99,7 +101,15 @@ class DeploymentRecords:
             raw = self._redis.get(self._key(name))
         if raw is None:
             raise NotFoundError(f"no deployment named {name!r}")
-        record: dict[str, Any] = json.loads(raw)
+        try:
+            record = json.loads(raw)
+            if (not isinstance(record, dict) or not isinstance(record.get("requests"), list)
+                    or not {"name", "status", "created_at"} <= record.keys()):
+                raise TypeError("not an object with a name, a status, a creation time and a "
+                                "list of requests")
+        except (ValueError, TypeError) as exc:
+            raise DamagedRecordError(f"deployment {name!r}: its record cannot be read "
+                                     f"({type(exc).__name__}: {exc})") from exc
         return record
 
     def names(self, limit: int = 1000) -> list[str]:
@@ -112,7 +122,8 @@ class Deployments:
 
     def __init__(self, settings: ManagerSettings, store: RedisStore, records: RequestRecords,
                  loop: SchedulingLoop, peering: Peering, submissions: Submissions,
-                 offloading: Offloading, endings: Endings, views: Views) -> None:
+                 offloading: Offloading, endings: Endings, views: Views,
+                 faults: RecordFaults) -> None:
         self.settings = settings
         self.store = store
         self.records = records
@@ -122,6 +133,7 @@ class Deployments:
         self.offloading = offloading
         self.endings = endings
         self.views = views
+        self.faults = faults  # told of a record the list cannot read (the health check lists it)
         self.deployment_records = store.sibling(DeploymentRecords)
 
     def deploy(self, body: Any) -> dict[str, Any]:
@@ -178,7 +190,7 @@ class Deployments:
             try:
                 now = self.views.request_json(item["id"], history=False, remote=True)
                 entry.update(status=now["status"], host=now["host"])
-            except UnavailableError as exc:
+            except (UnavailableError, DamagedRecordError) as exc:
                 entry.update(status=None, host=None, error=str(exc))
             except NotFoundError:
                 entry.update(status=None, host=None)
@@ -188,7 +200,13 @@ class Deployments:
     def deployments_json(self, limit: int) -> list[dict[str, Any]]:
         out = []
         for name in self.deployment_records.names(limit):
-            record = self.deployment_records.get(name)
+            try:
+                record = self.deployment_records.get(name)
+            except DamagedRecordError as exc:  # one bad record never hides the others
+                self.faults.fail("deployment", name, str(exc))
+                continue
+            except NotFoundError:
+                continue  # released between the two reads (a deployment refused)
             out.append({key: record[key] for key in ("name", "status", "created_at")}
                        | {"requests": len(record["requests"])})
         return out

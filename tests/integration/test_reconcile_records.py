@@ -404,3 +404,36 @@ def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
     finally:
         built.manager.loop.stop()
         built.store.flush()
+
+
+def test_a_damaged_deployment_is_left_out_of_the_list_and_a_damaged_member_named(
+    cluster: Cluster, redis_srv: RedisServer,
+) -> None:
+    """GET /deployments lists the others past a deployment record it cannot read (listed as
+    failing), and GET /deployments/{name} names a member whose request record it cannot read
+    instead of failing whole. The damage is written into Redis by hand, as above."""
+    body = {"name": "shop", "requests": [
+        {"name": name, "image": "busybox", "class": 3, "type": "service", "cpu_shares": 100,
+         "memory": "32m"} for name in ("web", "db")]}
+    created = cluster.client.post("/deployments", headers=AUTH, json=body)
+    assert created.status_code == 201, created.get_json()
+    prefix = cluster.manager.settings.redis_prefix
+    cluster.manager.deployments.deployment_records.reserve("torn")
+    damage = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+    damage.set(f"{prefix}:deployment:torn", '{"name": "torn", "requests": [')
+    db = next(m["id"] for m in created.get_json()["requests"] if m["name"] == "db")
+    damage.hset(request_key(prefix, db), "status", "half-written")
+    damage.close()
+    listed = cluster.client.get("/deployments", headers=AUTH)
+    assert listed.status_code == 200, listed.get_json()
+    assert [d["name"] for d in listed.get_json()] == ["shop"]
+    failing = {(f["kind"], f["id"]) for f in cluster.health()["reconcile"]["failing"]}
+    assert ("deployment", "torn") in failing, failing
+    shop = cluster.client.get("/deployments/shop", headers=AUTH)
+    assert shop.status_code == 200, shop.get_json()
+    members = {m["name"]: m for m in shop.get_json()["requests"]}
+    assert members["web"]["status"] == "running"
+    assert members["db"]["status"] is None
+    assert f"request {db!r}: its record cannot be read" in members["db"]["error"]
+    torn = cluster.client.get("/deployments/torn", headers=AUTH)
+    assert torn.status_code == 500 and "deployment 'torn'" in torn.get_json()["message"]
