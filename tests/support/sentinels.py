@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,7 +64,7 @@ class ReplicatedRedis:
             args += ["--replicaof", "127.0.0.1", str(replica_of)]
         self.processes[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.DEVNULL)
-        wait_for(lambda: _answers(port), 10.0, f"redis-server on port {port}")
+        self._wait_started(port, "redis-server")
 
     def start_sentinel(self, port: int, primary: int) -> None:
         data = self.directory / f"sentinel-{port}"
@@ -80,7 +80,17 @@ class ReplicatedRedis:
         self.processes[port] = subprocess.Popen([_binary("redis-sentinel"), str(conf)],
                                                 stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.DEVNULL)
-        wait_for(lambda: _answers(port), 10.0, f"redis-sentinel on port {port}")
+        self._wait_started(port, "redis-sentinel")
+
+    def _wait_started(self, port: int, what: str) -> None:
+        """Until ``port`` answers; an error when our process there ended instead (another
+        process took the port first, and would have answered in its place)."""
+        process = self.processes[port]
+        wait_for(lambda: _answers(port) or process.poll() is not None, 10.0,
+                 f"{what} on port {port}")
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} on port {port} exited ({process.returncode}): its log "
+                               f"is in {self.directory}")
 
     def primary_port(self) -> int | None:
         """The primary's port as the first Sentinel that answers names it."""
@@ -125,20 +135,54 @@ def replicated_redis(replicas: int = 1, sentinels: int = 3) -> Iterator[Replicat
     with tempfile.TemporaryDirectory(prefix="gs-sentinel-") as tmp:
         cluster = ReplicatedRedis(Path(tmp))
         try:
-            cluster.ports = [free_port() for _ in range(1 + replicas)]
+            cluster.ports = _distinct_free_ports(1 + replicas, ())
             cluster.start_server(cluster.ports[0])
             for port in cluster.ports[1:]:
                 cluster.start_server(port, replica_of=cluster.ports[0])
             wait_for(lambda: cluster.replicas_in_sync(cluster.ports[0]), 20.0,
                      "the replicas to sync")
-            cluster.sentinel_ports = [free_port() for _ in range(sentinels)]
+            cluster.sentinel_ports = _distinct_free_ports(sentinels, cluster.ports)
             for port in cluster.sentinel_ports:
                 cluster.start_sentinel(port, cluster.ports[0])
-            wait_for(lambda: _sentinels_ready(cluster, replicas, sentinels), 20.0,
-                     "the Sentinels to know the replicas and each other")
+            try:
+                wait_for(lambda: _sentinels_ready(cluster, replicas, sentinels), 30.0,
+                         "the Sentinels to know the replicas and each other")
+            except TimeoutError as exc:  # say what each one knew
+                raise TimeoutError(f"{exc}: {_sentinels_view(cluster)}") from None
             yield cluster
         finally:
             cluster.stop()
+
+
+def _distinct_free_ports(count: int, taken: Iterable[int]) -> list[int]:
+    """``count`` ports free now, none twice and none of ``taken`` (two free_port calls may
+    give the same port once the first socket is closed)."""
+    ports: list[int] = []
+    seen = set(taken)
+    for _ in range(100 * count):
+        port = free_port()
+        if port not in seen:
+            seen.add(port)
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise RuntimeError(f"no {count} distinct free ports")
+
+
+def _sentinels_view(cluster: ReplicatedRedis) -> str:
+    """What each Sentinel knows of the primary: its replicas and the other Sentinels."""
+    seen = []
+    for port in cluster.sentinel_ports:
+        client = redis.Redis(port=port, socket_timeout=0.5, decode_responses=True)
+        try:
+            state = client.sentinel_master(cluster.master)
+            seen.append(f"{port}: {state.get('num-slaves')} replica(s), "
+                        f"{state.get('num-other-sentinels')} other Sentinel(s)")
+        except redis.RedisError as exc:
+            seen.append(f"{port}: {exc}")
+        finally:
+            client.close()
+    return "; ".join(seen)
 
 
 def _sentinels_ready(cluster: ReplicatedRedis, replicas: int, sentinels: int) -> bool:
