@@ -64,7 +64,6 @@ class _Columns:
                             self.preemptions[index], _STATUSES[self.statuses[index]])
 
 
-
 class RequestLevels(Sequence[RequestLevel]):
     """Requests' service levels, in order; equal to any sequence of the same levels."""
 

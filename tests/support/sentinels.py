@@ -169,31 +169,31 @@ def _distinct_free_ports(count: int, taken: Iterable[int]) -> list[int]:
     raise RuntimeError(f"no {count} distinct free ports")
 
 
-def _sentinels_view(cluster: ReplicatedRedis) -> str:
-    """What each Sentinel knows of the primary: its replicas and the other Sentinels."""
-    seen = []
+def _sentinel_states(cluster: ReplicatedRedis) -> dict[int, dict[str, str] | str]:
+    """What each Sentinel knows of the primary (its ``SENTINEL MASTER`` answer), or the error
+    it answered with, by port."""
+    states: dict[int, dict[str, str] | str] = {}
     for port in cluster.sentinel_ports:
         client = redis.Redis(port=port, socket_timeout=0.5, decode_responses=True)
         try:
-            state = client.sentinel_master(cluster.master)
-            seen.append(f"{port}: {state.get('num-slaves')} replica(s), "
-                        f"{state.get('num-other-sentinels')} other Sentinel(s)")
+            states[port] = dict(client.sentinel_master(cluster.master))
         except redis.RedisError as exc:
-            seen.append(f"{port}: {exc}")
+            states[port] = str(exc)
         finally:
             client.close()
-    return "; ".join(seen)
+    return states
+
+
+def _sentinels_view(cluster: ReplicatedRedis) -> str:
+    """What each Sentinel knows: its replicas and the other Sentinels."""
+    return "; ".join(
+        f"{port}: {state}" if isinstance(state, str) else
+        f"{port}: {state.get('num-slaves')} replica(s), "
+        f"{state.get('num-other-sentinels')} other Sentinel(s)"
+        for port, state in _sentinel_states(cluster).items())
 
 
 def _sentinels_ready(cluster: ReplicatedRedis, replicas: int, sentinels: int) -> bool:
-    for port in cluster.sentinel_ports:
-        client = redis.Redis(port=port, socket_timeout=0.5, decode_responses=True)
-        try:
-            state = client.sentinel_master(cluster.master)
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
-        if int(state["num-slaves"]) < replicas or int(state["num-other-sentinels"]) < sentinels - 1:
-            return False
-    return True
+    return all(not isinstance(state, str) and int(state["num-slaves"]) >= replicas
+               and int(state["num-other-sentinels"]) >= sentinels - 1
+               for state in _sentinel_states(cluster).values())
