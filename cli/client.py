@@ -362,7 +362,8 @@ def run_stop(args: argparse.Namespace) -> int:
             failed += 1
             print(f"{request_id}: not stopped: {exc}", file=sys.stderr)
             continue
-        print(f"{request_id}: {record['status']}")
+        removed = record.get("removed")  # a record that could not be read (DESIGN 9)
+        print(f"{request_id}: {record['status']}" + (f"; removed: {removed}" if removed else ""))
     return 1 if failed else 0
 
 

@@ -74,7 +74,9 @@ REQUEST_SUMMARY_FIELDS: dict[str, Spec] = {
 REQUEST_SUMMARY = Named("RequestSummary", _open(REQUEST_SUMMARY_FIELDS,
                                                 "id", "status", "host", "kills"))
 REQUEST = Named("Request", _open(
-    {**REQUEST_SUMMARY_FIELDS, "spec": ANY_OBJECT, "history": Items(ANY_OBJECT)},
+    {**REQUEST_SUMMARY_FIELDS, "spec": ANY_OBJECT, "history": Items(ANY_OBJECT),
+     # DELETE of a record that could not be read: it was removed, and why (DESIGN 9)
+     "removed": Text(description="its record could not be read and was removed: why")},
     "id", "status", "host", "kills", "spec", "history"))
 _CUT = _open({"task": TEXT, "cpu_shares": INT, "memory": INT, "cut_received": NUMBER})
 DECISION = Named("Decision", _open(

@@ -54,7 +54,12 @@ def list_requests() -> Response:
 @blueprint.delete("/requests/<request_id>")
 def stop(request_id: str) -> Response:
     manager_ = manager()
-    stopped = manager_.endings.stop_request(check_id(request_id, "id"))
+    request_id = check_id(request_id, "id")
+    try:
+        stopped = manager_.endings.stop_request(request_id)
+    except DamagedRecordError as exc:  # a failing record can be removed (DESIGN 9)
+        event = manager_.endings.remove_damaged(request_id, str(exc))
+        return jsonify(manager_.views.removed_json(request_id, event))
     return jsonify(manager_.views.record_json(stopped))
 
 

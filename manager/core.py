@@ -136,7 +136,8 @@ class Manager:
                                        clock, by_swarm=by_swarm,
                                        refused_at_admission=self.metrics.refused_at_admission)
         self.endings = Endings(store, records, self.scheduler, backend, self.swarm,
-                               self.effects, self.loop, self.offloading, clock)
+                               self.effects, self.loop, self.offloading, self.faults,
+                               clock)
         self.deployments = Deployments(settings, store, records, self.loop, self.peering,
                                        self.submissions, self.offloading, self.endings,
                                        self.views, self.faults)

@@ -9,6 +9,7 @@ scheduling loop.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from domain.errors import NotFoundError
@@ -18,6 +19,7 @@ from domain.model import TaskType
 from domain.pending import PendingReason
 from host_registry.redis_store import RedisStore
 from manager.effects import Effects
+from manager.faults import RecordFaults
 from manager.loop import SchedulingLoop
 from manager.offload import Offloading
 from manager.reconcile import SwarmSync
@@ -25,11 +27,14 @@ from manager.records import RequestRecord, RequestRecords
 from manager.swarm import SwarmBackend
 from scheduler.service import Scheduler
 
+log = logging.getLogger(__name__)
+RAW_LOGGED = 2000  # characters of a removed damaged record written to the log
+
 
 class Endings:
     def __init__(self, store: RedisStore, records: RequestRecords, scheduler: Scheduler,
                  backend: SwarmBackend, swarm: SwarmSync, effects: Effects,
-                 loop: SchedulingLoop, offloading: Offloading,
+                 loop: SchedulingLoop, offloading: Offloading, faults: RecordFaults,
                  clock: Callable[[], float]) -> None:
         self.store = store
         self.records = records
@@ -39,6 +44,7 @@ class Endings:
         self.effects = effects
         self.loop = loop
         self.offloading = offloading
+        self.faults = faults
         self.clock = clock
 
     # -- stopped by the client ----------------------------------------------------------------
@@ -69,6 +75,28 @@ class Endings:
             status=RequestStatus.STOPPED,
         )
         return self.records.get(request_id)
+
+    def remove_damaged(self, request_id: str, why: str) -> Stopped:
+        """Stop a request whose record cannot be read, and remove the record (DESIGN 9: a
+        failing record can be removed through the API). What runs under its id is stopped as
+        for any request: its place in the queue, its Swarm service, its booking (its room
+        given back, the queue retried); the record is gone, its fields written to the log.
+        Returns the event the events stream got."""
+        return self.loop.call(lambda: self._remove_damaged(request_id, why))
+
+    def _remove_damaged(self, request_id: str, why: str) -> Stopped:
+        self.store.remove_pending(request_id)
+        self.backend.remove(request_id)
+        if self.store.task(request_id) is not None:
+            _, outcome = self.scheduler.task_ended(request_id, self.clock())
+            self.effects.carry_out(outcome)
+        event = Stopped(f"stopped by the client; its record could not be read and was "
+                        f"removed ({why})", t=self.clock(), status=RequestStatus.STOPPED)
+        raw = self.records.remove(request_id, event)
+        self.faults.forget(request_id)
+        log.warning("request %s: its record could not be read (%s); stopped and removed "
+                    "through the API; it held: %s", request_id, why, str(raw)[:RAW_LOGGED])
+        return event
 
     # -- ended by its container ---------------------------------------------------------------
 

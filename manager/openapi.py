@@ -109,7 +109,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "(an offloaded one as its peer has it: 503 naming the peer when it does not "
               "answer)", a.REQUEST, errors=("400", "404", *U)),
     Operation("delete", "/requests/{request_id}", "stop a request and free its resources (an "
-              "offloaded one at its peer: 503 naming the peer when it does not answer)",
+              "offloaded one at its peer: 503 naming the peer when it does not answer); a "
+              "record that cannot be read is removed, the answer saying why in `removed`",
               a.REQUEST, errors=("404", *U)),
     Operation("post", "/deployments", "several requests with link constraints, placed all or "
               "nothing across this cluster and its peers (DESIGN 12): 201 with where each "

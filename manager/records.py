@@ -335,6 +335,39 @@ class RequestRecords:
                     continue
         raise UnavailableError(f"request {request_id!r} kept changing while it was written")
 
+    def remove(self, request_id: str, event: Event) -> dict[str, str]:
+        """Remove a record, whatever its fields hold: its hash and history, its place in the
+        lists and the SLO tally; ``event`` goes to the events stream (``GET /events`` says
+        what became of it). For a record that cannot be read (DESIGN 9: a failing record can
+        be removed through the API); a readable one is stopped and kept (:meth:`update`).
+        Returns the hash as it was (NotFoundError when there is none)."""
+        key = self._key(request_id)
+        entry = json.dumps(with_changes(event, time.time() if event.t is None else event.t,
+                                        {}).to_json())
+        with redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            for _ in range(WRITE_TRIES):
+                try:
+                    self._check_fence(pipe)
+                    pipe.watch(key)
+                    fields_: dict[str, str] = pipe.hgetall(key)
+                    if not fields_:
+                        raise NotFoundError(f"no request {request_id!r}")
+                    pipe.multi()
+                    if self.tally is not None:  # first: it writes the hash's "slo"
+                        self.tally.stage(pipe, request_id, key, fields_.get("slo"), None)
+                    # every status's set, and the one its damaged status names
+                    for name in {*(s.value for s in RequestStatus), fields_.get("status", "")}:
+                        pipe.srem(f"{self.prefix}:requests:{name}", request_id)
+                    pipe.zrem(f"{self.prefix}:requests", request_id)
+                    pipe.delete(key, key + ":history")
+                    self._stream(pipe, request_id, entry)
+                    pipe.execute()
+                    self._replicated()
+                    return fields_
+                except redis.WatchError:
+                    continue
+        raise UnavailableError(f"request {request_id!r} kept changing while it was removed")
+
     def get(self, request_id: str) -> RequestRecord:
         key = self._key(request_id)
         with redis_errors():

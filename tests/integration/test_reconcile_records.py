@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,8 +27,10 @@ from typing import Any
 import pytest
 import redis
 from flask.testing import FlaskClient
+from werkzeug.serving import make_server
 
 import manager.reconcile
+from cli.main import main
 from domain.decision import Decision, Pass
 from domain.model import Request, TaskType
 from domain.pending import PendingEntry, PendingReason
@@ -39,6 +42,7 @@ from manager.app import create_app
 from manager.core import Manager
 from manager.records import RequestRecords
 from manager.settings import ManagerSettings
+from manager.slo_tally import SloState
 from tests.support.standin_swarm import StandInSwarm
 
 pytestmark = pytest.mark.redis
@@ -437,3 +441,84 @@ def test_a_damaged_deployment_is_left_out_of_the_list_and_a_damaged_member_named
     assert f"request {db!r}: its record cannot be read" in members["db"]["error"]
     torn = cluster.client.get("/deployments/torn", headers=AUTH)
     assert torn.status_code == 500 and "deployment 'torn'" in torn.get_json()["message"]
+
+
+def test_a_damaged_record_is_stopped_and_removed_through_the_api(
+    cluster: Cluster, redis_srv: RedisServer, caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DESIGN 9: a failing record can be removed through the API. DELETE /requests/{id} of a
+    record that cannot be read stops what runs under its id (its Swarm service and booking, or
+    its place in the queue), removes the record whole (hash, history, lists, SLO tally), says
+    why in the answer and in the events stream, keeps its fields in the log, and it is listed
+    as failing no more; the others are untouched. The damage is written into Redis by hand, as
+    above."""
+    cluster.manager.loop.call(cluster.manager._prepare_records)  # as at a take-over: a tally
+    tally = cluster.manager.slo_tally
+    view = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+
+    def tallied() -> int:
+        """The requests the SLO tally counts (in a bucket "class:state")."""
+        states = {state.value for state in SloState}
+        return sum(int(count) for bucket, count in view.hgetall(tally.tally_key).items()
+                   if bucket.partition(":")[2] in states)
+
+    placed = cluster.submit("placed")["request"]
+    kept = cluster.submit("kept")["request"]
+    assert placed["host"] and cluster.store.task("placed") is not None
+    cluster.manager.scheduler.set_closed_hosts(frozenset(cluster.swarm.nodes_by_id))
+    queued = cluster.submit("queued", queue=True)["request"]
+    cluster.manager.scheduler.set_closed_hosts(frozenset())
+    assert queued["status"] == "pending", queued
+    assert tallied() == 3
+    prefix = cluster.manager.settings.redis_prefix
+    view.hset(request_key(prefix, "placed"), "status", "half-written")
+    view.hset(request_key(prefix, "queued"), "spec", "[1, 2")
+    listed = cluster.client.get("/requests", headers=AUTH).get_json()
+    assert [r["id"] for r in listed] == ["kept"]
+    failing = {(f["kind"], f["id"]) for f in cluster.health()["reconcile"]["failing"]}
+    assert {("request", "placed"), ("request", "queued")} <= failing, failing
+    with caplog.at_level(logging.WARNING):
+        answer = cluster.client.delete("/requests/placed", headers=AUTH)
+        # and `greenswarm stop`, over HTTP: the manager's app served on 127.0.0.1
+        server = make_server("127.0.0.1", 0, create_app(cluster.manager), threaded=True)
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
+        try:
+            monkeypatch.setenv("GREENSWARM_TOKEN", TOKEN)
+            stopped = main(["stop", "queued", "--url", f"http://127.0.0.1:{server.server_port}"])
+        finally:
+            server.shutdown()
+            serving.join(timeout=10)
+    assert answer.status_code == 200, answer.get_json()
+    body = answer.get_json()
+    assert body["id"] == "placed" and body["status"] == "stopped" and body["spec"] == {}
+    assert "request 'placed': its record cannot be read" in body["removed"]
+    assert [e["kind"] for e in body["history"]] == ["stopped"]
+    assert stopped == 0
+    assert capsys.readouterr().out.startswith(
+        "queued: stopped; removed: stopped by the client; its record could not be read and was "
+        "removed (request 'queued': its record cannot be read (JSONDecodeError")
+    for name in ("placed", "queued"):
+        assert cluster.client.get(f"/requests/{name}", headers=AUTH).status_code == 404
+        assert not [k for k in view.scan_iter(f"{prefix}:*") if name in k.split(":")[-2:]]
+        assert not [s for s in view.scan_iter(f"{prefix}:requests:*")
+                    if view.sismember(s, name)]
+    # what ran under the ids is stopped: the service, the booking, the queue's entry
+    assert "placed" not in cluster.swarm.services_by_task
+    assert cluster.store.task("placed") is None
+    assert "queued" not in {entry.request.id for entry in cluster.store.pending()}
+    # the other request runs on, alone in the lists and the tally
+    assert cluster.record("kept")["status"] == kept["status"] == "running"
+    assert cluster.store.task("kept") is not None
+    assert [r["id"] for r in cluster.client.get("/requests", headers=AUTH).get_json()] == [
+        "kept"]
+    assert tallied() == 1
+    failing = {(f["kind"], f["id"]) for f in cluster.health()["reconcile"]["failing"]}
+    assert not {("request", "placed"), ("request", "queued")} & failing, failing
+    events = cluster.client.get("/events", headers=AUTH).get_json()["events"]
+    removed = [e for e in events if e["kind"] == "stopped" and "removed" in e["reason"]]
+    assert sorted(e["request"] for e in removed) == ["placed", "queued"]
+    logged = [r.getMessage() for r in caplog.records if "removed through the API" in r.getMessage()]
+    assert len(logged) == 2 and any("half-written" in line for line in logged), logged
+    view.close()
