@@ -99,10 +99,13 @@ DEPLOYMENT = Named("Deployment", _open(
          "name": TEXT, "id": TEXT,
          "cluster": Nullable(TEXT).but_described("where it was created"),
          "status": Nullable(TEXT), "host": Nullable(TEXT),
-         "error": Text(description="its peer did not answer")},
+         "error": Text(description="its peer did not answer, or its record could not be "
+                       "read (and, on DELETE, was removed)")},
          "name", "id", "cluster", "status", "host")),
      "links": Items(ANY_OBJECT), "cost": Nullable(NUMBER),
-     "reason": Nullable(TEXT).but_described("why it was undone")},
+     "reason": Nullable(TEXT).but_described("why it was undone"),
+     # DELETE of a record that could not be read: it was removed, and why (DESIGN 9)
+     "removed": Text(description="its record could not be read and was removed: why")},
     "name", "status", "created_at", "requests", "links"))
 DEPLOYMENTS = Items(_open({**DEPLOYMENT_SUMMARY_FIELDS, "requests": COUNT},
                           "name", "status", "created_at", "requests"))

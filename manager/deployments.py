@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -44,7 +45,7 @@ from federation.offload import advertise
 from federation.peers import PeerState
 from federation.placement import ClusterLink, Refusal
 from host_registry.redis_store import RedisStore, redis_errors
-from manager.endings import Endings
+from manager.endings import RAW_LOGGED, Endings
 from manager.faults import RecordFaults
 from manager.loop import SchedulingLoop
 from manager.offload import Offer, Offloading
@@ -54,6 +55,8 @@ from manager.settings import ManagerSettings
 from manager.spec import parse_deployment
 from manager.submit import Submissions
 from manager.views import Views
+
+log = logging.getLogger(__name__)
 
 
 class DeploymentStatus(StrEnum):
@@ -95,6 +98,18 @@ class DeploymentRecords:
         with redis_errors():
             self._redis.set(self._key(name), json.dumps(record))
         return record
+
+    def remove(self, name: str) -> tuple[str | None, float | None]:
+        """Remove a deployment's record whatever it holds (one that cannot be read: DESIGN 9);
+        what it held and when it was created, as they were (None for what was not there)."""
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.get(self._key(name))
+            pipe.zscore(f"{self.prefix}:deployments", name)
+            pipe.delete(self._key(name))
+            pipe.zrem(f"{self.prefix}:deployments", name)
+            raw, created_at, *_ = pipe.execute()
+        return raw, created_at
 
     def get(self, name: str) -> dict[str, Any]:
         with redis_errors():
@@ -214,13 +229,19 @@ class Deployments:
     def undeploy(self, name: str) -> dict[str, Any]:
         """Stop every request of a deployment, here and at the peers; a 503 naming those that
         could not be stopped (the others are)."""
-        record = self.deployment_records.get(name)
+        try:
+            record = self.deployment_records.get(name)
+        except DamagedRecordError as exc:
+            return self._remove_damaged(name, str(exc))
         failed = []
+        removed: dict[str, str] = {}
         for item in record["requests"]:
             try:
                 self.endings.stop_request(item["id"])
             except NotFoundError:
                 continue
+            except DamagedRecordError as exc:  # stopped and removed, as DELETE /requests does
+                removed[item["id"]] = self.endings.remove_damaged(item["id"], str(exc)).reason
             except GreenSwarmError as exc:
                 failed.append(f"{item['name']}: {exc}")
         if failed:
@@ -228,8 +249,27 @@ class Deployments:
         if record["status"] != DeploymentStatus.UNDONE.value:
             self.deployment_records.save(name, status=DeploymentStatus.STOPPED.value)
         final = self.deployment_json(name)
+        for entry in final["requests"]:
+            if entry["id"] in removed:
+                entry.update(status=RequestStatus.STOPPED.value, error=removed[entry["id"]])
         self.deployment_records.release(name)  # gone: GET answers 404, and the name is free again
         return final
+
+    def _remove_damaged(self, name: str, why: str) -> dict[str, Any]:
+        """DELETE of a deployment whose record cannot be read (DESIGN 9): its requests are not
+        known, so they run on (each can be stopped on its own); the record is removed, what it
+        held written to the log. The answer has a deployment's form with no request and
+        ``removed`` saying why."""
+        raw, created_at = self.deployment_records.remove(name)
+        if raw is None:
+            raise NotFoundError(f"no deployment named {name!r}")
+        self.faults.forget(name, "deployment")
+        log.warning("deployment %s: its record could not be read (%s); removed through the API;"
+                    " it held: %s", name, why, raw[:RAW_LOGGED])
+        return {"name": name, "status": DeploymentStatus.STOPPED.value,
+                "created_at": created_at or 0.0, "requests": [], "links": [], "cost": None,
+                "reason": None, "removed": f"its record could not be read and was removed "
+                f"({why}); its requests, if any, run on"}
 
     # -- creating and removing a deployment's requests ------------------------------------------
 

@@ -108,10 +108,12 @@ class RecordFaults:
         if known is not None:
             log.info("%s %s works again (it failed since %.0f)", kind, record_id, known.since)
 
-    def forget(self, record_id: str) -> None:
-        """The record is gone (removed through the API): nothing of it is failing any more."""
+    def forget(self, record_id: str, kind: str | None = None) -> None:
+        """The record is gone (removed through the API): nothing of it (of ``kind``, or of any
+        kind) is failing any more."""
         with self._lock:
-            for key in [k for k in self._faults if k[1] == record_id]:
+            for key in [k for k in self._faults
+                        if k[1] == record_id and kind in (None, k[0])]:
                 del self._faults[key]
 
     def begin_pass(self) -> None:

@@ -123,7 +123,9 @@ OPERATIONS: tuple[Operation, ...] = (
               "host", a.DEPLOYMENT, errors=("400", "404", *U)),
     Operation("delete", "/deployments/{name}", "stop every request of a deployment, here and "
               "at the peers (503 naming those whose peer does not answer), then forget it: "
-              "the answer is its last state, its requests keep their records",
+              "the answer is its last state, its requests keep their records (one that "
+              "cannot be read is removed, named with its `error`); a deployment record that "
+              "cannot be read is removed, the answer saying why in `removed`",
               a.DEPLOYMENT, errors=("404", *U)),
     Operation("get", "/federation/advert", "this cluster's advert to its peers now (DESIGN "
               "12): capacity, allocation, room per class, power table; 503 while no host is "

@@ -410,7 +410,7 @@ def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
         built.store.flush()
 
 
-def test_a_damaged_deployment_is_left_out_of_the_list_and_a_damaged_member_named(
+def test_a_damaged_deployment_is_left_out_of_the_list_named_and_removed_through_the_api(
     cluster: Cluster, redis_srv: RedisServer,
 ) -> None:
     """GET /deployments lists the others past a deployment record it cannot read (listed as
@@ -441,6 +441,25 @@ def test_a_damaged_deployment_is_left_out_of_the_list_and_a_damaged_member_named
     assert f"request {db!r}: its record cannot be read" in members["db"]["error"]
     torn = cluster.client.get("/deployments/torn", headers=AUTH)
     assert torn.status_code == 500 and "deployment 'torn'" in torn.get_json()["message"]
+    # DESIGN 9: each can be removed through the API. DELETE of the deployment stops web, and
+    # stops and removes db, whose record cannot be read; DELETE of the torn one removes it
+    stopped = cluster.client.delete("/deployments/shop", headers=AUTH)
+    assert stopped.status_code == 200, stopped.get_json()
+    members = {m["name"]: m for m in stopped.get_json()["requests"]}
+    assert members["web"]["status"] == "stopped" and "error" not in members["web"]
+    assert members["db"]["status"] == "stopped"
+    assert "could not be read and was removed" in members["db"]["error"]
+    assert cluster.client.get(f"/requests/{db}", headers=AUTH).status_code == 404
+    assert cluster.record(members["web"]["id"])["status"] == "stopped"
+    removed = cluster.client.delete("/deployments/torn", headers=AUTH)
+    assert removed.status_code == 200, removed.get_json()
+    assert removed.get_json()["requests"] == []
+    assert "deployment 'torn': its record cannot be read" in removed.get_json()["removed"]
+    for name in ("shop", "torn"):
+        assert cluster.client.get(f"/deployments/{name}", headers=AUTH).status_code == 404
+    assert cluster.client.get("/deployments", headers=AUTH).get_json() == []
+    failing = {(f["kind"], f["id"]) for f in cluster.health()["reconcile"]["failing"]}
+    assert not {("deployment", "torn"), ("request", db)} & failing, failing
 
 
 def test_a_damaged_record_is_stopped_and_removed_through_the_api(
