@@ -80,8 +80,13 @@ class Endings:
         """Stop a request whose record cannot be read, and remove the record (DESIGN 9: a
         failing record can be removed through the API). What runs under its id is stopped as
         for any request: its place in the queue, its Swarm service, its booking (its room
-        given back, the queue retried); the record is gone, its fields written to the log.
+        given back, the queue retried), and one offloaded to a peer (the record's ``cluster``
+        can be read alone) is stopped there first: a 503 naming the peer when it does not
+        answer, nothing removed here then. The record is gone, its fields written to the log.
         Returns the event the events stream got."""
+        peer = self.records.cluster_of(request_id)
+        if peer is not None:
+            self.offloading.stop_at_peer(peer, request_id)
         return self.loop.call(lambda: self._remove_damaged(request_id, why))
 
     def _remove_damaged(self, request_id: str, why: str) -> Stopped:

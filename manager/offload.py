@@ -9,6 +9,7 @@ offloaded request goes through its peer first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -117,6 +118,12 @@ class Offloading:
             self.peering.stop_request(peer, request_id)
         except GreenSwarmError as exc:
             log.warning("could not stop %s at peer %s: %s", request_id, peer, exc)
+
+    def stop_at_peer(self, peer: str, request_id: str) -> None:
+        """Stop an offloaded request at its peer, whose record is its own (UnavailableError
+        naming the peer when it does not answer); one the peer no longer knows is done."""
+        with contextlib.suppress(NotFoundError):
+            self.peering.stop_request(peer, request_id)
 
     def stop(self, record: RequestRecord) -> RequestRecord:
         """Stop an offloaded request at its peer, then here (a 503 naming the peer when it

@@ -429,6 +429,11 @@ class RequestRecords:
             raise DamagedRecordError(f"request {request_id!r}: its record's status {raw!r} "
                                      "is no status") from None
 
+    def cluster_of(self, request_id: str) -> str | None:
+        """The peer cluster the request was offloaded to, None when it runs here: the field
+        alone, so also of a record whose other fields cannot be read."""
+        return self._field(request_id, "cluster") or None
+
     def kills_of(self, request_id: str) -> int:
         """The record's kill count (0 for a record written before it was kept)."""
         return int(self._field(request_id, "kills") or 0)

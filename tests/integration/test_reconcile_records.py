@@ -15,6 +15,7 @@ that what a pass did is known when it returns.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ from domain.model import Request, TaskType
 from domain.pending import PendingEntry, PendingReason
 from host_registry.redis_store import RedisStore
 from host_registry.requests import request_key
-from lab.processes import RedisServer
+from lab.processes import RedisServer, free_port
 from manager.agents import AgentClient
 from manager.app import create_app
 from manager.core import Manager
@@ -541,3 +542,53 @@ def test_a_damaged_record_is_stopped_and_removed_through_the_api(
     logged = [r.getMessage() for r in caplog.records if "removed through the API" in r.getMessage()]
     assert len(logged) == 2 and any("half-written" in line for line in logged), logged
     view.close()
+
+
+def test_a_damaged_record_of_a_request_offloaded_is_stopped_at_its_peer_first(
+    redis_srv: RedisServer, tmp_path: Path,
+) -> None:
+    """A record that cannot be read still says, in its ``cluster`` field alone, which peer runs
+    the request: DELETE stops it there first. While the peer does not answer: a 503 naming it,
+    and nothing is removed here; once it answers, the peer's own record is stopped and this
+    one removed. Two real managers, b's app served over HTTP on 127.0.0.1; the damage is
+    written into Redis by hand, as above."""
+    port = free_port()
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps([{"name": "b", "url": f"http://127.0.0.1:{port}",
+                                  "token": TOKEN, "latency_ms": 1, "bandwidth_mbit": 1000}]))
+    b_swarm = StandInSwarm()
+    b_swarm.add_node("nb", "hb")
+    b = make_cluster(redis_srv.url, b_swarm, f"rec{next(_numbers)}", federation_name="b")
+    a_swarm = StandInSwarm()
+    a_swarm.add_node("na", "ha")
+    a = make_cluster(redis_srv.url, a_swarm, f"rec{next(_numbers)}", federation_name="a",
+                     peers_file=str(peers), peer_timeout_s=1.0)
+    server = None
+    try:
+        b.sync()
+        assert b.submit("away")["request"]["status"] == "running"
+        a.manager.records.create("away", {"image": "busybox", "class": 3, "type": "service",
+                                          "cpu_shares": 100, "memory": 32 * 2**20})
+        damage = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+        key = request_key(a.manager.settings.redis_prefix, "away")
+        damage.hset(key, mapping={"cluster": "b", "status": "half-written"})
+        unanswered = a.client.delete("/requests/away", headers=AUTH)
+        assert unanswered.status_code == 503, unanswered.get_json()
+        assert "peer b" in unanswered.get_json()["message"]
+        assert damage.hget(key, "status") == "half-written"  # nothing changed here
+        server = make_server("127.0.0.1", port, create_app(b.manager), threaded=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        removed = a.client.delete("/requests/away", headers=AUTH)
+        assert removed.status_code == 200, removed.get_json()
+        assert "its record cannot be read" in removed.get_json()["removed"]
+        assert not damage.exists(key)
+        assert b.record("away")["status"] == "stopped"
+        assert "away" not in b_swarm.services_by_task
+        damage.close()
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        for built in (a, b):
+            built.manager.loop.stop()
+            built.store.flush()
