@@ -241,7 +241,11 @@ class Deployments:
             except NotFoundError:
                 continue
             except DamagedRecordError as exc:  # stopped and removed, as DELETE /requests does
-                removed[item["id"]] = self.endings.remove_damaged(item["id"], str(exc)).reason
+                try:
+                    removed[item["id"]] = self.endings.remove_damaged(item["id"],
+                                                                      str(exc)).reason
+                except GreenSwarmError as not_removed:  # its peer did not answer
+                    failed.append(f"{item['name']}: {not_removed}")
             except GreenSwarmError as exc:
                 failed.append(f"{item['name']}: {exc}")
         if failed:

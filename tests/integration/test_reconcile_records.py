@@ -549,8 +549,9 @@ def test_a_damaged_record_of_a_request_offloaded_is_stopped_at_its_peer_first(
 ) -> None:
     """A record that cannot be read still says, in its ``cluster`` field alone, which peer runs
     the request: DELETE stops it there first. While the peer does not answer: a 503 naming it,
-    and nothing is removed here; once it answers, the peer's own record is stopped and this
-    one removed. Two real managers, b's app served over HTTP on 127.0.0.1; the damage is
+    and nothing is removed here (a deployment's other members are stopped, the answer names
+    the member and its peer); once it answers, the peer's own record is stopped and this one
+    removed. Two real managers, b's app served over HTTP on 127.0.0.1; the damage is
     written into Redis by hand, as above."""
     port = free_port()
     peers = tmp_path / "peers.json"
@@ -576,6 +577,21 @@ def test_a_damaged_record_of_a_request_offloaded_is_stopped_at_its_peer_first(
         assert unanswered.status_code == 503, unanswered.get_json()
         assert "peer b" in unanswered.get_json()["message"]
         assert damage.hget(key, "status") == "half-written"  # nothing changed here
+        # a deployment's member alike: the others are stopped, the answer names it and its peer
+        a.sync()
+        body = {"name": "shop", "requests": [
+            {"name": name, "image": "busybox", "class": 3, "type": "service",
+             "cpu_shares": 100, "memory": "32m"} for name in ("db", "web")]}
+        created = a.client.post("/deployments", headers=AUTH, json=body)
+        assert created.status_code == 201, created.get_json()
+        ids = {m["name"]: m["id"] for m in created.get_json()["requests"]}
+        damage.hset(request_key(a.manager.settings.redis_prefix, ids["db"]),
+                    mapping={"cluster": "b", "status": "half-written"})
+        stopping = a.client.delete("/deployments/shop", headers=AUTH)
+        assert stopping.status_code == 503, stopping.get_json()
+        assert "not stopped: db: " in stopping.get_json()["message"]
+        assert "peer b" in stopping.get_json()["message"]
+        assert a.record(ids["web"])["status"] == "stopped"
         server = make_server("127.0.0.1", port, create_app(b.manager), threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         removed = a.client.delete("/requests/away", headers=AUTH)
@@ -584,6 +600,9 @@ def test_a_damaged_record_of_a_request_offloaded_is_stopped_at_its_peer_first(
         assert not damage.exists(key)
         assert b.record("away")["status"] == "stopped"
         assert "away" not in b_swarm.services_by_task
+        stopped = a.client.delete("/deployments/shop", headers=AUTH)  # b knows no db: done
+        assert stopped.status_code == 200, stopped.get_json()
+        assert a.client.get(f"/requests/{ids['db']}", headers=AUTH).status_code == 404
         damage.close()
     finally:
         if server is not None:
