@@ -9,6 +9,7 @@ from domain.fields import NO_QUERY
 from domain.lifecycle import RequestStatus
 from domain.model import check_id
 from manager.core import Manager
+from manager.endings import Removed
 from manager.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from manager.openapi import Bounds, document
 from manager.spec import DEPLOYMENT_LIST, EVENT_LIST, HISTORY_LIST, REQUEST_LIST
@@ -54,12 +55,9 @@ def list_requests() -> Response:
 @blueprint.delete("/requests/<request_id>")
 def stop(request_id: str) -> Response:
     manager_ = manager()
-    request_id = check_id(request_id, "id")
-    try:
-        stopped = manager_.endings.stop_request(request_id)
-    except DamagedRecordError as exc:  # a failing record can be removed (DESIGN 9)
-        event = manager_.endings.remove_damaged(request_id, str(exc))
-        return jsonify(manager_.views.removed_json(request_id, event))
+    stopped = manager_.endings.stop_request(check_id(request_id, "id"))
+    if isinstance(stopped, Removed):  # a failing record can be removed (DESIGN 9)
+        return jsonify(manager_.views.removed_json(stopped))
     return jsonify(manager_.views.record_json(stopped))
 
 

@@ -45,7 +45,7 @@ from federation.offload import advertise
 from federation.peers import PeerState
 from federation.placement import ClusterLink, Refusal
 from host_registry.redis_store import RedisStore, redis_errors
-from manager.endings import RAW_LOGGED, Endings
+from manager.endings import RAW_LOGGED, Endings, Removed
 from manager.faults import RecordFaults
 from manager.loop import SchedulingLoop
 from manager.offload import Offer, Offloading
@@ -84,24 +84,10 @@ class DeploymentRecords:
                 raise ConflictError(f"a deployment named {name!r} already exists")
             self._redis.zadd(f"{self.prefix}:deployments", {name: now})
 
-    def release(self, name: str) -> None:
-        """Give the name back (a deployment refused before anything was created)."""
-        with redis_errors():
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.delete(self._key(name))
-            pipe.zrem(f"{self.prefix}:deployments", name)
-            pipe.execute()
-
-    def save(self, name: str, **fields: Any) -> dict[str, Any]:
-        record = self.get(name)
-        record.update(fields)
-        with redis_errors():
-            self._redis.set(self._key(name), json.dumps(record))
-        return record
-
-    def remove(self, name: str) -> tuple[str | None, float | None]:
-        """Remove a deployment's record whatever it holds (one that cannot be read: DESIGN 9);
-        what it held and when it was created, as they were (None for what was not there)."""
+    def release(self, name: str) -> tuple[str | None, float | None]:
+        """Give the name back: the record goes, whatever it holds (a deployment refused before
+        anything was created, one stopped, or one that cannot be read: DESIGN 9). What it held
+        and when it was created, as they were (None for what was not there)."""
         with redis_errors():
             pipe = self._redis.pipeline(transaction=True)
             pipe.get(self._key(name))
@@ -110,6 +96,13 @@ class DeploymentRecords:
             pipe.zrem(f"{self.prefix}:deployments", name)
             raw, created_at, *_ = pipe.execute()
         return raw, created_at
+
+    def save(self, name: str, **fields: Any) -> dict[str, Any]:
+        record = self.get(name)
+        record.update(fields)
+        with redis_errors():
+            self._redis.set(self._key(name), json.dumps(record))
+        return record
 
     def get(self, name: str) -> dict[str, Any]:
         with redis_errors():
@@ -237,17 +230,14 @@ class Deployments:
         removed: dict[str, str] = {}
         for item in record["requests"]:
             try:
-                self.endings.stop_request(item["id"])
+                stopped = self.endings.stop_request(item["id"])
             except NotFoundError:
                 continue
-            except DamagedRecordError as exc:  # stopped and removed, as DELETE /requests does
-                try:
-                    removed[item["id"]] = self.endings.remove_damaged(item["id"],
-                                                                      str(exc)).reason
-                except GreenSwarmError as not_removed:  # its peer did not answer
-                    failed.append(f"{item['name']}: {not_removed}")
             except GreenSwarmError as exc:
                 failed.append(f"{item['name']}: {exc}")
+                continue
+            if isinstance(stopped, Removed):  # its record could not be read (DESIGN 9)
+                removed[item["id"]] = stopped.event.reason
         if failed:
             raise UnavailableError(f"deployment {name!r}: not stopped: " + "; ".join(failed))
         if record["status"] != DeploymentStatus.UNDONE.value:
@@ -264,7 +254,7 @@ class Deployments:
         known, so they run on (each can be stopped on its own); the record is removed, what it
         held written to the log. The answer has a deployment's form with no request and
         ``removed`` saying why."""
-        raw, created_at = self.deployment_records.remove(name)
+        raw, created_at = self.deployment_records.release(name)
         if raw is None:
             raise NotFoundError(f"no deployment named {name!r}")
         self.faults.forget(name, "deployment")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from domain.errors import NotFoundError
+from domain.errors import DamagedRecordError, NotFoundError
 from domain.events import Ended, Exited, Killed, Stopped
 from domain.lifecycle import FINAL, EndStatus, RequestStatus, TaskEnd
 from domain.model import TaskType
@@ -29,6 +30,15 @@ from scheduler.service import Scheduler
 
 log = logging.getLogger(__name__)
 RAW_LOGGED = 2000  # characters of a removed damaged record written to the log
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A request stopped whose record could not be read, so it was removed (DESIGN 9), and
+    the event the events stream got (its ``reason`` says why)."""
+
+    request_id: str
+    event: Stopped
 
 
 class Endings:
@@ -49,59 +59,66 @@ class Endings:
 
     # -- stopped by the client ----------------------------------------------------------------
 
-    def stop_request(self, request_id: str) -> RequestRecord:
-        record = self.records.get(request_id)
-        if record.cluster is not None and record.status not in FINAL:
-            return self.offloading.stop(record)
-        return self.loop.call(lambda: self._stop_here(request_id))
+    def stop_request(self, request_id: str) -> RequestRecord | Removed:
+        """Stop a request: its record afterwards; for a record that cannot be read, what
+        :meth:`_remove_damaged` did."""
+        try:
+            record = self.records.get(request_id)
+            if record.cluster is not None and record.status not in FINAL:
+                return self.offloading.stop(record)
+            return self.loop.call(lambda: self._stop_here(request_id))
+        except DamagedRecordError as exc:
+            return self._remove_damaged(request_id, str(exc))
 
     def _stop_here(self, request_id: str) -> RequestRecord:
         record = self.records.get(request_id)
         if record.status in FINAL:
             return record
-        if self.store.remove_pending(request_id):
+        if self._free(request_id):
             self.records.update(
                 request_id,
                 Stopped("stopped by the client while pending"),
                 status=RequestStatus.STOPPED,
             )
             return self.records.get(request_id)
-        self.backend.remove(request_id)
-        if self.store.task(request_id) is not None:
-            _, outcome = self.scheduler.task_ended(request_id, self.clock())
-            self.effects.carry_out(outcome)
         self.records.update(
             request_id, Stopped("stopped by the client"),
             status=RequestStatus.STOPPED,
         )
         return self.records.get(request_id)
 
-    def remove_damaged(self, request_id: str, why: str) -> Stopped:
-        """Stop a request whose record cannot be read, and remove the record (DESIGN 9: a
-        failing record can be removed through the API). What runs under its id is stopped as
-        for any request: its place in the queue, its Swarm service, its booking (its room
-        given back, the queue retried), and one offloaded to a peer (the record's ``cluster``
-        can be read alone) is stopped there first: a 503 naming the peer when it does not
-        answer, nothing removed here then. The record is gone, its fields written to the log.
-        Returns the event the events stream got."""
-        peer = self.records.cluster_of(request_id)
-        if peer is not None:
-            self.offloading.stop_at_peer(peer, request_id)
-        return self.loop.call(lambda: self._remove_damaged(request_id, why))
-
-    def _remove_damaged(self, request_id: str, why: str) -> Stopped:
-        self.store.remove_pending(request_id)
+    def _free(self, request_id: str) -> bool:
+        """On the loop: what runs under the id is stopped: its place in the queue (True: it
+        was pending), else its Swarm service and its booking (its room given back, the queue
+        retried)."""
+        if self.store.remove_pending(request_id):
+            return True
         self.backend.remove(request_id)
         if self.store.task(request_id) is not None:
             _, outcome = self.scheduler.task_ended(request_id, self.clock())
             self.effects.carry_out(outcome)
+        return False
+
+    def _remove_damaged(self, request_id: str, why: str) -> Removed:
+        """A request whose record cannot be read is stopped and its record removed (DESIGN
+        9: a failing record can be removed through the API). What runs under its id is freed
+        as for any request; one offloaded to a peer (the record's ``cluster`` can be read
+        alone) is stopped there first: a 503 naming the peer when it does not answer, nothing
+        removed here then. The record is gone, its fields written to the log."""
+        peer = self.records.cluster_of(request_id)
+        if peer is not None:
+            self.offloading.stop_at_peer(peer, request_id)
+        return self.loop.call(lambda: self._remove_here(request_id, why))
+
+    def _remove_here(self, request_id: str, why: str) -> Removed:
+        self._free(request_id)
         event = Stopped(f"stopped by the client; its record could not be read and was "
                         f"removed ({why})", t=self.clock(), status=RequestStatus.STOPPED)
         raw = self.records.remove(request_id, event)
         self.faults.forget(request_id)
         log.warning("request %s: its record could not be read (%s); stopped and removed "
                     "through the API; it held: %s", request_id, why, str(raw)[:RAW_LOGGED])
-        return event
+        return Removed(request_id, event)
 
     # -- ended by its container ---------------------------------------------------------------
 

@@ -9,7 +9,6 @@ offloaded request goes through its peer first.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import threading
@@ -119,20 +118,20 @@ class Offloading:
         except GreenSwarmError as exc:
             log.warning("could not stop %s at peer %s: %s", request_id, peer, exc)
 
-    def stop_at_peer(self, peer: str, request_id: str) -> None:
-        """Stop an offloaded request at its peer, whose record is its own (UnavailableError
-        naming the peer when it does not answer); one the peer no longer knows is done."""
-        with contextlib.suppress(NotFoundError):
-            self.peering.stop_request(peer, request_id)
+    def stop_at_peer(self, peer: str, request_id: str) -> dict[str, Any]:
+        """Stop an offloaded request at its peer: the peer's record afterwards, empty when it
+        no longer knows the request (UnavailableError naming the peer when it does not
+        answer)."""
+        try:
+            return self.peering.stop_request(peer, request_id)
+        except NotFoundError:
+            return {}
 
     def stop(self, record: RequestRecord) -> RequestRecord:
         """Stop an offloaded request at its peer, then here (a 503 naming the peer when it
         does not answer: nothing changes here then)."""
         peer = record.cluster or ""
-        try:
-            remote = self.peering.stop_request(peer, record.id)
-        except NotFoundError:
-            remote = {}
+        remote = self.stop_at_peer(peer, record.id)
         try:
             status = RequestStatus(str(remote.get("status")))
         except ValueError:

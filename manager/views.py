@@ -14,12 +14,13 @@ from typing import Any
 
 from domain.classes import CLASSES
 from domain.errors import GreenSwarmError, NotFoundError, UnavailableError
-from domain.events import EventKind, Stopped, event_from_json, in_cluster
+from domain.events import EventKind, event_from_json, in_cluster
 from domain.lifecycle import FINAL, RequestStatus
 from domain.model import HostView, Task, TaskType
 from domain.service_history import checkpoint_interval_of, service_level
 from federation.offload import advertise
 from host_registry.redis_store import RedisStore
+from manager.endings import Removed
 from manager.leadership import LeaderView
 from manager.loop import SchedulingLoop
 from manager.nodes import NodeNames
@@ -132,14 +133,14 @@ class Views:
         return out
 
     @staticmethod
-    def removed_json(request_id: str, event: Stopped) -> dict[str, Any]:
+    def removed_json(removed: Removed) -> dict[str, Any]:
         """What DELETE /requests/{id} answers for a record that could not be read and was
         removed (DESIGN 9): a request's form with nothing of the record (its spec empty, no
         host, no kill counted), the event that removed it as its history, and ``removed``
         saying why."""
-        return {"id": request_id, "status": RequestStatus.STOPPED.value, "host": None,
-                "host_name": None, "kills": 0, "spec": {}, "history": [event.to_json()],
-                "removed": event.reason}
+        return {"id": removed.request_id, "status": RequestStatus.STOPPED.value, "host": None,
+                "host_name": None, "kills": 0, "spec": {}, "history": [removed.event.to_json()],
+                "removed": removed.event.reason}
 
     # -- hosts and peers ----------------------------------------------------------------------
 
