@@ -13,9 +13,11 @@ echo "== mypy --strict"
 mypy
 echo "== import-linter"
 lint-imports --no-cache
-# The unit tier is pure (no Redis, no Docker, no lab), so it runs on every core (up to four) with
-# pytest-xdist; the integration and lab tiers share the machine's engine and one lab, so they run
-# one test at a time. Extra arguments: one pytest run with exactly them, as before.
+# Two runs at once: the tests that need the machine's Docker engine (the lab tests and the
+# live ones, marked `engine` by tests/conftest.py) one at a time, since they share the engine and
+# one lab; beside them, in a second pytest, everything else (the unit tier and the integration
+# tests on Redis alone). The engine tests mostly wait on containers, so the second run costs them
+# little. Its output follows theirs. Extra arguments: one pytest run with exactly them.
 # The slowest tests are named at the end of each run, so a run that grows slow says where.
 run_pytest() {
     set +e
@@ -33,16 +35,33 @@ if [ "$#" -gt 0 ]; then
     run_pytest "$@"  # a failure ends the script with its status (set -e)
     exit 0
 fi
-workers=$(nproc)
-[ "$workers" -le 4 ] || workers=4
-echo "== pytest: the unit tier ($workers workers)"
-unit=0
-run_pytest -n "$workers" tests/unit || unit=$?
-echo "== pytest: the lab and integration tiers"
+rest_log=$(mktemp)
+# A process group of its own (job control on), so that an interrupted run stops it and what it
+# started, by its group id, with the SIGINT a background job would otherwise ignore.
+set -m
+GREENSWARM_TEST_NO_ENGINE=1 python -m pytest --durations=15 -m "not engine" tests > "$rest_log" 2>&1 &
+rest_pid=$!
+set +m
+trap 'kill -INT -- "-$rest_pid" 2>/dev/null || true; rm -f "$rest_log"' EXIT
+echo "== pytest: the engine tier (lab and live tests; the rest runs beside it, pid $rest_pid)" \
+    "at ${SECONDS} s"
+engine=0
+run_pytest -m engine tests || engine=$?
 rest=0
-run_pytest tests/e2e tests/integration || rest=$?
-if [ "$unit" -ne 0 ]; then
-    echo "the unit tier failed (exit $unit): see its run above" >&2
-    exit "$unit"
-fi
-exit "$rest"
+wait "$rest_pid" || rest=$?
+trap 'rm -f "$rest_log"' EXIT
+echo "== pytest: the rest (unit tier and integration tests on Redis), run beside the engine" \
+    "tier; both done at ${SECONDS} s"
+cat "$rest_log"
+failed=0
+for tier in engine rest; do
+    status=${!tier}
+    if [ "$status" -eq 5 ]; then
+        echo "the $tier tier collected no tests" >&2
+        failed=1
+    elif [ "$status" -ne 0 ]; then
+        echo "the $tier tier failed (exit $status): see its run above" >&2
+        failed=$status
+    fi
+done
+exit "$failed"

@@ -25,6 +25,17 @@ def pytest_configure(config: pytest.Config) -> None:
         install_check(Path(report))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``engine`` every test that needs the machine's Docker engine: one that asks for the
+    ``docker_socket`` fixture (directly or through another fixture), and every test marked
+    ``lab`` (the lab fixture asks for it at run time) or ``docker``. The test command runs these
+    one at a time, and the rest (``-m "not engine"``) beside them (scripts/test.sh)."""
+    for item in items:
+        if ("docker_socket" in getattr(item, "fixturenames", ())
+                or item.get_closest_marker("lab") or item.get_closest_marker("docker")):
+            item.add_marker(pytest.mark.engine)
+
+
 @pytest.fixture(scope="session")
 def redis_srv() -> Iterator[RedisServer]:
     """A real redis-server (append-only persistence) for the whole session."""
@@ -43,7 +54,12 @@ def raw_redis(redis_srv: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture(scope="session")
 def docker_socket() -> Iterator[str]:
-    """A real Docker engine (the machine's; started for the session if it was not running)."""
+    """A real Docker engine (the machine's; started for the session if it was not running).
+    Refused in the test command's run beside the engine tier (``GREENSWARM_TEST_NO_ENGINE``):
+    a test that reaches the engine without being marked ``engine`` would race the lab."""
+    if os.environ.get("GREENSWARM_TEST_NO_ENGINE"):
+        pytest.fail("a test not marked `engine` asked for the Docker engine: ask for the "
+                    "docker_socket fixture by name, or mark it `lab` or `engine`")
     with docker_engine() as socket_path:
         yield socket_path
 
