@@ -108,6 +108,25 @@ def test_hosts_switched_off_and_on_simulate_identically_with_and_without_rust(
     assert energy["switches_off"] >= 1 and energy["hosts_off_mean"] > 0, energy
 
 
+def test_a_federated_run_of_another_seed_simulates_identically_with_and_without_rust(
+    built: None, tmp_path: Path,
+) -> None:
+    """Issue 33's differential runs: a federated run (two clusters, each with its own store
+    and scheduler; a request its home does not place, or would place only by killing, goes to
+    the peer, DESIGN 12) of every built-in policy, on another seed of the thesis workload, busy
+    enough that every policy offloads."""
+    federated = ("--seed", "2", "--peak", "1.5", "--hosts", "10x8c12g", "--clusters", "5,5",
+                 "--federation", "offload", "--offload-when", "kills")
+    with_rust = simulate(tmp_path / "rust", "1", "1800", *federated)
+    without = simulate(tmp_path / "python", "0", "1800", *federated)
+    assert (with_rust["groups"], without["groups"]) == ("rust", "python")
+    files = same_results(tmp_path)
+    policies = {rel.split("/")[0] for rel in files if "/" in rel}
+    assert len(policies) >= 7, sorted(files)
+    offloads = {p: files[f"{p}/simulation.json"]["offloads"] for p in policies}
+    assert all(n > 0 for n in offloads.values()), sorted(offloads.items())
+
+
 # Every module that imports greenswarm_core when it is imported, and how it tells which it uses.
 RUST_PARTS = {"domain.rooms": "domain.rooms.rooms_implementation()",
               "domain.energy": "'python' if domain.energy.NativeHostMeter is None else 'rust'",
