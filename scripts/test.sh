@@ -39,10 +39,15 @@ rest_log=$(mktemp)
 # A process group of its own (job control on), so that an interrupted run stops it and what it
 # started, by its group id, with the SIGINT a background job would otherwise ignore.
 set -m
-GREENSWARM_TEST_NO_ENGINE=1 python -m pytest --durations=15 -m "not engine" tests > "$rest_log" 2>&1 &
+GREENSWARM_TEST_NO_ENGINE=1 python -m pytest --durations=15 -m "not engine" tests \
+    > "$rest_log" 2>&1 &
 rest_pid=$!
 set +m
-trap 'kill -INT -- "-$rest_pid" 2>/dev/null || true; rm -f "$rest_log"' EXIT
+trap 'kill -INT -- "-$rest_pid" 2>/dev/null || true; wait "$rest_pid" 2>/dev/null || true
+      rm -f "$rest_log"' EXIT
+# Ctrl-C reaches the engine tier (the foreground group), not the rest: once the engine tier
+# has stopped, the script exits, and the EXIT trap stops the rest and waits for its teardown.
+trap 'exit 130' INT TERM
 echo "== pytest: the engine tier (lab and live tests; the rest runs beside it, pid $rest_pid)" \
     "at ${SECONDS} s"
 engine=0
