@@ -74,15 +74,14 @@ class Endings:
         record = self.records.get(request_id)
         if record.status in FINAL:
             return record
-        if self._free(request_id):
-            self.records.update(
-                request_id,
-                Stopped("stopped by the client while pending"),
-                status=RequestStatus.STOPPED,
-            )
-            return self.records.get(request_id)
+        return self._mark_stopped(request_id, self._free(request_id))
+
+    def _mark_stopped(self, request_id: str, pending: bool) -> RequestRecord:
+        """The record of a request just freed (``pending``: from the queue) says stopped."""
         self.records.update(
-            request_id, Stopped("stopped by the client"),
+            request_id,
+            Stopped("stopped by the client while pending" if pending
+                    else "stopped by the client"),
             status=RequestStatus.STOPPED,
         )
         return self.records.get(request_id)
@@ -99,23 +98,26 @@ class Endings:
             self.effects.carry_out(outcome)
         return False
 
-    def _remove_damaged(self, request_id: str, why: str) -> Removed:
+    def _remove_damaged(self, request_id: str, why: str) -> RequestRecord | Removed:
         """A request whose record cannot be read is stopped and its record removed (DESIGN
         9: a failing record can be removed through the API). What runs under its id is freed
         as for any request; one offloaded to a peer (the record's ``cluster`` can be read
         alone) is stopped there first: a 503 naming the peer when it does not answer, nothing
-        removed here then. The record is gone, its fields written to the log."""
+        removed here then. The record is gone, its fields written to the log; one mended by
+        hand meanwhile (it reads again) is kept and stopped as any other."""
         peer = self.records.cluster_of(request_id)
         if peer is not None:
             self.offloading.stop_at_peer(peer, request_id)
         return self.loop.call(lambda: self._remove_here(request_id, why))
 
-    def _remove_here(self, request_id: str, why: str) -> Removed:
-        self._free(request_id)
+    def _remove_here(self, request_id: str, why: str) -> RequestRecord | Removed:
+        pending = self._free(request_id)
         event = Stopped(f"stopped by the client; its record could not be read and was "
                         f"removed ({why})", t=self.clock(), status=RequestStatus.STOPPED)
         raw = self.records.remove(request_id, event)
         self.faults.forget(request_id)
+        if isinstance(raw, RequestRecord):  # mended by hand since it was found damaged
+            return raw if raw.status in FINAL else self._mark_stopped(request_id, pending)
         log.warning("request %s: its record could not be read (%s); stopped and removed "
                     "through the API; it held: %s", request_id, why, str(raw)[:RAW_LOGGED])
         return Removed(request_id, event)

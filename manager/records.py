@@ -335,12 +335,13 @@ class RequestRecords:
                     continue
         raise UnavailableError(f"request {request_id!r} kept changing while it was written")
 
-    def remove(self, request_id: str, event: Event) -> dict[str, str]:
-        """Remove a record, whatever its fields hold: its hash and history, its place in the
-        lists and the SLO tally; ``event`` goes to the events stream (``GET /events`` says
-        what became of it). For a record that cannot be read (DESIGN 9: a failing record can
-        be removed through the API); a readable one is stopped and kept (:meth:`update`).
-        Returns the hash as it was (NotFoundError when there is none)."""
+    def remove(self, request_id: str, event: Event) -> dict[str, str] | RequestRecord:
+        """Remove a record that cannot be read (DESIGN 9: a failing record can be removed
+        through the API): its hash and history, its place in the lists and the SLO tally;
+        ``event`` goes to the events stream (``GET /events`` says what became of it). Returns
+        the hash as it was (NotFoundError when there is none). A record that reads again by
+        then (mended by hand since it was found damaged) is kept, and returned as read: the
+        caller stops it as any other (:meth:`update`), its history kept."""
         key = self._key(request_id)
         entry = json.dumps(with_changes(event, time.time() if event.t is None else event.t,
                                         {}).to_json())
@@ -348,10 +349,18 @@ class RequestRecords:
             for _ in range(WRITE_TRIES):
                 try:
                     self._check_fence(pipe)
-                    pipe.watch(key)
+                    pipe.watch(key, key + ":history")
                     fields_: dict[str, str] = pipe.hgetall(key)
                     if not fields_:
                         raise NotFoundError(f"no request {request_id!r}")
+                    try:
+                        readable = _record(request_id, fields_,
+                                           pipe.lrange(key + ":history", 0, -1))
+                    except DamagedRecordError:
+                        pass
+                    else:
+                        pipe.reset()
+                        return readable
                     pipe.multi()
                     if self.tally is not None:  # first: it writes the hash's "slo"
                         self.tally.stage(pipe, request_id, key, fields_.get("slo"), None)
@@ -377,30 +386,7 @@ class RequestRecords:
             fields_, history = pipe.execute()
         if not fields_:
             raise NotFoundError(f"no request {request_id!r}")
-        try:
-            spec = json.loads(fields_["spec"])
-            if not isinstance(spec, dict):
-                raise TypeError(f"its spec is a {type(spec).__name__}, not an object")
-            return RequestRecord(
-                id=fields_["id"],
-                spec=spec,
-                status=RequestStatus(fields_["status"]),
-                host=fields_["host"] or None,
-                service_id=fields_["service_id"] or None,
-                cpu_shares=int(fields_["cpu_shares"]),
-                memory=int(fields_["memory"]),
-                cut_received=fields_["cut_received"],
-                kills=int(fields_.get("kills") or 0),  # absent from records written before it
-                created_at=float(fields_["created_at"]),
-                updated_at=float(fields_["updated_at"]),
-                history=_events(history),
-                cluster=fields_.get("cluster") or None,  # absent from records written before it
-                forwarded_from=fields_.get("forwarded_from") or None,
-                host_name=fields_.get("host_name") or None,
-            )
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise DamagedRecordError(f"request {request_id!r}: its record cannot be read "
-                                     f"({type(exc).__name__}: {exc})") from exc
+        return _record(request_id, fields_, history)
 
     def counts(self) -> dict[RequestStatus, int]:
         """How many records are in each status (one round trip)."""
@@ -443,6 +429,34 @@ class RequestRecords:
         with redis_errors():
             raw: str | None = self._redis.hget(self._key(request_id), name)
         return raw
+
+
+def _record(request_id: str, fields_: dict[str, str], history: list[str]) -> RequestRecord:
+    """A record from its hash and history (DamagedRecordError when they cannot be read)."""
+    try:
+        spec = json.loads(fields_["spec"])
+        if not isinstance(spec, dict):
+            raise TypeError(f"its spec is a {type(spec).__name__}, not an object")
+        return RequestRecord(
+            id=fields_["id"],
+            spec=spec,
+            status=RequestStatus(fields_["status"]),
+            host=fields_["host"] or None,
+            service_id=fields_["service_id"] or None,
+            cpu_shares=int(fields_["cpu_shares"]),
+            memory=int(fields_["memory"]),
+            cut_received=fields_["cut_received"],
+            kills=int(fields_.get("kills") or 0),  # absent from records written before it
+            created_at=float(fields_["created_at"]),
+            updated_at=float(fields_["updated_at"]),
+            history=_events(history),
+            cluster=fields_.get("cluster") or None,  # absent from records written before it
+            forwarded_from=fields_.get("forwarded_from") or None,
+            host_name=fields_.get("host_name") or None,
+        )
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise DamagedRecordError(f"request {request_id!r}: its record cannot be read "
+                                 f"({type(exc).__name__}: {exc})") from exc
 
 
 def _events(raw: list[str]) -> list[Event]:

@@ -411,6 +411,43 @@ def test_a_damaged_record_keeps_its_checkpoint_directory_and_the_sweep_goes_on(
         built.store.flush()
 
 
+def test_a_record_mended_while_it_is_deleted_is_stopped_and_kept(
+    cluster: Cluster, redis_srv: RedisServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A record found damaged by DELETE but mended by hand before its removal (an operator
+    fixing it at the same moment) is stopped as any other, its record and history kept, not
+    removed. The race's timing cannot be produced on demand: the mend is made by a wrapper
+    around the freeing step, which runs between the read that finds the damage and the
+    removal; the damage and the mend are written into Redis by hand."""
+    view = redis.Redis.from_url(redis_srv.url, decode_responses=True)
+    placed = cluster.submit("placed")["request"]
+    assert placed["status"] == "running", placed
+    prefix = cluster.manager.settings.redis_prefix
+    view.hset(request_key(prefix, "placed"), "status", "half-written")
+    assert cluster.client.get("/requests/placed", headers=AUTH).status_code == 500
+    endings = cluster.manager.endings
+    free = endings._free
+
+    def free_then_mended(request_id: str) -> bool:
+        pending = free(request_id)
+        view.hset(request_key(prefix, request_id), "status", "running")  # the operator's mend
+        return pending
+
+    monkeypatch.setattr(endings, "_free", free_then_mended)
+    answer = cluster.client.delete("/requests/placed", headers=AUTH)
+    assert answer.status_code == 200, answer.get_json()
+    body = answer.get_json()
+    assert "removed" not in body, body
+    assert body["status"] == "stopped" and body["spec"]["name"] == "placed", body
+    kinds = [e["kind"] for e in body["history"]]
+    assert kinds[0] == "submitted" and kinds[-1] == "stopped" and len(kinds) > 2, kinds
+    assert cluster.record("placed")["status"] == "stopped"
+    assert "placed" not in cluster.swarm.services_by_task
+    assert cluster.store.task("placed") is None
+    failing = {(f["kind"], f["id"]) for f in cluster.health()["reconcile"]["failing"]}
+    assert ("request", "placed") not in failing, failing
+
+
 def test_a_damaged_deployment_is_left_out_of_the_list_named_and_removed_through_the_api(
     cluster: Cluster, redis_srv: RedisServer,
 ) -> None:
