@@ -39,8 +39,7 @@ rest_log=$(mktemp)
 # A process group of its own (job control on), so that an interrupted run stops it and what it
 # started, by its group id, with the SIGINT a background job would otherwise ignore.
 set -m
-GREENSWARM_TEST_NO_ENGINE=1 python -m pytest --durations=15 -m "not engine" tests \
-    > "$rest_log" 2>&1 &
+(export GREENSWARM_TEST_NO_ENGINE=1; run_pytest -m "not engine" tests) > "$rest_log" 2>&1 &
 rest_pid=$!
 set +m
 trap 'kill -INT -- "-$rest_pid" 2>/dev/null || true; wait "$rest_pid" 2>/dev/null || true
@@ -61,10 +60,7 @@ cat "$rest_log"
 failed=0
 for tier in engine rest; do
     status=${!tier}
-    if [ "$status" -eq 5 ]; then
-        echo "the $tier tier collected no tests" >&2
-        failed=1
-    elif [ "$status" -ne 0 ]; then
+    if [ "$status" -ne 0 ]; then
         echo "the $tier tier failed (exit $status): see its run above" >&2
         failed=$status
     fi
