@@ -209,7 +209,9 @@ class QosPolicy:
         cpu_limits, memory_limits = host.cpu_limits, host.memory_limits
         new_class = _strictest(counts, rc)
         # (with nothing chosen: a host the simple and cut passes do not walk, an EED one,
-        # takes the request as it is)
+        # takes the request as it is). The fit test is written out here and below, not called:
+        # a helper made the thesis hour of `qos` 4-11 % slower, compiled (docs/DESIGN.md, native
+        # core, twelfth step).
         fits = (cpu_alloc + cpu <= cpu_limits[new_class - 1]
                 and memory_alloc + memory <= memory_limits[new_class - 1])
         if not fits and q_j == q_j and _ascending(cpu_limits) and _ascending(memory_limits):
