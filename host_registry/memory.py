@@ -253,6 +253,9 @@ class MemoryStore:
         self._classes = classes or ClassTable()
         self._bounds = bounds or RegionBounds()
         self._views: dict[str, HostView] = {}
+        # the ids of _views sorted, for all_hosts (None: to sort again, a host came or went;
+        # a new list then, so that a walk begun before reads the one it began with)
+        self._ids_sorted: list[str] | None = None
         self._groups: dict[GroupKey, HostList] = {}
         self._tasks: dict[str, Task] = {}
         self._host_tasks: dict[str, dict[str, Task]] = {}
@@ -308,8 +311,12 @@ class MemoryStore:
                 yield position, view
 
     def all_hosts(self) -> Iterator[HostView]:
-        for host_id in sorted(self._views):
-            yield self._views[host_id]
+        ids = self._ids_sorted
+        if ids is None:
+            ids = self._ids_sorted = sorted(self._views)
+        views = self._views
+        for host_id in ids:
+            yield views[host_id]
 
     def host(self, host_id: str) -> HostView:
         try:
@@ -373,6 +380,7 @@ class MemoryStore:
             windows=None if old is None else old.windows,
         )
         if old is None:
+            self._ids_sorted = None
             self._host_tasks[spec.id] = {}
             self._cut_tasks[spec.id] = set()
             self._paused_tasks[spec.id] = set()
@@ -389,6 +397,7 @@ class MemoryStore:
             del self._tasks[task.id]
         self._group(view).remove(view)
         del self._views[host_id]
+        self._ids_sorted = None
         self._changed(host_id)
         return tasks
 

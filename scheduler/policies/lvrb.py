@@ -65,15 +65,21 @@ class LoadVariationRiskBalancing:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        def score(host: HostView) -> tuple[float, str]:
-            means, deviations = mean_and_deviation(host, self.window.seconds)
+        span_s = self.window.seconds
+
+        def score(host: HostView) -> float:
+            means, deviations = mean_and_deviation(host, span_s)
             requests = (request.cpu_shares / host.cpu_capacity,
                         request.memory / host.memory_capacity)
-            value = risk_balancing(means, deviations, requests)
-            return value, (f"M {means[0]:.3f}/{means[1]:.3f}, V {deviations[0]:.3f}/"
-                           f"{deviations[1]:.3f}, score {value:.1f}")
+            return risk_balancing(means, deviations, requests)
 
-        return highest_score(request, view, exclude, Notes(explain), self.name, score)
+        def describe(host: HostView, value: float) -> str:
+            means, deviations = mean_and_deviation(host, span_s)
+            return (f"M {means[0]:.3f}/{means[1]:.3f}, V {deviations[0]:.3f}/"
+                    f"{deviations[1]:.3f}, score {value:.1f}")
+
+        return highest_score(request, view, exclude, Notes(explain), self.name, score,
+                             describe)
 
     may_place = staticmethod(unreserved_fit)
 

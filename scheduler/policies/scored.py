@@ -103,6 +103,8 @@ class ScoredPolicy:
         explain: bool = False,
     ) -> Decision:
         notes = Notes(explain)
+        if not explain:
+            return self._decide_quietly(request, view, exclude, notes)
         best: tuple[float, int, str] | None = None
         best_host: HostView | None = None
         for score, host in qualifying(request, view, exclude, notes, self.name):
@@ -114,6 +116,39 @@ class ScoredPolicy:
         score = -best[0] if self.highest else best[0]
         return place(request, best_host, self.name, f"scores {score:.1f}", notes)
 
+    def _decide_quietly(
+        self, request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes
+    ) -> Decision:
+        """``decide`` without notes: the same hosts, scores and order of preference, in one
+        loop (no generator per host, no key tuple per host: a decision reads every host)."""
+        cpu, memory = request.cpu_shares, request.memory
+        highest = self.highest
+        best_host: HostView | None = None
+        best_score = 0.0
+        best_tasks = 0
+        for host in view.all_hosts():
+            cpu_total = host.cpu_allocated + cpu
+            if cpu_total > host.cpu_capacity:
+                continue
+            memory_total = host.memory_allocated + memory
+            if memory_total > host.memory_capacity or host.id in exclude:
+                continue
+            score = cpu_total * 100 / host.cpu_capacity + memory_total * 100 / host.memory_capacity
+            if best_host is not None:
+                # (score, tasks, id) against the best's, as decide's keys compare; scores are
+                # finite, so ``not a < b and a != b`` is ``a > b``
+                if score != best_score:
+                    if (score < best_score) is highest:
+                        continue
+                else:
+                    tasks = host.task_count
+                    if tasks > best_tasks or (tasks == best_tasks and host.id > best_host.id):
+                        continue
+            best_host, best_score, best_tasks = host, score, host.task_count
+        if best_host is None:
+            return refuse(request, self.name, notes)
+        return place(request, best_host, self.name, f"scores {best_score:.1f}", notes)
+
     may_place = staticmethod(unreserved_fit)
 
 
@@ -121,18 +156,22 @@ class ScoredPolicy:
 
 def highest_score(
     request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes, name: str,
-    score: Callable[[HostView], tuple[float, str]],
+    score: Callable[[HostView], float], describe: Callable[[HostView, float], str],
 ) -> Decision:
-    """The unreserved host with the highest ``score`` (ties: fewest tasks, then smallest id),
-    each host noted with the score's text and how its utilization was read."""
+    """The unreserved host with the highest ``score`` (ties: fewest tasks, then smallest id).
+    ``describe`` gives a host's score as text: for each host's note, with how its utilization
+    was read, when notes are kept, and for the chosen host's reason (without notes only that
+    one: formatting every host's figures cost more than scoring them)."""
     best: tuple[float, int, str] | None = None
-    best_note = ""
+    best_host: HostView | None = None
+    best_value = 0.0
     for host in unreserved(request, view, exclude, notes, name):
-        value, note = score(host)
-        notes.host(name, host, note + basis_note(view, host.id))
+        value = score(host)
+        if notes.enabled:
+            notes.host(name, host, describe(host, value) + basis_note(view, host.id))
         key = (-value, host.task_count, host.id)
         if best is None or key < best:
-            best, best_note = key, note
-    if best is None:
+            best, best_host, best_value = key, host, value
+    if best is None or best_host is None:
         return refuse(request, name, notes)
-    return place(request, view.host(best[2]), name, best_note, notes)
+    return place(request, view.host(best[2]), name, describe(best_host, best_value), notes)

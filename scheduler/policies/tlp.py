@@ -49,12 +49,17 @@ class TargetLoadPacking:
         exclude: Collection[str] = (),
         explain: bool = False,
     ) -> Decision:
-        def score(host: HostView) -> tuple[float, str]:
-            used_pct = (host.cpu_util + request.cpu_shares / host.cpu_capacity) * 100.0
-            value = target_load_packing(used_pct, self.target_pct)
-            return value, f"U' {used_pct:.1f} %, score {value:.1f}"
+        def used_pct(host: HostView) -> float:
+            return (host.cpu_util + request.cpu_shares / host.cpu_capacity) * 100.0
 
-        return highest_score(request, view, exclude, Notes(explain), self.name, score)
+        def score(host: HostView) -> float:
+            return target_load_packing(used_pct(host), self.target_pct)
+
+        def describe(host: HostView, value: float) -> str:
+            return f"U' {used_pct(host):.1f} %, score {value:.1f}"
+
+        return highest_score(request, view, exclude, Notes(explain), self.name, score,
+                             describe)
 
     may_place = staticmethod(unreserved_fit)
 
