@@ -47,7 +47,8 @@ def qualifying(
         score = (host.cpu_allocated + cpu) * 100 / host.cpu_capacity + (
             host.memory_allocated + memory
         ) * 100 / host.memory_capacity
-        notes.host(name, host, f"qualifies, score {score:.1f}")
+        if notes.enabled:  # (formatting a score costs more than computing it)
+            notes.host(name, host, f"qualifies, score {score:.1f}")
         yield score, host
 
 
@@ -103,40 +104,14 @@ class ScoredPolicy:
         explain: bool = False,
     ) -> Decision:
         notes = Notes(explain)
-        if not explain:
-            return self._decide_quietly(request, view, exclude, notes)
-        best: tuple[float, int, str] | None = None
-        best_host: HostView | None = None
-        for score, host in qualifying(request, view, exclude, notes, self.name):
-            key = (-score if self.highest else score, host.task_count, host.id)
-            if best is None or key < best:
-                best, best_host = key, host
-        if best_host is None or best is None:
-            return refuse(request, self.name, notes)
-        score = -best[0] if self.highest else best[0]
-        return place(request, best_host, self.name, f"scores {score:.1f}", notes)
-
-    def _decide_quietly(
-        self, request: Request, view: ClusterReader, exclude: Collection[str], notes: Notes
-    ) -> Decision:
-        """``decide`` without notes: the same hosts, scores and order of preference, in one
-        loop (no generator per host, no key tuple per host: a decision reads every host)."""
-        cpu, memory = request.cpu_shares, request.memory
         highest = self.highest
         best_host: HostView | None = None
         best_score = 0.0
         best_tasks = 0
-        for host in view.all_hosts():
-            cpu_total = host.cpu_allocated + cpu
-            if cpu_total > host.cpu_capacity:
-                continue
-            memory_total = host.memory_allocated + memory
-            if memory_total > host.memory_capacity or host.id in exclude:
-                continue
-            score = cpu_total * 100 / host.cpu_capacity + memory_total * 100 / host.memory_capacity
+        for score, host in qualifying(request, view, exclude, notes, self.name):
             if best_host is not None:
-                # (score, tasks, id) against the best's, as decide's keys compare; scores are
-                # finite, so ``not a < b and a != b`` is ``a > b``
+                # (score, tasks, id) against the best's, as Swarm ranks them, without a key
+                # tuple per host; scores are finite, so ``not a < b and a != b`` is ``a > b``
                 if score != best_score:
                     if (score < best_score) is highest:
                         continue
@@ -172,6 +147,6 @@ def highest_score(
         key = (-value, host.task_count, host.id)
         if best is None or key < best:
             best, best_host, best_value = key, host, value
-    if best is None or best_host is None:
+    if best_host is None:
         return refuse(request, name, notes)
-    return place(request, view.host(best[2]), name, describe(best_host, best_value), notes)
+    return place(request, view.host(best_host.id), name, describe(best_host, best_value), notes)
