@@ -104,11 +104,28 @@ class ScoredPolicy:
         explain: bool = False,
     ) -> Decision:
         notes = Notes(explain)
-        highest = self.highest
+        name, highest = self.name, self.highest
+        cpu, memory = request.cpu_shares, request.memory
         best_host: HostView | None = None
         best_score = 0.0
         best_tasks = 0
-        for score, host in qualifying(request, view, exclude, notes, self.name):
+        # ``qualifying``'s tests, notes and score written out in one loop: a decision reads
+        # every host, and two generators per host made a decision 1.7-3x slower (measured)
+        for host in view.all_hosts():
+            if host.id in exclude:
+                notes.host(name, host, why_excluded(exclude, host.id))
+                continue
+            cpu_total = host.cpu_allocated + cpu
+            if cpu_total > host.cpu_capacity:
+                notes.host(name, host, "CPU score over 100")
+                continue
+            memory_total = host.memory_allocated + memory
+            if memory_total > host.memory_capacity:
+                notes.host(name, host, "memory score over 100")
+                continue
+            score = cpu_total * 100 / host.cpu_capacity + memory_total * 100 / host.memory_capacity
+            if notes.enabled:
+                notes.host(name, host, f"qualifies, score {score:.1f}")
             if best_host is not None:
                 # (score, tasks, id) against the best's, as Swarm ranks them, without a key
                 # tuple per host; scores are finite, so ``not a < b and a != b`` is ``a > b``
@@ -121,8 +138,8 @@ class ScoredPolicy:
                         continue
             best_host, best_score, best_tasks = host, score, host.task_count
         if best_host is None:
-            return refuse(request, self.name, notes)
-        return place(request, best_host, self.name, f"scores {best_score:.1f}", notes)
+            return refuse(request, name, notes)
+        return place(request, best_host, name, f"scores {best_score:.1f}", notes)
 
     may_place = staticmethod(unreserved_fit)
 

@@ -1,9 +1,8 @@
-"""The baselines decide without notes as with them, less the notes: spread and binpack in one
-loop (``ScoredPolicy._decide_quietly``; the reference is the loop with notes, Swarm's
-qualification and score host by host), tlp and lvrb formatting the chosen host's score alone
-(``highest_score``); on drawn clusters of mixed sizes and loads with ties, exclusions and
-requests that fit nowhere. And the in-memory store's walk of every host by id, whose order it
-keeps between calls."""
+"""The baselines decide without notes as with them, less the notes: spread and binpack rank in
+one loop that notes only when asked (``ScoredPolicy.decide``), tlp and lvrb format the chosen
+host's score alone (``highest_score``); on drawn clusters of mixed sizes and loads with ties,
+exclusions and requests that fit nowhere. And the in-memory store's walk of every host by id,
+whose order it keeps between calls."""
 
 from __future__ import annotations
 
